@@ -1,0 +1,1 @@
+//! Procedural macros of autoshard. Use them through the `autoshard` crate.

@@ -1,0 +1,274 @@
+//! The contract between generated code and the runtime: what `#[derive(Entity)]` and
+//! `#[autoshard::sharded]` implement, and the hidden state a sharded struct carries.
+//!
+//! Nothing here talks to a store. The mapper drives these hooks; application code
+//! normally never calls them.
+
+use crate::document::{Document, Value};
+use crate::error::FieldError;
+use crate::key::{EntityId, Key};
+use std::fmt;
+
+/// How one sharded property is spread over shard documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Sharding {
+    /// A fixed number of shard documents (`#[shardable(shards = N)]`); a save folds the
+    /// change into one of them, chosen uniformly at random.
+    Static {
+        /// Number of shards, at least 1.
+        shards: u32,
+    },
+    /// A new shard document per save, folded back into one by compaction
+    /// (`#[shardable]` without `shards`).
+    Dynamic,
+}
+
+/// Static description of one `#[shardable]` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ShardedProperty {
+    /// The Rust field name, e.g. `"votes"`.
+    pub name: &'static str,
+    /// The property name in shard documents, e.g. `"shard_votes"`.
+    pub stored_as: &'static str,
+    /// Static or dynamic sharding.
+    pub sharding: Sharding,
+}
+
+impl ShardedProperty {
+    /// The number of static shards, or `None` for a dynamic property.
+    #[must_use]
+    pub fn static_shards(&self) -> Option<u32> {
+        match self.sharding {
+            Sharding::Static { shards } => Some(shards),
+            Sharding::Dynamic => None,
+        }
+    }
+}
+
+/// A struct mapped to a document. Implemented by `#[derive(Entity)]`; the sharded hooks
+/// (everything after [`Entity::from_document`]) by `#[autoshard::sharded]`. Their
+/// defaults describe an entity with no sharded property.
+///
+/// `property` arguments index [`Entity::PROPERTIES`]; generated code returns a
+/// [`FieldError`] (never panics) for an index out of range.
+pub trait Entity: Sized + Send + Sync + 'static {
+    /// The type of the `#[id]` field.
+    type Id: EntityId;
+
+    /// The document kind, the struct name unless `#[entity(kind = "...")]` says otherwise.
+    const KIND: &'static str;
+
+    /// The sharded properties, in field order. Empty for an unsharded entity.
+    const PROPERTIES: &'static [ShardedProperty] = &[];
+
+    /// The value of the `#[id]` field.
+    fn id(&self) -> &Self::Id;
+
+    /// The key of the main document of the entity with this id.
+    fn key_for(id: &Self::Id) -> Key {
+        Key::new(Self::KIND, id.to_key_name())
+    }
+
+    /// The key of this entity's main document.
+    fn key(&self) -> Key {
+        Self::key_for(self.id())
+    }
+
+    /// The main document: every property except the id and the sharded properties.
+    fn to_document(&self) -> Result<Document, FieldError>;
+
+    /// Rebuilds an entity from its id and main document. Sharded properties start at their
+    /// neutral value (the mapper then folds the shards in with
+    /// [`Entity::fold_stored`]), shadows untouched, [`EntityState`] empty.
+    fn from_document(id: Self::Id, doc: &Document) -> Result<Self, FieldError>;
+
+    /// Folds one stored shard value of `property` into the aggregate field.
+    fn fold_stored(&mut self, property: usize, stored: &Value) -> Result<(), FieldError> {
+        let _ = stored;
+        Err(no_such_property::<Self>(property))
+    }
+
+    /// Whether a shard method changed the shadow of `property` since the last reset.
+    fn shadow_touched(&self, property: usize) -> bool {
+        let _ = property;
+        false
+    }
+
+    /// The shadow of `property`, encoded (the neutral value when untouched).
+    fn shadow_value(&self, property: usize) -> Result<Value, FieldError> {
+        Err(no_such_property::<Self>(property))
+    }
+
+    /// `fold(stored, shadow)` for `property`, encoded; `stored = None` stands for a shard
+    /// document without this property (the neutral value).
+    fn fold_shadow_into(&self, property: usize, stored: Option<&Value>) -> Result<Value, FieldError> {
+        let _ = stored;
+        Err(no_such_property::<Self>(property))
+    }
+
+    /// The aggregate (the field's current value), encoded.
+    fn aggregate_value(&self, property: usize) -> Result<Value, FieldError> {
+        Err(no_such_property::<Self>(property))
+    }
+
+    /// The neutral value of `property`, encoded.
+    fn neutral_value(property: usize) -> Result<Value, FieldError> {
+        Err(no_such_property::<Self>(property))
+    }
+
+    /// Folds two encoded shard values of `property` with its `#[shard_fold]` function.
+    fn fold_values(property: usize, a: &Value, b: &Value) -> Result<Value, FieldError> {
+        let _ = (a, b);
+        Err(no_such_property::<Self>(property))
+    }
+
+    /// Resets the shadow of `property` to neutral (untouched).
+    fn reset_shadow(&mut self, property: usize) {
+        let _ = property;
+    }
+
+    /// The mapper's bookkeeping stored inside a sharded entity; `None` for unsharded ones.
+    fn state(&self) -> Option<&EntityState> {
+        None
+    }
+
+    /// Mutable access to [`Entity::state`].
+    fn state_mut(&mut self) -> Option<&mut EntityState> {
+        None
+    }
+}
+
+/// The error the default sharded hooks return: the entity has no such property.
+#[must_use]
+pub fn no_such_property<E: Entity>(property: usize) -> FieldError {
+    FieldError::new(
+        format!("#{property}"),
+        format!("`{}` has no sharded property with this index", E::KIND),
+    )
+}
+
+/// The local change of one sharded property since the last save (the paper's
+/// `shard_votes`). Untouched means neutral; a shard method makes it touched.
+///
+/// Like [`EntityState`], it is bookkeeping: it compares equal to every other shadow, so
+/// `#[derive(PartialEq)]` on an entity compares the values an application sees.
+pub struct Shadow<T> {
+    value: Option<T>,
+}
+
+impl<T> Shadow<T> {
+    /// An untouched shadow.
+    #[must_use]
+    pub const fn new() -> Self {
+        Shadow { value: None }
+    }
+
+    /// Whether a shard method has set this shadow since the last reset.
+    #[must_use]
+    pub fn is_touched(&self) -> bool {
+        self.value.is_some()
+    }
+
+    /// The value, if touched.
+    #[must_use]
+    pub fn get(&self) -> Option<&T> {
+        self.value.as_ref()
+    }
+
+    /// Takes the value out, leaving the shadow untouched.
+    pub fn take(&mut self) -> Option<T> {
+        self.value.take()
+    }
+
+    /// Sets the value (touched).
+    pub fn set(&mut self, value: T) {
+        self.value = Some(value);
+    }
+
+    /// Back to untouched (neutral).
+    pub fn reset(&mut self) {
+        self.value = None;
+    }
+}
+
+impl<T> Default for Shadow<T> {
+    fn default() -> Self {
+        Shadow::new()
+    }
+}
+
+impl<T: Clone> Clone for Shadow<T> {
+    fn clone(&self) -> Self {
+        Shadow {
+            value: self.value.clone(),
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Shadow<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.value {
+            Some(value) => f.debug_tuple("Shadow").field(value).finish(),
+            None => f.write_str("Shadow(neutral)"),
+        }
+    }
+}
+
+impl<T> PartialEq for Shadow<T> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<T> Eq for Shadow<T> {}
+
+/// What the mapper remembers inside a sharded entity between load and save: the main
+/// document as last loaded or saved, so `save` writes the main document only when an
+/// unsharded property changed (dirty tracking).
+#[derive(Clone, Default)]
+pub struct EntityState {
+    saved_main: Option<Document>,
+}
+
+impl EntityState {
+    /// Fresh state: nothing loaded, so the next save writes the main document.
+    #[must_use]
+    pub const fn new() -> Self {
+        EntityState { saved_main: None }
+    }
+
+    /// The main document as last loaded or saved.
+    #[must_use]
+    pub fn saved_main(&self) -> Option<&Document> {
+        self.saved_main.as_ref()
+    }
+
+    /// Records the main document just loaded or saved.
+    pub fn set_saved_main(&mut self, doc: Document) {
+        self.saved_main = Some(doc);
+    }
+
+    /// Forgets the saved main document (the next save writes it).
+    pub fn clear(&mut self) {
+        self.saved_main = None;
+    }
+}
+
+impl fmt::Debug for EntityState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.saved_main.is_some() {
+            "EntityState(loaded)"
+        } else {
+            "EntityState(new)"
+        })
+    }
+}
+
+impl PartialEq for EntityState {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for EntityState {}

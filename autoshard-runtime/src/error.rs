@@ -1,0 +1,113 @@
+//! The one error type of the runtime.
+
+use crate::key::Key;
+
+/// A `Result` whose error is the runtime's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to a store through autoshard.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No document at `key`.
+    #[error("no document at `{key}`")]
+    NotFound {
+        /// The key that was looked up.
+        key: Key,
+    },
+    /// `insert` found a document already stored at `key`.
+    #[error("a document already exists at `{key}`")]
+    AlreadyExists {
+        /// The key that was taken.
+        key: Key,
+    },
+    /// An optimistic transaction kept conflicting with concurrent writers until the retry
+    /// policy gave up. Nothing of the failed attempts was applied; a sharded entity keeps
+    /// its unsaved changes, so calling `save` again can still write them.
+    #[error("write contention on `{key}`: gave up after {attempts} attempt(s)")]
+    Contention {
+        /// The key whose transaction conflicted last.
+        key: Key,
+        /// How many attempts were made.
+        attempts: u32,
+    },
+    /// A stored document does not decode as what the entity expects: a foreign document
+    /// at one of our keys, a missing property, a value of the wrong type.
+    #[error("malformed document at `{key}`, property `{field}`: {reason}")]
+    Malformed {
+        /// The document's key.
+        key: Key,
+        /// The property that could not be read or written.
+        field: String,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// A request that cannot be carried out as asked (for example a transaction spanning
+    /// entity groups on a store that commits only within one group).
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    /// The store itself failed (connection refused, I/O error, server error...).
+    #[error("store error: {context}")]
+    Backend {
+        /// What the runtime was doing, with the address or key involved.
+        context: String,
+        /// The backend's own error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+}
+
+impl Error {
+    /// A [`Error::Backend`] from any error, with a sentence of context.
+    pub fn backend(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    ) -> Self {
+        Error::Backend {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// Attaches a document key to a [`FieldError`].
+    #[must_use]
+    pub fn malformed(key: &Key, field: FieldError) -> Self {
+        Error::Malformed {
+            key: key.clone(),
+            field: field.field,
+            reason: field.reason,
+        }
+    }
+
+    /// Whether this is [`Error::Contention`].
+    #[must_use]
+    pub fn is_contention(&self) -> bool {
+        matches!(self, Error::Contention { .. })
+    }
+}
+
+/// A property that failed to convert between an entity and a document, before the key of
+/// the document is known. The mapper turns it into [`Error::Malformed`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("property `{field}`: {reason}")]
+pub struct FieldError {
+    /// The property name as stored.
+    pub field: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+impl FieldError {
+    /// A field error with its reason.
+    pub fn new(field: impl Into<String>, reason: impl ToString) -> Self {
+        FieldError {
+            field: field.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// The property is absent from the document.
+    pub fn missing(field: impl Into<String>) -> Self {
+        FieldError::new(field, "missing")
+    }
+}

@@ -1,0 +1,378 @@
+//! Document keys: kind + id, optionally under a parent, and the derived keys of shards and
+//! entity sub-groups.
+//!
+//! A key is a path of `(kind, name)` segments plus the length of its *entity group*
+//! prefix: the unit a store may commit atomically (on Redis Cluster, the hash tag). This
+//! module only builds, encodes and decodes keys; it knows nothing about any store.
+//!
+//! # Encoding
+//! [`Key::encode`] writes every segment as `kind:name`, joined by `/`, with the group
+//! prefix wrapped in `{…}`: `{Question:42}`, `{Question:42/~shard:3}`,
+//! `{Question:42/~group:5}/Response:7`. Every `%`, `/`, `:`, `{`, `}` and control
+//! character inside a kind or name is percent-escaped, so the encoding is injective: no
+//! id can make its key equal another entity's key, a shard key, or move a Redis Cluster
+//! hash tag. Kinds starting with `~` are reserved for the runtime's derived keys.
+
+use std::fmt;
+
+/// Reserved kind of a static shard segment.
+pub const SHARD_KIND: &str = "~shard";
+/// Reserved kind of the segment under which an entity's dynamic shards live.
+pub const DYNAMIC_SHARDS_KIND: &str = "~dyn";
+/// Reserved kind of one dynamic shard document.
+pub const DYNAMIC_SHARD_KIND: &str = "~d";
+/// Reserved kind of an entity sub-group segment (entity-group sharding).
+pub const SUB_GROUP_KIND: &str = "~group";
+
+/// One `(kind, name)` step of a key's path.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Segment {
+    kind: String,
+    name: String,
+}
+
+impl Segment {
+    /// The kind of this segment (`"Question"`, or a reserved `~…` kind).
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The name (the id as text) of this segment.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// The key of one document.
+///
+/// ```
+/// use autoshard_runtime::Key;
+///
+/// let question = Key::new("Question", "42");
+/// assert_eq!(question.encode(), "{Question:42}");
+/// assert_eq!(question.shard(3).encode(), "{Question:42/~shard:3}");
+///
+/// // Ids that contain separators are escaped, so they cannot collide with a shard key.
+/// let tricky = Key::new("Question", "42/~shard:3");
+/// assert_ne!(tricky.encode(), question.shard(3).encode());
+/// assert_eq!(Key::decode(&tricky.encode()).unwrap(), tricky);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    path: Vec<Segment>,
+    /// How many leading segments form the entity group (>= 1).
+    group_len: usize,
+}
+
+impl Key {
+    /// The key of a root entity: its own entity group.
+    pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
+        Key {
+            path: vec![Segment {
+                kind: kind.into(),
+                name: name.into(),
+            }],
+            group_len: 1,
+        }
+    }
+
+    /// The key of a child entity under `self`, in the same entity group as `self`.
+    #[must_use]
+    pub fn child(&self, kind: impl Into<String>, name: impl Into<String>) -> Self {
+        let mut path = self.path.clone();
+        path.push(Segment {
+            kind: kind.into(),
+            name: name.into(),
+        });
+        Key {
+            path,
+            group_len: self.group_len,
+        }
+    }
+
+    /// A derived key that starts an entity group of its own.
+    fn own_group(&self, kind: &str, name: impl Into<String>) -> Self {
+        let mut key = self.child(kind, name);
+        key.group_len = key.path.len();
+        key
+    }
+
+    /// The key of static shard `index` of this entity. Each shard is its own entity
+    /// group, so the shards of one hot entity spread over Redis Cluster slots.
+    #[must_use]
+    pub fn shard(&self, index: u32) -> Self {
+        self.own_group(SHARD_KIND, index.to_string())
+    }
+
+    /// The prefix under which the dynamic shards of this entity live. It is one entity
+    /// group, so compaction can fold and delete them in one atomic step.
+    #[must_use]
+    pub fn dynamic_shards(&self) -> Self {
+        self.own_group(DYNAMIC_SHARDS_KIND, "")
+    }
+
+    /// The key of one dynamic shard document, named `name` (a fresh UUID per save).
+    #[must_use]
+    pub fn dynamic_shard(&self, name: impl Into<String>) -> Self {
+        self.dynamic_shards().child(DYNAMIC_SHARD_KIND, name)
+    }
+
+    /// The key of sub-group `index` of this root's entity group; children inserted under
+    /// it share that sub-group's entity group.
+    #[must_use]
+    pub fn sub_group(&self, index: u32) -> Self {
+        self.own_group(SUB_GROUP_KIND, index.to_string())
+    }
+
+    /// The segments of this key, root first.
+    #[must_use]
+    pub fn path(&self) -> &[Segment] {
+        &self.path
+    }
+
+    /// The kind of the last segment.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        &self.last().kind
+    }
+
+    /// The name (id text) of the last segment.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.last().name
+    }
+
+    fn last(&self) -> &Segment {
+        // Invariant: every constructor makes a non-empty path.
+        &self.path[self.path.len() - 1]
+    }
+
+    /// The parent key (the path without its last segment), if any.
+    #[must_use]
+    pub fn parent(&self) -> Option<Key> {
+        if self.path.len() < 2 {
+            return None;
+        }
+        let path = self.path[..self.path.len() - 1].to_vec();
+        let group_len = self.group_len.min(path.len());
+        Some(Key { path, group_len })
+    }
+
+    /// The key of this key's entity group (its group prefix).
+    #[must_use]
+    pub fn group(&self) -> Key {
+        Key {
+            path: self.path[..self.group_len].to_vec(),
+            group_len: self.group_len,
+        }
+    }
+
+    /// Whether `self` and `other` are in the same entity group.
+    #[must_use]
+    pub fn same_group(&self, other: &Key) -> bool {
+        self.path[..self.group_len] == other.path[..other.group_len]
+    }
+
+    /// Whether this key is a runtime-derived key (shard, dynamic shard, sub-group).
+    #[must_use]
+    pub fn is_derived(&self) -> bool {
+        self.path.iter().skip(1).any(|s| s.kind.starts_with('~'))
+    }
+
+    /// The canonical text form of this key; see the module docs.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(16 * self.path.len());
+        out.push('{');
+        for (i, segment) in self.path.iter().enumerate() {
+            if i == self.group_len {
+                out.push('}');
+            }
+            if i > 0 {
+                out.push('/');
+            }
+            escape_into(&segment.kind, &mut out);
+            out.push(':');
+            escape_into(&segment.name, &mut out);
+        }
+        if self.group_len == self.path.len() {
+            out.push('}');
+        }
+        out
+    }
+
+    /// The encoded form of this key's entity group, without braces: the text a Redis
+    /// Cluster hashes for every key of the group.
+    #[must_use]
+    pub fn encoded_group(&self) -> String {
+        let encoded = self.group().encode();
+        encoded[1..encoded.len() - 1].to_owned()
+    }
+
+    /// Parses the output of [`Key::encode`].
+    pub fn decode(text: &str) -> Result<Key, KeyDecodeError> {
+        let err = || KeyDecodeError {
+            text: text.to_owned(),
+        };
+        let inner = text.strip_prefix('{').ok_or_else(err)?;
+        let close = inner.find('}').ok_or_else(err)?;
+        let (group, rest) = (&inner[..close], &inner[close + 1..]);
+        let mut path = Vec::new();
+        for part in group.split('/') {
+            path.push(decode_segment(part).ok_or_else(err)?);
+        }
+        let group_len = path.len();
+        if !rest.is_empty() {
+            let rest = rest.strip_prefix('/').ok_or_else(err)?;
+            for part in rest.split('/') {
+                path.push(decode_segment(part).ok_or_else(err)?);
+            }
+        }
+        Ok(Key { path, group_len })
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+/// A text that is not the encoding of any [`Key`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{text}` is not an autoshard key")]
+pub struct KeyDecodeError {
+    text: String,
+}
+
+fn must_escape(c: char) -> bool {
+    matches!(c, '%' | '/' | ':' | '{' | '}') || c.is_control()
+}
+
+fn escape_into(raw: &str, out: &mut String) {
+    for c in raw.chars() {
+        if must_escape(c) {
+            let mut buf = [0u8; 4];
+            for byte in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+fn unescape(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn decode_segment(part: &str) -> Option<Segment> {
+    let (kind, name) = part.split_once(':')?;
+    let kind = unescape(kind)?;
+    if kind.is_empty() {
+        return None;
+    }
+    Some(Segment {
+        kind,
+        name: unescape(name)?,
+    })
+}
+
+/// A type usable as an entity's `#[id]`: integers, `String` and `uuid::Uuid`.
+pub trait EntityId: Clone + Send + Sync + fmt::Debug + 'static {
+    /// The id as the name of a key segment.
+    fn to_key_name(&self) -> String;
+    /// Parses a key segment name back; `None` when it is not an id of this type.
+    fn from_key_name(name: &str) -> Option<Self>;
+}
+
+macro_rules! integer_ids {
+    ($($t:ty),*) => {$(
+        impl EntityId for $t {
+            fn to_key_name(&self) -> String { self.to_string() }
+            fn from_key_name(name: &str) -> Option<Self> { name.parse().ok() }
+        }
+    )*};
+}
+integer_ids!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+
+impl EntityId for String {
+    fn to_key_name(&self) -> String {
+        self.clone()
+    }
+    fn from_key_name(name: &str) -> Option<Self> {
+        Some(name.to_owned())
+    }
+}
+
+impl EntityId for uuid::Uuid {
+    fn to_key_name(&self) -> String {
+        self.hyphenated().to_string()
+    }
+    fn from_key_name(name: &str) -> Option<Self> {
+        uuid::Uuid::parse_str(name).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_never_collides() {
+        let ids = ["42", "42/~shard:3", "{x}", "a:b", "%41", "", "ü/é", "\n", "}{"];
+        let mut seen = std::collections::HashSet::new();
+        for id in ids {
+            let root = Key::new("Question", id);
+            let keys = [
+                root.clone(),
+                root.shard(0),
+                root.dynamic_shard("u"),
+                root.sub_group(1).child("Response", id),
+            ];
+            for key in keys {
+                let text = key.encode();
+                assert_eq!(Key::decode(&text).unwrap(), key, "{text}");
+                assert!(seen.insert(text.clone()), "collision on {text}");
+                // Exactly one hash tag: the first `{` … `}` holds the whole group.
+                assert_eq!(text.matches('{').count(), 1, "{text}");
+                assert_eq!(text.matches('}').count(), 1, "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn groups() {
+        let q = Key::new("Question", "1");
+        let r = q.sub_group(2).child("Response", "9");
+        assert_eq!(r.group(), q.sub_group(2));
+        assert!(r.same_group(&q.sub_group(2).child("Response", "10")));
+        assert!(!r.same_group(&q.sub_group(3).child("Response", "9")));
+        assert!(!q.shard(0).same_group(&q.shard(1)));
+        assert!(q.dynamic_shard("a").same_group(&q.dynamic_shard("b")));
+        assert_eq!(r.parent(), Some(q.sub_group(2)));
+        assert_eq!(r.encoded_group(), "Question:1/~group:2");
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for text in ["", "Question:1", "{Question:1", "{:1}", "{Q:%zz}", "{Q:1}x"] {
+            assert!(Key::decode(text).is_err(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! The runtime of [autoshard](https://docs.rs/autoshard): document stores, the mapper
+//! that loads sharded entities by folding their shards and saves them into one random
+//! shard, and compaction of dynamic shards.
+//!
+//! Most users depend on the `autoshard` facade crate, which re-exports this crate and the
+//! annotation macros.
+//!
+//! Layers, top down:
+//! - [`entity`]: the contract generated code implements (`Entity`, shadows, state).
+//! - `mapper`: insert, load (fold), save (random shard), update with retries, delete.
+//! - [`store`]: the [`DocumentStore`] trait of raw operations, and its backends.
+
+pub mod document;
+pub mod entity;
+pub mod error;
+pub mod key;
+pub mod store;
+
+pub use document::{Document, Value, Version, Versioned};
+pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
+pub use error::{Error, FieldError, Result};
+pub use key::{EntityId, Key, KeyDecodeError};
+pub use store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
+
+/// What generated code names. Not public API: it may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::entity::{no_such_property, EntityState, Shadow};
+    pub use async_trait;
+    pub use serde;
+    pub use serde_json;
+    pub use uuid;
+}

@@ -1,0 +1,222 @@
+//! The [`DocumentStore`] trait: the raw operations every backend provides, and nothing
+//! typed. Entities, folds and retries live in the mapper, not in stores.
+//!
+//! Backends are modules named after what they talk to; decorators that add behaviour to
+//! any store (modelled latency, fault injection) live in modules of their own.
+
+use crate::document::{Document, Version, Versioned};
+use crate::error::Result;
+use crate::key::Key;
+use async_trait::async_trait;
+use std::fmt;
+use std::sync::Arc;
+
+/// A document store with per-document versions and optimistic multi-document commits.
+///
+/// Object-safe: `Arc<dyn DocumentStore>` and `Box<dyn DocumentStore>` are stores too.
+/// Every backend passes the same conformance suite
+/// (`autoshard_runtime::conformance`, feature `conformance`).
+#[async_trait]
+pub trait DocumentStore: Send + Sync + fmt::Debug {
+    /// Reads one document.
+    async fn get(&self, key: &Key) -> Result<Option<Versioned>>;
+
+    /// Reads many documents in one round trip per entity group at most; the answer has
+    /// one entry per key, in order.
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>>;
+
+    /// Stores a new document; [`crate::Error::AlreadyExists`] when `key` is taken.
+    async fn insert(&self, key: &Key, doc: Document) -> Result<Version>;
+
+    /// Stores a document whatever was there.
+    async fn put(&self, key: &Key, doc: Document) -> Result<Version>;
+
+    /// Deletes a document; `true` when one was there.
+    async fn delete(&self, key: &Key) -> Result<bool>;
+
+    /// Lists documents of `scan.kind` whose parent is `scan.parent` (root documents when
+    /// `None`), one page at a time. A document that exists for the whole scan is returned
+    /// exactly once; one written or deleted meanwhile may or may not be.
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage>;
+
+    /// Applies `txn` atomically if every read it lists still has the version it expects;
+    /// otherwise applies nothing and answers [`Commit::Conflict`].
+    async fn commit(&self, txn: &Transaction) -> Result<Commit>;
+
+    /// Whether a transaction may touch several entity groups (a standalone server can; a
+    /// Redis Cluster commits within one group, one slot, only).
+    fn cross_group_transactions(&self) -> bool {
+        true
+    }
+}
+
+/// One page request of [`DocumentStore::scan`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scan {
+    /// The kind of the documents to list.
+    pub kind: String,
+    /// Their parent key; `None` lists root documents of the kind.
+    pub parent: Option<Key>,
+    /// Where to go on: `None` on the first call, then [`ScanPage::next`].
+    pub cursor: Option<String>,
+    /// An upper bound on the page size (at least 1). Stores may return fewer.
+    pub limit: usize,
+}
+
+impl Scan {
+    /// The first page of documents of `kind` under `parent`, up to 1,000 at a time.
+    pub fn new(kind: impl Into<String>, parent: Option<Key>) -> Self {
+        Scan {
+            kind: kind.into(),
+            parent,
+            cursor: None,
+            limit: 1000,
+        }
+    }
+
+    /// The same scan with another page size.
+    #[must_use]
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit.max(1);
+        self
+    }
+}
+
+/// One page of a scan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanPage {
+    /// The documents of this page.
+    pub items: Vec<(Key, Versioned)>,
+    /// The cursor of the next page; `None` when the scan is complete.
+    pub next: Option<String>,
+}
+
+/// A write inside a [`Transaction`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Write {
+    /// Store this document at the key.
+    Put(Document),
+    /// Remove the document at the key (no error when absent).
+    Delete,
+}
+
+/// An optimistic transaction: the versions it read, and the writes to apply if none of
+/// them changed.
+///
+/// ```
+/// use autoshard_runtime::{Key, Transaction, Version};
+///
+/// let shard = Key::new("Question", "42").shard(3);
+/// let txn = Transaction::new()
+///     .expect(shard.clone(), Some(Version(7)))
+///     .put(shard, [("shard_votes".to_owned(), 8.into())].into());
+/// assert_eq!(txn.reads().len(), 1);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Transaction {
+    reads: Vec<(Key, Option<Version>)>,
+    writes: Vec<(Key, Write)>,
+}
+
+impl Transaction {
+    /// An empty transaction.
+    #[must_use]
+    pub fn new() -> Self {
+        Transaction::default()
+    }
+
+    /// Commit only if `key` still has `version` (`None`: only if it is still absent).
+    #[must_use]
+    pub fn expect(mut self, key: Key, version: Option<Version>) -> Self {
+        self.reads.push((key, version));
+        self
+    }
+
+    /// Store `doc` at `key` on commit.
+    #[must_use]
+    pub fn put(mut self, key: Key, doc: Document) -> Self {
+        self.writes.push((key, Write::Put(doc)));
+        self
+    }
+
+    /// Delete `key` on commit.
+    #[must_use]
+    pub fn delete(mut self, key: Key) -> Self {
+        self.writes.push((key, Write::Delete));
+        self
+    }
+
+    /// The expected versions.
+    #[must_use]
+    pub fn reads(&self) -> &[(Key, Option<Version>)] {
+        &self.reads
+    }
+
+    /// The writes, in order; a later write to the same key wins.
+    #[must_use]
+    pub fn writes(&self) -> &[(Key, Write)] {
+        &self.writes
+    }
+
+    /// Every key the transaction reads or writes.
+    pub fn keys(&self) -> impl Iterator<Item = &Key> {
+        self.reads.iter().map(|(k, _)| k).chain(self.writes.iter().map(|(k, _)| k))
+    }
+
+    /// Whether all keys are in one entity group (required by stores without
+    /// [`DocumentStore::cross_group_transactions`]).
+    #[must_use]
+    pub fn single_group(&self) -> bool {
+        let mut keys = self.keys();
+        match keys.next() {
+            None => true,
+            Some(first) => keys.all(|k| k.same_group(first)),
+        }
+    }
+}
+
+/// The outcome of [`DocumentStore::commit`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Commit {
+    /// Every write was applied.
+    Committed,
+    /// A read key had changed; nothing was applied.
+    Conflict {
+        /// One key whose version did not match.
+        key: Key,
+    },
+}
+
+macro_rules! forward_store {
+    ($($wrapper:ty),*) => {$(
+        #[async_trait]
+        impl<S: DocumentStore + ?Sized> DocumentStore for $wrapper {
+            async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
+                (**self).get(key).await
+            }
+            async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+                (**self).get_many(keys).await
+            }
+            async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
+                (**self).insert(key, doc).await
+            }
+            async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
+                (**self).put(key, doc).await
+            }
+            async fn delete(&self, key: &Key) -> Result<bool> {
+                (**self).delete(key).await
+            }
+            async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+                (**self).scan(scan).await
+            }
+            async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+                (**self).commit(txn).await
+            }
+            fn cross_group_transactions(&self) -> bool {
+                (**self).cross_group_transactions()
+            }
+        }
+    )*};
+}
+forward_store!(Arc<S>, Box<S>);
