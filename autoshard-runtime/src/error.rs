@@ -99,7 +99,7 @@ pub struct FieldError {
 
 impl FieldError {
     /// A field error with its reason.
-    pub fn new(field: impl Into<String>, reason: impl ToString) -> Self {
+    pub fn new(field: impl Into<String>, reason: impl std::fmt::Display) -> Self {
         FieldError {
             field: field.into(),
             reason: reason.to_string(),
