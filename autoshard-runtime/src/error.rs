@@ -99,6 +99,7 @@ pub struct FieldError {
 
 impl FieldError {
     /// A field error with its reason.
+    #[allow(clippy::needless_pass_by_value)] // by value so call sites can pass any error
     pub fn new(field: impl Into<String>, reason: impl ToString) -> Self {
         FieldError {
             field: field.into(),

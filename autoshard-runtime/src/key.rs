@@ -256,7 +256,8 @@ fn escape_into(raw: &str, out: &mut String) {
         if must_escape(c) {
             let mut buf = [0u8; 4];
             for byte in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{byte:02X}"));
+                let _ = fmt::Write::write_fmt(out, format_args!("%{byte:02X}"));
+                // a String never fails
             }
         } else {
             out.push(c);
@@ -335,7 +336,17 @@ mod tests {
 
     #[test]
     fn round_trips_and_never_collides() {
-        let ids = ["42", "42/~shard:3", "{x}", "a:b", "%41", "", "ü/é", "\n", "}{"];
+        let ids = [
+            "42",
+            "42/~shard:3",
+            "{x}",
+            "a:b",
+            "%41",
+            "",
+            "ü/é",
+            "\n",
+            "}{",
+        ];
         let mut seen = std::collections::HashSet::new();
         for id in ids {
             let root = Key::new("Question", id);

@@ -160,7 +160,10 @@ impl Transaction {
 
     /// Every key the transaction reads or writes.
     pub fn keys(&self) -> impl Iterator<Item = &Key> {
-        self.reads.iter().map(|(k, _)| k).chain(self.writes.iter().map(|(k, _)| k))
+        self.reads
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.writes.iter().map(|(k, _)| k))
     }
 
     /// Whether all keys are in one entity group (required by stores without
