@@ -9,7 +9,6 @@ pub fn check(cx: &mut Ctxt, entity: &Entity) {
     check_generics(cx, entity);
     check_id(cx, entity);
     check_sharded(cx, entity);
-    check_attribute_order(cx, entity);
 }
 
 fn check_generics(cx: &mut Ctxt, entity: &Entity) {
@@ -76,24 +75,10 @@ fn check_sharded(cx: &mut Ctxt, entity: &Entity) {
             cx.error_spanned_by(
                 shardable.attr,
                 format_args!(
-                    "`#[shardable]` needs the neutral value of `{}`'s fold, e.g. \
-                     `#[shardable(neutral = 0)]` for a sum",
+                    "`#[shardable]` needs `neutral = ...`: the value of `{}` that its fold \
+                     leaves unchanged, e.g. `neutral = 0` for a sum",
                     field.ident
                 ),
-            );
-        }
-    }
-}
-
-/// `#[autoshard::sharded]` below `#[derive(Entity)]` reaches the derive unexpanded.
-fn check_attribute_order(cx: &mut Ctxt, entity: &Entity) {
-    for attr in &entity.input.attrs {
-        let path = attr.path();
-        if path.segments.last().is_some_and(|s| s.ident == "sharded") {
-            cx.error_spanned_by(
-                attr,
-                "`#[autoshard::sharded]` must come above `#[derive(Entity)]`, \
-                 so it rewrites the struct before the derive reads it",
             );
         }
     }

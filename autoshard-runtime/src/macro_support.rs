@@ -25,26 +25,35 @@ pub trait ShardedFields {
 
 /// A guard for the shadow run of a `#[shard_method]`: entering swaps the shadows in,
 /// dropping swaps them back, even when the body panics.
-pub struct ShadowRun<'a, E: ShardedFields> {
+///
+/// Only [`ShadowRun::enter`] requires [`ShardedFields`], so using `#[shard_method]` on an
+/// unsharded struct is reported once, there.
+pub struct ShadowRun<'a, E> {
     entity: &'a mut E,
+    leave: fn(&mut E),
 }
 
 impl<'a, E: ShardedFields> ShadowRun<'a, E> {
     /// Swaps the shadows of `entity` into its sharded fields.
     pub fn enter(entity: &'a mut E) -> Self {
         entity.enter_shadow();
-        ShadowRun { entity }
+        ShadowRun {
+            entity,
+            leave: E::leave_shadow,
+        }
     }
+}
 
+impl<E> ShadowRun<'_, E> {
     /// The entity with its shadows swapped in.
     pub fn entity(&mut self) -> &mut E {
         self.entity
     }
 }
 
-impl<E: ShardedFields> Drop for ShadowRun<'_, E> {
+impl<E> Drop for ShadowRun<'_, E> {
     fn drop(&mut self) {
-        self.entity.leave_shadow();
+        (self.leave)(self.entity);
     }
 }
 

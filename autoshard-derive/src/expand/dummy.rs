@@ -6,11 +6,9 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{Data, DeriveInput};
 
-use crate::attr::SHARDED_MARKER;
-
 /// A placeholder `Entity` impl (and `ShardedFields` for a rewritten struct), or nothing
 /// when the item is not a plain struct it could be written for.
-pub fn entity(input: &DeriveInput) -> TokenStream {
+pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
     let Data::Struct(data) = &input.data else {
         return TokenStream::new();
     };
@@ -29,10 +27,6 @@ pub fn entity(input: &DeriveInput) -> TokenStream {
                 quote!(#ty)
             },
         );
-    let sharded = input
-        .attrs
-        .iter()
-        .any(|attr| attr.path().is_ident(SHARDED_MARKER));
     let fields_impl = sharded.then(|| {
         quote! {
             impl ::autoshard::__private::ShardedFields for #ident {

@@ -16,7 +16,11 @@ use crate::expand::{dummy, names};
 pub fn derive(input: &DeriveInput) -> TokenStream {
     if sharded_failed(input) {
         // `#[autoshard::sharded]` already reported what is wrong with this item.
-        return dummy::entity(input);
+        return dummy::entity(input, true);
+    }
+    if sharded_below(input) {
+        // `#[autoshard::sharded]` runs after this derive and reports the order.
+        return dummy::entity(input, true);
     }
     let mut cx = Ctxt::new();
     let Some(entity) = Entity::from_ast(&mut cx, input) else {
@@ -25,7 +29,7 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     check::check(&mut cx, &entity);
     if cx.has_errors() {
         let errors = cx.into_compile_errors();
-        let dummy = dummy::entity(input);
+        let dummy = dummy::entity(input, entity.sharded.is_some());
         return quote!(#errors #dummy);
     }
     expand(&entity)
@@ -39,6 +43,16 @@ fn sharded_failed(input: &DeriveInput) -> bool {
             && attr
                 .parse_args::<syn::Ident>()
                 .is_ok_and(|arg| arg == "failed")
+    })
+}
+
+/// `#[autoshard::sharded]` written below `#[derive(Entity)]` reaches the derive as a
+/// plain attribute; it expands later, finds no derive, and says to swap the two.
+fn sharded_below(input: &DeriveInput) -> bool {
+    input.attrs.iter().any(|attr| {
+        let path = attr.path();
+        path.segments.last().is_some_and(|s| s.ident == "sharded")
+            && (path.segments.len() == 1 || path.segments[0].ident == "autoshard")
     })
 }
 
@@ -93,7 +107,7 @@ fn to_document(entity: &Entity) -> TokenStream {
         let name = field.name();
         quote! {
             __autoshard_doc.insert(
-                ::std::string::String::from(#name),
+                <::std::string::String as ::core::convert::From<&str>>::from(#name),
                 ::autoshard::__private::serde_json::to_value(&self.#ident)
                     .map_err(|e| ::autoshard::__private::FieldError::new(#name, e))?,
             );
@@ -182,11 +196,18 @@ struct Prop<'a> {
 }
 
 impl Prop<'_> {
-    /// `Self::__autoshard_fold_<field>(a, b)`, spanned on the field so a missing or
-    /// mistyped fold is reported there.
+    /// `Self::__autoshard_fold_<field>(a, b)`, through a function pointer of the field's
+    /// type: a missing fold is reported on the field's name, a fold of another type as one
+    /// mismatch between `fn(T, T) -> T` and the fold's signature.
     fn fold_call(&self, a: &TokenStream, b: &TokenStream) -> TokenStream {
         let fold = &self.fold;
-        quote_spanned!(self.field.ident.span()=> Self::#fold(#a, #b))
+        let ty = self.field.ty;
+        let path = quote_spanned!(self.field.ident.span()=> Self::#fold);
+        let fn_ty = quote_spanned!(ty.span()=> fn(#ty, #ty) -> #ty);
+        quote! {{
+            let __autoshard_fold: #fn_ty = #path;
+            __autoshard_fold(#a, #b)
+        }}
     }
 
     /// Decodes `value` (a `&Value`) as the field's type, or returns a `FieldError`.

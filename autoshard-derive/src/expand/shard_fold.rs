@@ -5,8 +5,7 @@
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
-use syn::spanned::Spanned;
-use syn::{FnArg, ImplItemFn, ReturnType};
+use syn::{FnArg, ImplItemFn, ReturnType, Signature};
 
 use crate::attr;
 use crate::ctxt::Ctxt;
@@ -25,47 +24,7 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
         return quote!(#errors #input);
     };
     let sig = &item.sig;
-    if let Some(receiver) = sig.receiver() {
-        cx.error_spanned_by(
-            receiver,
-            format_args!(
-                "a `#[shard_fold]` function takes no `self`: it combines two shard values, \
-                 as in `fn {}(a: T, b: T) -> T`",
-                sig.ident
-            ),
-        );
-    } else if sig.inputs.len() != 2 {
-        let span = if sig.inputs.is_empty() {
-            sig.paren_token.span.join()
-        } else {
-            sig.inputs.span()
-        };
-        cx.error_at(
-            span,
-            format_args!(
-                "a `#[shard_fold]` function takes exactly two values of the property's type, \
-                 `fn {}(a: T, b: T) -> T`; this one takes {}",
-                sig.ident,
-                sig.inputs.len()
-            ),
-        );
-    }
-    if let ReturnType::Default = sig.output {
-        cx.error_spanned_by(
-            &sig.ident,
-            "a `#[shard_fold]` function returns the folded value: add `-> T` (T is the \
-             property's type)",
-        );
-    }
-    if let Some(asyncness) = sig.asyncness {
-        cx.error_spanned_by(asyncness, "a `#[shard_fold]` function cannot be `async`");
-    }
-    if !sig.generics.params.is_empty() {
-        cx.error_spanned_by(
-            &sig.generics,
-            "a `#[shard_fold]` function cannot be generic: it folds one property's type",
-        );
-    }
+    check(&mut cx, sig);
     let property = property.or_else(|| {
         let name = sig.ident.unraw().to_string();
         if let Some(field) = name.strip_prefix("fold_").filter(|f| !f.is_empty()) {
@@ -82,8 +41,19 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
         }
     });
     if cx.has_errors() {
+        // Keep the fold's name defined, so the struct does not also report a missing fold.
+        let placeholder = property.map(|property| {
+            let hidden = names::fold_fn(&property);
+            quote! {
+                #[doc(hidden)]
+                #[allow(dead_code)]
+                pub(crate) fn #hidden<__AutoshardT>(a: __AutoshardT, _: __AutoshardT) -> __AutoshardT {
+                    a
+                }
+            }
+        });
         let errors = cx.into_compile_errors();
-        return quote!(#errors #item);
+        return quote!(#errors #item #placeholder);
     }
     let Some(property) = property else {
         return quote!(#item);
@@ -111,5 +81,47 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
     quote! {
         #item
         #hidden_fn
+    }
+}
+
+/// The shape of a fold: no receiver, two parameters, a return type, not async or generic.
+fn check(cx: &mut Ctxt, sig: &Signature) {
+    if let Some(receiver) = sig.receiver() {
+        cx.error_spanned_by(
+            receiver,
+            format_args!(
+                "a `#[shard_fold]` function takes no `self`: it combines two shard values, \
+                 as in `fn {}(a: T, b: T) -> T`",
+                sig.ident
+            ),
+        );
+    } else if sig.inputs.len() != 2 {
+        let message = format!(
+            "a `#[shard_fold]` function takes exactly two values of the property's type, \
+             `fn {}(a: T, b: T) -> T`; this one takes {}",
+            sig.ident,
+            sig.inputs.len()
+        );
+        if sig.inputs.is_empty() {
+            cx.error_at(sig.paren_token.span.join(), message);
+        } else {
+            cx.error_spanned_by(&sig.inputs, message);
+        }
+    }
+    if let ReturnType::Default = sig.output {
+        cx.error_spanned_by(
+            &sig.ident,
+            "a `#[shard_fold]` function returns the folded value: add `-> T` (T is the \
+             property's type)",
+        );
+    }
+    if let Some(asyncness) = sig.asyncness {
+        cx.error_spanned_by(asyncness, "a `#[shard_fold]` function cannot be `async`");
+    }
+    if !sig.generics.params.is_empty() {
+        cx.error_spanned_by(
+            &sig.generics,
+            "a `#[shard_fold]` function cannot be generic: it folds one property's type",
+        );
     }
 }

@@ -30,8 +30,8 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
         cx.error_at(
             Span::call_site(),
             format_args!(
-                "`#[autoshard::sharded]` needs `#[derive(Entity)]` on `{}`: \
-                 add `#[derive(Entity)]` below this attribute",
+                "`#[autoshard::sharded]` needs `#[derive(Entity)]` below it on `{}`: \
+                 write `#[autoshard::sharded]` first, then `#[derive(Entity)]`",
                 item.ident
             ),
         );
