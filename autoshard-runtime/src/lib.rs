@@ -32,7 +32,9 @@ pub mod __private {
         no_such_property, Entity, EntityState, Shadow, ShardedProperty, Sharding,
     };
     pub use crate::error::FieldError;
-    pub use crate::macro_support::{MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields};
+    pub use crate::macro_support::{
+        decode, decode_field, encode, MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields,
+    };
     pub use async_trait;
     pub use serde;
     pub use serde_json;

@@ -88,3 +88,27 @@ pub trait MissingShardFold {
     /// Never called: no type implements this trait.
     fn missing_shard_fold<T>() -> T;
 }
+
+/// Encodes a property value, naming the property in the error.
+pub fn encode<T: serde::Serialize + ?Sized>(
+    field: &str,
+    value: &T,
+) -> Result<crate::Value, crate::FieldError> {
+    serde_json::to_value(value).map_err(|e| crate::FieldError::new(field, e))
+}
+
+/// Decodes a property value, naming the property in the error.
+pub fn decode<T: serde::de::DeserializeOwned>(
+    field: &str,
+    value: &crate::Value,
+) -> Result<T, crate::FieldError> {
+    T::deserialize(value).map_err(|e| crate::FieldError::new(field, e))
+}
+
+/// Decodes property `field` of a main document; `Ok(None)` when it is absent.
+pub fn decode_field<T: serde::de::DeserializeOwned>(
+    doc: &crate::Document,
+    field: &str,
+) -> Result<Option<T>, crate::FieldError> {
+    doc.get(field).map(|value| decode(field, value)).transpose()
+}

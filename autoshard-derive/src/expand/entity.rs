@@ -105,11 +105,13 @@ fn to_document(entity: &Entity) -> TokenStream {
     let inserts = entity.plain_fields().map(|field| {
         let ident = field.ident;
         let name = field.name();
+        let encode = quote_spanned! {field.ty.span()=>
+            ::autoshard::__private::encode(#name, &self.#ident)
+        };
         quote! {
             __autoshard_doc.insert(
                 <::std::string::String as ::core::convert::From<&str>>::from(#name),
-                ::autoshard::__private::serde_json::to_value(&self.#ident)
-                    .map_err(|e| ::autoshard::__private::FieldError::new(#name, e))?,
+                #encode?,
             );
         }
     });
@@ -141,12 +143,12 @@ fn from_document(entity: &Entity, id: &Field) -> TokenStream {
                 )
             }
         };
+        let decode = quote_spanned! {field.ty.span()=>
+            ::autoshard::__private::decode_field(__autoshard_doc, #name)
+        };
         quote! {
-            #ident: match __autoshard_doc.get(#name) {
-                ::core::option::Option::Some(__autoshard_value) => {
-                    ::autoshard::__private::serde::Deserialize::deserialize(__autoshard_value)
-                        .map_err(|e| ::autoshard::__private::FieldError::new(#name, e))?
-                }
+            #ident: match #decode? {
+                ::core::option::Option::Some(__autoshard_value) => __autoshard_value,
                 ::core::option::Option::None => #missing,
             },
         }
@@ -214,18 +216,17 @@ impl Prop<'_> {
     fn decode(&self, value: &TokenStream) -> TokenStream {
         let ty = self.field.ty;
         let stored_as = &self.stored_as;
-        quote! {
-            <#ty as ::autoshard::__private::serde::Deserialize>::deserialize(#value)
-                .map_err(|e| ::autoshard::__private::FieldError::new(#stored_as, e))?
-        }
+        let decode = quote_spanned! {ty.span()=>
+            ::autoshard::__private::decode::<#ty>(#stored_as, #value)
+        };
+        quote!(#decode?)
     }
 
-    /// Encodes `value` (a `&T`) or returns a `FieldError`.
+    /// Encodes `value` (a `&T`) as a `Result<Value, FieldError>`.
     fn encode(&self, value: &TokenStream) -> TokenStream {
         let stored_as = &self.stored_as;
-        quote! {
-            ::autoshard::__private::serde_json::to_value(#value)
-                .map_err(|e| ::autoshard::__private::FieldError::new(#stored_as, e))
+        quote_spanned! {self.field.ty.span()=>
+            ::autoshard::__private::encode(#stored_as, #value)
         }
     }
 }

@@ -6,6 +6,8 @@ pub mod entity;
 pub mod shard_fold;
 pub mod shard_method;
 pub mod sharded;
+#[cfg(test)]
+mod snapshot;
 
 /// The hidden names the macros use to find each other's items. An attribute on a method
 /// cannot see the struct, so these names are the whole protocol between them.
