@@ -42,6 +42,13 @@ impl Board {
         self.tags.insert(tag.to_owned())
     }
 
+    /// Refuses to take the score below zero; on the (neutral) shadow that can panic.
+    #[shard_method]
+    fn add_checked(&mut self, delta: i64) {
+        assert!(self.score + delta >= 0, "score would go negative");
+        self.score += delta;
+    }
+
     #[shard_fold]
     fn fold_score(a: i64, b: i64) -> i64 {
         a + b
@@ -392,4 +399,15 @@ fn unsharded_entities_use_the_default_hooks() {
     );
     assert_eq!(Plain::from_document(7, &doc).unwrap(), plain);
     assert_eq!(Plain::KIND, "Plain");
+}
+
+#[test]
+fn a_panicking_shadow_run_restores_the_aggregates() {
+    let mut board = start();
+    // The shadow run sees score 0 (neutral) and panics; the aggregate run never starts.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| board.add_checked(-3)));
+    assert!(result.is_err());
+    assert_eq!(board.score, 10, "the aggregate is back in its field");
+    assert_eq!(board.tags, BTreeSet::from(["start".to_owned()]));
+    assert_eq!(shadows(&board), (0, 0, BTreeSet::new()));
 }
