@@ -220,3 +220,8 @@ pub mod prelude {
     pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
     pub use autoshard_runtime::{DocumentStore, Entity, Error, Key, Result};
 }
+
+/// Runs the README's Rust example as a doctest, so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
