@@ -1,9 +1,227 @@
 //! autoshard: annotation-driven sharding of hot-spot data objects in NoSQL document
-//! stores. See the README for a tour.
+//! stores, after the AutoShard paper (WebDB 2014). See the README for a tour.
+//!
+//! An entity is a struct with `#[derive(Entity)]`. A property that many clients update at
+//! once (a vote counter) is marked `#[shardable]`; `#[autoshard::sharded]` on the struct
+//! adds the hidden *shadow* that records this object's unsaved change of each such
+//! property, `#[shard_method]` methods update the aggregate and the shadow together, and
+//! a `#[shard_fold]` function combines shard values.
+//!
+//! ```
+//! use autoshard::prelude::*;
+//!
+//! #[autoshard::sharded]                 // above the derive: adds the shadow fields
+//! #[derive(Entity, Debug, Clone)]
+//! pub struct Question {
+//!     #[id]
+//!     pub id: u64,
+//!     pub text: String,
+//!     pub author: String,
+//!     #[shardable(neutral = 0, shards = 10)]
+//!     pub votes: i64,
+//! }
+//!
+//! impl Question {
+//!     #[shard_method]
+//!     pub fn vote_up(&mut self) {
+//!         self.votes += 1;
+//!     }
+//!
+//!     #[shard_fold]
+//!     pub fn fold_votes(a: i64, b: i64) -> i64 {
+//!         a + b
+//!     }
+//! }
+//!
+//! // `#[autoshard::sharded]` generates `Question::new` with every field in order.
+//! let mut q = Question::new(42, "How do you plan to improve education?".into(), "Phil R".into(), 76);
+//! q.vote_up();
+//! assert_eq!(q.votes, 77); // the aggregate the application sees
+//!
+//! // What a save would fold into one shard: the change since load, not the total.
+//! let change = q.shadow_value(0).unwrap();
+//! assert_eq!(change, serde_json::json!(1));
+//! assert_eq!(Question::PROPERTIES[0].stored_as, "shard_votes");
+//! ```
+//!
+//! # Constructing a sharded entity
+//! The shadow fields are hidden, so a sharded struct is built either with the generated
+//! constructor (`Question::new(id, text, author, votes)`, every user field in declaration
+//! order; rename it with `#[autoshard::sharded(constructor = with_fields)]` or turn it off
+//! with `constructor = false`) or, when the struct derives `Default`, with struct update
+//! syntax: `Question { id: 42, votes: 76, ..Default::default() }`.
+//!
+//! # Limits
+//! - The body of a `#[shard_method]` runs twice; it should change only sharded fields
+//!   (a change to another field happens twice), and its arguments must be `Clone`.
+//! - A `#[shardable]` field's type must be `Clone` and serde `Serialize` +
+//!   `Deserialize`; its fold must be commutative and associative with `neutral` as
+//!   identity.
+//! - Entities are structs with named fields and no generic parameters.
 
 pub use autoshard_runtime::*;
 
+#[doc(hidden)]
+pub use autoshard_runtime::__private;
+
+/// `#[derive(Entity)]`: maps a struct with named fields to a document.
+///
+/// - Exactly one field is `#[id]` (an integer, `String` or `uuid::Uuid`).
+/// - The kind is the struct's name; `#[entity(kind = "...")]` overrides it.
+/// - Every other field is a property of the main document, converted with serde; a field
+///   whose type is written `Option<_>` may be absent from a document (it reads as `None`),
+///   any other absent field is a [`FieldError`].
+/// - `#[shardable]` fields need [`macro@sharded`] above the derive.
+///
+/// ```
+/// use autoshard::prelude::*;
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(kind = "Person")]
+/// struct User {
+///     #[id]
+///     id: u32,
+///     name: String,
+///     nickname: Option<String>,
+/// }
+///
+/// let user = User { id: 7, name: "Ann".into(), nickname: None };
+/// let doc = user.to_document().unwrap();
+/// assert_eq!(doc.len(), 2); // name and nickname; the id is in the key
+/// assert_eq!(user.key().encode(), "{Person:7}");
+/// assert_eq!(User::from_document(7, &doc).unwrap(), user);
+/// ```
+pub use autoshard_derive::Entity;
+
+/// `#[autoshard::sharded]`: rewrites an entity struct so its `#[shardable]` fields can be
+/// sharded. Write it *above* `#[derive(Entity)]`.
+///
+/// For every `#[shardable(neutral = EXPR, shards = N)]` field `f` it adds a hidden field
+/// `__autoshard_shard_f: Shadow<T>`, the unsaved change of `f` since the last load or
+/// save (the paper's `shard_votes`), and one `__autoshard_state: EntityState` field for
+/// the mapper; they have the struct's visibility, are `#[doc(hidden)]`, and get
+/// `#[serde(skip)]` when the struct derives serde's traits. `neutral` is the value the
+/// fold leaves unchanged (0 for a sum), `shards = N` asks for `N` static shards, and
+/// without `shards` the property is sharded dynamically (a new shard per save).
+///
+/// It also generates a constructor `new` taking every field you wrote, in order; rename
+/// it with `#[autoshard::sharded(constructor = other_name)]` or leave it out with
+/// `constructor = false`. A struct that derives `Default` can also be built with
+/// `..Default::default()`. Every sharded field needs a [`macro@shard_fold`].
+///
+/// ```
+/// use autoshard::prelude::*;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity, Default)]
+/// struct Page {
+///     #[id]
+///     url: String,
+///     #[shardable(neutral = 0)] // no `shards`: dynamic sharding
+///     visits: u64,
+/// }
+///
+/// impl Page {
+///     #[shard_fold]
+///     fn fold_visits(a: u64, b: u64) -> u64 {
+///         a + b
+///     }
+/// }
+///
+/// let a = Page::new("/".into(), 3);
+/// let b = Page { url: "/".into(), visits: 3, ..Default::default() };
+/// assert_eq!(a.visits, b.visits);
+/// assert_eq!(Page::PROPERTIES[0].static_shards(), None);
+/// ```
+pub use autoshard_derive::sharded;
+
+/// `#[shard_method]`: a `&mut self` method whose changes to sharded fields are recorded
+/// in the shadows as well as applied to the aggregate (paper, Figure 4).
+///
+/// The signature stays the same. The body runs twice: first with every sharded field
+/// swapped for its shadow (the neutral value if untouched), then on the aggregate; the
+/// method returns the second run's value. Hence:
+/// - every argument must be `Clone` (the first run gets a clone);
+/// - the body should change only sharded fields: a change to any other field, or any
+///   other side effect, happens twice;
+/// - after a call every sharded field's shadow counts as touched.
+///
+/// If the body panics during the first run, the aggregates are swapped back before the
+/// panic propagates.
+///
+/// ```
+/// use autoshard::prelude::*;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity)]
+/// struct Question {
+///     #[id]
+///     id: u64,
+///     #[shardable(neutral = 0, shards = 10)]
+///     votes: i64,
+/// }
+///
+/// impl Question {
+///     /// Adds `n` votes and returns the new total.
+///     #[shard_method]
+///     fn vote(&mut self, n: i64) -> i64 {
+///         self.votes += n;
+///         self.votes
+///     }
+///
+///     #[shard_fold]
+///     fn fold_votes(a: i64, b: i64) -> i64 {
+///         a + b
+///     }
+/// }
+///
+/// let mut q = Question::new(1, 76);
+/// assert_eq!(q.vote(2), 78);
+/// assert_eq!(q.shadow_value(0).unwrap(), serde_json::json!(2));
+/// ```
+pub use autoshard_derive::shard_method;
+
+/// `#[shard_fold]`: the fold of a sharded property, an associated function
+/// `fn(T, T) -> T` without `self`. It must be commutative and associative, with the
+/// property's `neutral` value as identity; it need not be a sum (max, min, set union...).
+///
+/// It folds the property its name gives: `fold_votes` folds `votes`; a function with
+/// another name says which with `#[shard_fold(votes)]`. Every sharded property has
+/// exactly one fold.
+///
+/// ```
+/// use std::collections::BTreeSet;
+/// use autoshard::prelude::*;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity)]
+/// struct Post {
+///     #[id]
+///     id: u64,
+///     #[shardable(neutral = BTreeSet::new(), shards = 4)]
+///     likers: BTreeSet<String>,
+/// }
+///
+/// impl Post {
+///     #[shard_fold(likers)]
+///     fn union(mut a: BTreeSet<String>, b: BTreeSet<String>) -> BTreeSet<String> {
+///         a.extend(b);
+///         a
+///     }
+/// }
+///
+/// let folded = Post::fold_values(0, &serde_json::json!(["a"]), &serde_json::json!(["b"]));
+/// assert_eq!(folded.unwrap(), serde_json::json!(["a", "b"]));
+/// ```
+pub use autoshard_derive::shard_fold;
+
 /// Everything an application needs: `use autoshard::prelude::*;`.
 pub mod prelude {
+    pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
     pub use autoshard_runtime::{DocumentStore, Entity, Error, Key, Result};
 }
+
+/// Runs the README's Rust example as a doctest, so it cannot go stale.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

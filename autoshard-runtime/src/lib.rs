@@ -14,6 +14,8 @@ pub mod document;
 pub mod entity;
 pub mod error;
 pub mod key;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod store;
 
 pub use document::{Document, Value, Version, Versioned};
@@ -25,7 +27,14 @@ pub use store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
 /// What generated code names. Not public API: it may change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::entity::{no_such_property, EntityState, Shadow};
+    pub use crate::document::{Document, Value};
+    pub use crate::entity::{
+        no_such_property, Entity, EntityState, Shadow, ShardedProperty, Sharding,
+    };
+    pub use crate::error::FieldError;
+    pub use crate::macro_support::{
+        decode, decode_field, encode, MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields,
+    };
     pub use async_trait;
     pub use serde;
     pub use serde_json;

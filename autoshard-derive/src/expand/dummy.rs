@@ -1,0 +1,64 @@
+//! Impls emitted beside a `compile_error!` so that one mistake in the annotations does not
+//! cascade into "trait `Entity` is not implemented" errors at every use of the struct
+//! (thiserror's `fallback.rs` does the same). They never run: the crate does not compile.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::{Data, DeriveInput};
+
+/// A placeholder `Entity` impl (and `ShardedFields` for a rewritten struct), or nothing
+/// when the item is not a plain struct it could be written for.
+pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
+    let Data::Struct(data) = &input.data else {
+        return TokenStream::new();
+    };
+    if !input.generics.params.is_empty() {
+        return TokenStream::new();
+    }
+    let ident = &input.ident;
+    let id_ty = data
+        .fields
+        .iter()
+        .find(|f| f.attrs.iter().any(|a| a.path().is_ident("id")))
+        .map_or_else(
+            || quote!(::std::string::String),
+            |f| {
+                let ty = &f.ty;
+                quote!(#ty)
+            },
+        );
+    let fields_impl = sharded.then(|| {
+        quote! {
+            impl ::autoshard::__private::ShardedFields for #ident {
+                fn enter_shadow(&mut self) {}
+                fn leave_shadow(&mut self) {}
+            }
+        }
+    });
+    quote! {
+        const _: () = {
+            impl ::autoshard::__private::Entity for #ident {
+                type Id = #id_ty;
+                const KIND: &'static str = "";
+                fn id(&self) -> &Self::Id {
+                    ::core::unreachable!()
+                }
+                fn to_document(
+                    &self,
+                ) -> ::core::result::Result<
+                    ::autoshard::__private::Document,
+                    ::autoshard::__private::FieldError,
+                > {
+                    ::core::unreachable!()
+                }
+                fn from_document(
+                    _: Self::Id,
+                    _: &::autoshard::__private::Document,
+                ) -> ::core::result::Result<Self, ::autoshard::__private::FieldError> {
+                    ::core::unreachable!()
+                }
+            }
+            #fields_impl
+        };
+    }
+}

@@ -1,0 +1,236 @@
+//! `#[autoshard::sharded]`: rewrites an entity struct to carry one shadow field per
+//! `#[shardable]` property plus the mapper's bookkeeping, marks it for `#[derive(Entity)]`
+//! (which generates the hooks), and adds a constructor. It does not validate the
+//! `#[shardable]` options: the derive does, so each mistake is reported once.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Data, DeriveInput, Fields, FieldsNamed, Path, Token};
+
+use crate::attr::{Constructor, ShardedArgs, SHARDED_MARKER};
+use crate::ctxt::Ctxt;
+use crate::expand::names;
+
+pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
+    let mut cx = Ctxt::new();
+    let args = ShardedArgs::parse(&mut cx, args);
+    let Ok(mut item) = syn::parse2::<DeriveInput>(input.clone()) else {
+        cx.error_at(
+            Span::call_site(),
+            "`#[autoshard::sharded]` goes on a struct with named fields that also has \
+             `#[derive(Entity)]`",
+        );
+        let errors = cx.into_compile_errors();
+        return quote!(#errors #input);
+    };
+    let derives = Derives::of(&item.attrs);
+    check_shape(&mut cx, &item);
+    if !derives.entity {
+        cx.error_at(
+            Span::call_site(),
+            format_args!(
+                "`#[autoshard::sharded]` needs `#[derive(Entity)]` below it on `{}`: \
+                 write `#[autoshard::sharded]` first, then `#[derive(Entity)]`",
+                item.ident
+            ),
+        );
+    }
+    let named = match &mut item.data {
+        Data::Struct(data) => match &mut data.fields {
+            Fields::Named(named) => Some(named),
+            _ => None,
+        },
+        _ => None,
+    };
+    if let Some(named) = &named {
+        if !named.named.iter().any(|f| is_shardable(&f.attrs)) {
+            cx.error_at(
+                Span::call_site(),
+                format_args!(
+                    "`{}` has no `#[shardable]` field: mark the hot field with \
+                     `#[shardable(neutral = ...)]`, or remove `#[autoshard::sharded]`",
+                    item.ident
+                ),
+            );
+        }
+    }
+    if cx.has_errors() {
+        let errors = cx.into_compile_errors();
+        if derives.entity {
+            // Tell the derive to stay quiet; the error above says it all.
+            let marker = format_ident!("{}", SHARDED_MARKER);
+            item.attrs.push(syn::parse_quote!(#[#marker(failed)]));
+        } else {
+            strip_helper_attrs(&mut item);
+        }
+        return quote!(#errors #item);
+    }
+    let Some(named) = named else {
+        return TokenStream::new(); // unreachable: `check_shape` reported it
+    };
+    let constructor = constructor(&args, &item.ident, &item.vis, named);
+    add_hidden_fields(named, &item.vis, derives.serde);
+    let marker = format_ident!("{}", SHARDED_MARKER);
+    item.attrs.push(syn::parse_quote!(#[#marker]));
+    quote! {
+        #item
+        #constructor
+    }
+}
+
+/// Rejects what the rewrite cannot handle, spanned on the offending tokens.
+fn check_shape(cx: &mut Ctxt, item: &DeriveInput) {
+    match &item.data {
+        Data::Struct(data) => match &data.fields {
+            Fields::Named(_) => {}
+            Fields::Unnamed(fields) => cx.error_spanned_by(
+                fields,
+                "`#[autoshard::sharded]` needs a struct with named fields: \
+                 shard values are stored under the field's name (`shard_<field>`)",
+            ),
+            Fields::Unit => cx.error_spanned_by(
+                &item.ident,
+                "`#[autoshard::sharded]` needs a struct with named fields, \
+                 an `#[id]` and at least one `#[shardable]` field",
+            ),
+        },
+        Data::Enum(data) => cx.error_spanned_by(
+            data.enum_token,
+            "`#[autoshard::sharded]` supports only structs with named fields, not enums",
+        ),
+        Data::Union(data) => cx.error_spanned_by(
+            data.union_token,
+            "`#[autoshard::sharded]` supports only structs with named fields, not unions",
+        ),
+    }
+    let generics = &item.generics;
+    if !generics.params.is_empty() || generics.where_clause.is_some() {
+        cx.error_spanned_by(
+            generics,
+            "`#[autoshard::sharded]` does not support generic structs; \
+             give the entity concrete field types",
+        );
+    }
+}
+
+/// What the struct's `#[derive(...)]` lists hold that the rewrite cares about.
+struct Derives {
+    entity: bool,
+    serde: bool,
+}
+
+impl Derives {
+    fn of(attrs: &[Attribute]) -> Self {
+        let mut out = Derives {
+            entity: false,
+            serde: false,
+        };
+        for attr in attrs.iter().filter(|a| a.path().is_ident("derive")) {
+            let Ok(paths) = attr.parse_args_with(Punctuated::<Path, Token![,]>::parse_terminated)
+            else {
+                continue;
+            };
+            for path in paths {
+                let Some(last) = path.segments.last() else {
+                    continue;
+                };
+                out.entity |= last.ident == "Entity";
+                out.serde |= last.ident == "Serialize" || last.ident == "Deserialize";
+            }
+        }
+        out
+    }
+}
+
+fn is_shardable(attrs: &[Attribute]) -> bool {
+    attrs.iter().any(|a| a.path().is_ident("shardable"))
+}
+
+/// Without `#[derive(Entity)]` nothing registers the field attributes; drop them so the
+/// only error is the one saying to add the derive.
+fn strip_helper_attrs(item: &mut DeriveInput) {
+    let helper = |a: &Attribute| {
+        ["id", "shardable", "entity"]
+            .iter()
+            .any(|name| a.path().is_ident(name))
+    };
+    item.attrs.retain(|a| !helper(a));
+    if let Data::Struct(data) = &mut item.data {
+        for field in &mut data.fields {
+            field.attrs.retain(|a| !helper(a));
+        }
+    }
+}
+
+fn add_hidden_fields(named: &mut FieldsNamed, vis: &syn::Visibility, serde: bool) {
+    let skip = serde.then(|| quote!(#[serde(skip)]));
+    let shadows: Vec<syn::Field> = named
+        .named
+        .iter()
+        .filter(|f| is_shardable(&f.attrs))
+        .filter_map(|f| {
+            let ident = f.ident.as_ref()?;
+            let shadow = names::shadow_field(ident);
+            let ty = &f.ty;
+            Some(syn::parse_quote! {
+                #[doc(hidden)]
+                #skip
+                #vis #shadow: ::autoshard::__private::Shadow<#ty>
+            })
+        })
+        .collect();
+    named.named.extend(shadows);
+    let state = names::state_field();
+    named.named.push(syn::parse_quote! {
+        #[doc(hidden)]
+        #skip
+        #vis #state: ::autoshard::__private::EntityState
+    });
+}
+
+fn constructor(
+    args: &ShardedArgs,
+    ident: &syn::Ident,
+    vis: &syn::Visibility,
+    named: &FieldsNamed,
+) -> TokenStream {
+    let Constructor::Named(name) = &args.constructor else {
+        return TokenStream::new();
+    };
+    let params = named.named.iter().filter_map(|f| {
+        let ident = f.ident.as_ref()?;
+        let ty = &f.ty;
+        Some(quote!(#ident: #ty))
+    });
+    let fields = named.named.iter().filter_map(|f| f.ident.as_ref());
+    let shadows = named
+        .named
+        .iter()
+        .filter(|f| is_shardable(&f.attrs))
+        .filter_map(|f| f.ident.as_ref().map(names::shadow_field));
+    let state = names::state_field();
+    let doc = format!(
+        " Creates a `{ident}` from all its fields, in declaration order; no sharded \
+         field has an unsaved change yet."
+    );
+    let doc2 = " Generated by `#[autoshard::sharded]`: rename it with \
+                `#[autoshard::sharded(constructor = other_name)]`, or leave it out with \
+                `constructor = false`.";
+    quote! {
+        impl #ident {
+            #[doc = #doc]
+            #[doc = ""]
+            #[doc = #doc2]
+            #[must_use]
+            #[allow(clippy::too_many_arguments)]
+            #vis fn #name(#(#params),*) -> Self {
+                Self {
+                    #(#fields,)*
+                    #(#shadows: ::autoshard::__private::Shadow::new(),)*
+                    #state: ::autoshard::__private::EntityState::new(),
+                }
+            }
+        }
+    }
+}

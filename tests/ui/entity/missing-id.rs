@@ -1,0 +1,9 @@
+use autoshard::prelude::*;
+
+#[derive(Entity)]
+struct Question {
+    number: u64,
+    text: String,
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+use autoshard::prelude::*;
+
+#[derive(Entity)]
+struct Question {
+    #[id]
+    id: u64,
+    votes: i64,
+}
+
+impl Question {
+    #[shard_method]
+    fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+}
+
+fn main() {}

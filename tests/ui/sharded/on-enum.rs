@@ -1,0 +1,10 @@
+use autoshard::prelude::*;
+
+#[autoshard::sharded]
+#[derive(Entity)]
+enum Vote {
+    Up,
+    Down,
+}
+
+fn main() {}
