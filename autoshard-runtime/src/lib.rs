@@ -21,6 +21,8 @@ pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
+#[cfg(feature = "redis")]
+pub use store::redis::{RedisOptions, RedisStore};
 
 /// What generated code names. Not public API: it may change in any release.
 #[doc(hidden)]

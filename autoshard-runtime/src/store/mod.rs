@@ -11,6 +11,9 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(feature = "redis")]
+pub mod redis;
+
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
 /// Object-safe: `Arc<dyn DocumentStore>` and `Box<dyn DocumentStore>` are stores too.
