@@ -11,6 +11,10 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+pub mod memory;
+
+pub use memory::MemoryStore;
+
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
 /// Object-safe: `Arc<dyn DocumentStore>` and `Box<dyn DocumentStore>` are stores too.
@@ -160,7 +164,10 @@ impl Transaction {
 
     /// Every key the transaction reads or writes.
     pub fn keys(&self) -> impl Iterator<Item = &Key> {
-        self.reads.iter().map(|(k, _)| k).chain(self.writes.iter().map(|(k, _)| k))
+        self.reads
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.writes.iter().map(|(k, _)| k))
     }
 
     /// Whether all keys are in one entity group (required by stores without
