@@ -102,7 +102,11 @@ pub trait Entity: Sized + Send + Sync + 'static {
 
     /// `fold(stored, shadow)` for `property`, encoded; `stored = None` stands for a shard
     /// document without this property (the neutral value).
-    fn fold_shadow_into(&self, property: usize, stored: Option<&Value>) -> Result<Value, FieldError> {
+    fn fold_shadow_into(
+        &self,
+        property: usize,
+        stored: Option<&Value>,
+    ) -> Result<Value, FieldError> {
         let _ = stored;
         Err(no_such_property::<Self>(property))
     }

@@ -99,6 +99,8 @@ pub struct FieldError {
 
 impl FieldError {
     /// A field error with its reason.
+    // By value so callers can pass `format!(..)` or an error without borrowing.
+    #[allow(clippy::needless_pass_by_value)]
     pub fn new(field: impl Into<String>, reason: impl ToString) -> Self {
         FieldError {
             field: field.into(),

@@ -256,7 +256,10 @@ fn escape_into(raw: &str, out: &mut String) {
         if must_escape(c) {
             let mut buf = [0u8; 4];
             for byte in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{byte:02X}"));
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                out.push('%');
+                out.push(char::from(HEX[usize::from(byte >> 4)]));
+                out.push(char::from(HEX[usize::from(byte & 0xF)]));
             }
         } else {
             out.push(c);
@@ -335,7 +338,17 @@ mod tests {
 
     #[test]
     fn round_trips_and_never_collides() {
-        let ids = ["42", "42/~shard:3", "{x}", "a:b", "%41", "", "ü/é", "\n", "}{"];
+        let ids = [
+            "42",
+            "42/~shard:3",
+            "{x}",
+            "a:b",
+            "%41",
+            "",
+            "ü/é",
+            "\n",
+            "}{",
+        ];
         let mut seen = std::collections::HashSet::new();
         for id in ids {
             let root = Key::new("Question", id);

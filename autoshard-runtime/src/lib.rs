@@ -16,13 +16,16 @@ pub mod error;
 pub mod key;
 pub mod store;
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
 pub use document::{Document, Value, Version, Versioned};
 pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};
 pub use key::{EntityId, Key, KeyDecodeError};
-pub use store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
 #[cfg(feature = "redis")]
 pub use store::redis::{RedisOptions, RedisStore};
+pub use store::{Commit, DocumentStore, MemoryStore, Scan, ScanPage, Transaction, Write};
 
 /// What generated code names. Not public API: it may change in any release.
 #[doc(hidden)]

@@ -11,8 +11,11 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
+
+pub use memory::MemoryStore;
 
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
@@ -163,7 +166,10 @@ impl Transaction {
 
     /// Every key the transaction reads or writes.
     pub fn keys(&self) -> impl Iterator<Item = &Key> {
-        self.reads.iter().map(|(k, _)| k).chain(self.writes.iter().map(|(k, _)| k))
+        self.reads
+            .iter()
+            .map(|(k, _)| k)
+            .chain(self.writes.iter().map(|(k, _)| k))
     }
 
     /// Whether all keys are in one entity group (required by stores without
