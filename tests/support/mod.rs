@@ -1,0 +1,3 @@
+//! Helpers shared by the facade's integration tests.
+
+pub mod redis;
