@@ -10,7 +10,9 @@ use support::redis::{namespace, Cluster, Standalone};
 async fn standalone() {
     let server = Standalone::start();
     let options = RedisOptions::default().namespace(namespace("conformance"));
-    let store = RedisStore::connect_with(&server.url(), options).await.unwrap();
+    let store = RedisStore::connect_with(&server.url(), options)
+        .await
+        .unwrap();
     assert!(store.cross_group_transactions());
     conformance::run_all(&store).await;
     // Every case uses fresh kinds, so the suite runs again on the same data.

@@ -27,10 +27,8 @@ impl TempDir {
     pub fn new(label: &str) -> TempDir {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "autoshard-{label}-{}-{n}",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("autoshard-{label}-{}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&path);
         fs::create_dir_all(&path).expect("create temp dir");
         TempDir(path)
@@ -159,7 +157,11 @@ impl RedisServer {
             if ask(self.port, "PING").is_some_and(|r| r.starts_with("+PONG")) {
                 break;
             }
-            assert!(Instant::now() < deadline, "redis-server on port {} did not answer", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not answer",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         self.child = Some(child);
@@ -186,7 +188,11 @@ impl RedisServer {
     /// Starts the server again with the same port, directory and arguments.
     pub fn restart(&mut self) {
         self.kill();
-        assert!(self.spawn(), "redis-server did not restart on port {}", self.port);
+        assert!(
+            self.spawn(),
+            "redis-server did not restart on port {}",
+            self.port
+        );
     }
 
     /// Sends a command with `redis-cli` and returns its output.
@@ -258,7 +264,10 @@ impl Cluster {
                 )
             })
             .collect();
-        let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
         let out = Command::new("redis-cli")
             .arg("--cluster")
             .arg("create")
@@ -275,7 +284,10 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(30);
         for node in &nodes {
             while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
-                assert!(Instant::now() < deadline, "cluster did not reach cluster_state:ok");
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster did not reach cluster_state:ok"
+                );
                 std::thread::sleep(Duration::from_millis(50));
             }
         }

@@ -14,6 +14,7 @@
 //!   endings keep indexes apart from counters and documents.
 
 use crate::key::Key;
+use std::fmt::Write as _;
 
 /// The key names of one store (one namespace).
 #[derive(Clone, Debug)]
@@ -73,7 +74,7 @@ fn escape(raw: &str) -> String {
         if matches!(c, '%' | '/' | ':' | '{' | '}') || c.is_control() {
             let mut buf = [0u8; 4];
             for byte in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{byte:02X}"));
+                let _ = write!(out, "%{byte:02X}");
             }
         } else {
             out.push(c);

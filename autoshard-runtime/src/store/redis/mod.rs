@@ -318,13 +318,19 @@ impl RedisStore {
         self.conns.is_cluster()
     }
 
-    fn backend(&self, what: impl fmt::Display, err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Error {
+    fn backend(
+        &self,
+        what: impl fmt::Display,
+        err: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Error {
         Error::backend(format!("Redis {what} at {}", self.conns.endpoint()), err)
     }
 
     async fn query<T: ::redis::FromRedisValue>(&self, cmd: &::redis::Cmd, what: &str) -> Result<T> {
         let mut conn: Conn = self.conns.get();
-        cmd.query_async(&mut conn).await.map_err(|e| self.backend(what, e))
+        cmd.query_async(&mut conn)
+            .await
+            .map_err(|e| self.backend(what, e))
     }
 
     /// Reads documents with one read script per slot (one in all on a standalone server).
@@ -332,7 +338,11 @@ impl RedisStore {
         let names: Vec<String> = keys.iter().map(|k| self.layout.doc(k)).collect();
         let mut batches: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
-            let slot = if self.is_cluster() { layout::slot(name) } else { 0 };
+            let slot = if self.is_cluster() {
+                layout::slot(name)
+            } else {
+                0
+            };
             batches.entry(slot).or_default().push(i);
         }
         let calls = batches.into_values().map(|positions| {
@@ -354,7 +364,9 @@ impl RedisStore {
         for (positions, reply) in futures::future::try_join_all(calls).await? {
             let entries = reply::array(&reply)
                 .filter(|entries| entries.len() == positions.len())
-                .ok_or_else(|| self.backend("read", reply::unexpected("the read script", &reply)))?;
+                .ok_or_else(|| {
+                    self.backend("read", reply::unexpected("the read script", &reply))
+                })?;
             for (&i, entry) in positions.iter().zip(entries) {
                 out[i] = self.decode_entry(&keys[i], entry)?;
             }
@@ -386,26 +398,20 @@ impl RedisStore {
             Some(2) => Err(Error::Malformed {
                 key: key.clone(),
                 field: WHOLE_DOCUMENT.to_owned(),
-                reason: items.get(1).and_then(reply::text).unwrap_or("not ours").to_owned(),
+                reason: items
+                    .get(1)
+                    .and_then(reply::text)
+                    .unwrap_or("not ours")
+                    .to_owned(),
             }),
             _ => Err(bad()),
         }
     }
 
-    /// Runs `txn` through the commit script, with the out-of-slot index steps on a
-    /// cluster (module docs).
-    async fn apply(&self, txn: &Transaction, what: &str) -> Result<Applied> {
+    /// The commit script call for `txn`, and the index updates it leaves to the caller
+    /// (out-of-slot indexes on a cluster).
+    fn plan(&self, txn: &Transaction) -> Result<(Call, Vec<OutOfSlotIndex>)> {
         let cluster = self.is_cluster();
-        if cluster && !txn.single_group() {
-            return Err(Error::Invalid(format!(
-                "a Redis Cluster commits within one entity group only; this transaction \
-                 spans several: {}",
-                txn.keys().map(Key::encode).collect::<Vec<_>>().join(", ")
-            )));
-        }
-        if txn.reads().is_empty() && txn.writes().is_empty() {
-            return Ok(Applied::Committed(Vec::new()));
-        }
         let mut call = Call::default();
         let mut checked = HashSet::new();
         let mut expects_existing = HashSet::new();
@@ -416,7 +422,10 @@ impl RedisStore {
             if expected.is_some() {
                 expects_existing.insert(key);
             }
-            checks.push((pos, expected.map_or_else(|| "-".to_owned(), |v| v.0.to_string())));
+            checks.push((
+                pos,
+                expected.map_or_else(|| "-".to_owned(), |v| v.0.to_string()),
+            ));
         }
         for (key, _) in txn.writes() {
             let pos = call.key(self.layout.doc(key), Role::Doc(key.clone()));
@@ -469,9 +478,29 @@ impl RedisStore {
             ]);
         }
         call.args.push(self.layout.prefix().len().to_string());
+        Ok((call, out_of_slot))
+    }
+
+    /// Runs `txn` through the commit script, with the out-of-slot index steps on a
+    /// cluster (module docs).
+    async fn apply(&self, txn: &Transaction, what: &str) -> Result<Applied> {
+        if self.is_cluster() && !txn.single_group() {
+            return Err(Error::Invalid(format!(
+                "a Redis Cluster commits within one entity group only; this transaction \
+                 spans several: {}",
+                txn.keys().map(Key::encode).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        if txn.reads().is_empty() && txn.writes().is_empty() {
+            return Ok(Applied::Committed(Vec::new()));
+        }
+        let (call, out_of_slot) = self.plan(txn)?;
 
         // Step 1 on a cluster: index entries of documents this write may create.
-        let pre = out_of_slot.iter().filter(|o| o.put && o.may_create).map(|o| self.index_add(o));
+        let pre = out_of_slot
+            .iter()
+            .filter(|o| o.put && o.may_create)
+            .map(|o| self.index_add(o));
         futures::future::try_join_all(pre).await?;
 
         let mut invocation = self.commit_script.prepare_invoke();
@@ -507,7 +536,8 @@ impl RedisStore {
     async fn index_add(&self, o: &OutOfSlotIndex) -> Result<()> {
         let mut cmd = ::redis::cmd("ZADD");
         cmd.arg(&o.index).arg(0).arg(&o.member);
-        self.query::<i64>(&cmd, &format!("index update of `{}`", o.index)).await?;
+        self.query::<i64>(&cmd, &format!("index update of `{}`", o.index))
+            .await?;
         Ok(())
     }
 
@@ -524,7 +554,13 @@ impl RedisStore {
         Ok(())
     }
 
-    fn decode_commit(&self, call: &Call, writes: usize, reply: &Value, what: &str) -> Result<Applied> {
+    fn decode_commit(
+        &self,
+        call: &Call,
+        writes: usize,
+        reply: &Value,
+        what: &str,
+    ) -> Result<Applied> {
         let bad = || self.backend(what, reply::unexpected("the commit script", reply));
         let items = reply::array(reply).ok_or_else(bad)?;
         match items.first().and_then(reply::text) {
@@ -590,7 +626,9 @@ impl DocumentStore for RedisStore {
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        let txn = Transaction::new().expect(key.clone(), None).put(key.clone(), doc);
+        let txn = Transaction::new()
+            .expect(key.clone(), None)
+            .put(key.clone(), doc);
         match self.apply(&txn, "insert").await? {
             Applied::Committed(outcomes) => Ok(Version(self.single(&outcomes, "insert")?.version)),
             Applied::Conflict(_) => Err(Error::AlreadyExists { key: key.clone() }),
@@ -601,7 +639,9 @@ impl DocumentStore for RedisStore {
         let txn = Transaction::new().put(key.clone(), doc);
         match self.apply(&txn, "put").await? {
             Applied::Committed(outcomes) => Ok(Version(self.single(&outcomes, "put")?.version)),
-            Applied::Conflict(key) => Err(self.backend("put", format!("unexpected conflict on `{key}`"))),
+            Applied::Conflict(key) => {
+                Err(self.backend("put", format!("unexpected conflict on `{key}`")))
+            }
         }
     }
 
@@ -609,21 +649,36 @@ impl DocumentStore for RedisStore {
         let txn = Transaction::new().delete(key.clone());
         match self.apply(&txn, "delete").await? {
             Applied::Committed(outcomes) => Ok(self.single(&outcomes, "delete")?.existed),
-            Applied::Conflict(key) => Err(self.backend("delete", format!("unexpected conflict on `{key}`"))),
+            Applied::Conflict(key) => {
+                Err(self.backend("delete", format!("unexpected conflict on `{key}`")))
+            }
         }
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
         let index = self.layout.index(scan.parent.as_ref(), &scan.kind);
         let limit = scan.limit.max(1);
-        let min = scan.cursor.as_ref().map_or_else(|| "-".to_owned(), |c| format!("({c}"));
+        let min = scan
+            .cursor
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), |c| format!("({c}"));
         let mut cmd = ::redis::cmd("ZRANGEBYLEX");
-        cmd.arg(&index).arg(min).arg("+").arg("LIMIT").arg(0).arg(limit);
+        cmd.arg(&index)
+            .arg(min)
+            .arg("+")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit);
         let members: Vec<String> = self.query(&cmd, &format!("scan of `{index}`")).await?;
-        let next = if members.len() == limit { members.last().cloned() } else { None };
+        let next = if members.len() == limit {
+            members.last().cloned()
+        } else {
+            None
+        };
         let mut keys = Vec::with_capacity(members.len());
         for member in &members {
-            let key = Key::decode(member).map_err(|e| self.backend(format_args!("scan of `{index}`"), e))?;
+            let key = Key::decode(member)
+                .map_err(|e| self.backend(format_args!("scan of `{index}`"), e))?;
             if key.kind() == scan.kind && key.parent() == scan.parent {
                 keys.push(key);
             } else {
