@@ -218,7 +218,11 @@ pub use autoshard_derive::shard_fold;
 /// Everything an application needs: `use autoshard::prelude::*;`.
 pub mod prelude {
     pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
-    pub use autoshard_runtime::{DocumentStore, Entity, Error, Key, Result};
+    pub use autoshard_runtime::{
+        DocumentStore, Entity, Error, Key, Mapper, MemoryStore, Result, RetryPolicy,
+    };
+    #[cfg(feature = "redis")]
+    pub use autoshard_runtime::{RedisOptions, RedisStore};
 }
 
 /// Runs the README's Rust example as a doctest, so it cannot go stale.

@@ -7,7 +7,7 @@
 //!
 //! Layers, top down:
 //! - [`entity`]: the contract generated code implements (`Entity`, shadows, state).
-//! - `mapper`: insert, load (fold), save (random shard), update with retries, delete.
+//! - [`Mapper`]: insert, load (fold), save (random shard), update with retries, delete.
 //! - [`store`]: the [`DocumentStore`] trait of raw operations, and its backends.
 
 pub mod document;
@@ -16,13 +16,26 @@ pub mod error;
 pub mod key;
 #[doc(hidden)]
 pub mod macro_support;
+mod mapper;
+pub mod metrics;
+pub mod retry;
 pub mod store;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
 
 pub use document::{Document, Value, Version, Versioned};
 pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};
 pub use key::{EntityId, Key, KeyDecodeError};
-pub use store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
+pub use mapper::Mapper;
+pub use metrics::{Metrics, MetricsSnapshot};
+pub use retry::{Backoff, RetryPolicy};
+#[cfg(feature = "redis")]
+pub use store::redis::{RedisOptions, RedisStore};
+pub use store::{
+    Commit, DocumentStore, LatencyStore, MemoryStore, Scan, ScanPage, Transaction, Write,
+};
 
 /// What generated code names. Not public API: it may change in any release.
 #[doc(hidden)]

@@ -11,6 +11,14 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+pub mod latency;
+pub mod memory;
+#[cfg(feature = "redis")]
+pub mod redis;
+
+pub use latency::LatencyStore;
+pub use memory::MemoryStore;
+
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
 /// Object-safe: `Arc<dyn DocumentStore>` and `Box<dyn DocumentStore>` are stores too.

@@ -1,0 +1,815 @@
+//! The store conformance suite (feature `conformance`): plain async functions, each
+//! taking `&dyn DocumentStore`, that every backend's tests run.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use autoshard_runtime::{conformance, MemoryStore};
+//!
+//! conformance::run_all(&MemoryStore::new()).await;
+//! # }
+//! ```
+//!
+//! Each case panics (it is test code) with a message naming the case when the store
+//! misbehaves; [`run_all`] runs [`CASES`] in order and re-panics with the case name.
+//! Cases use fresh kinds (with a random suffix), so they can run on a store that already
+//! holds data, any number of times, and never touch documents they did not write. They
+//! clean up nothing: run them on a store made for the test.
+//!
+//! Capability differences between stores are parameters read from the store (today:
+//! [`DocumentStore::cross_group_transactions`]), not separate suites.
+
+// Every public function here is a test that panics when the store misbehaves; the module
+// docs say so once instead of a `# Panics` section on each.
+#![allow(clippy::missing_panics_doc)]
+
+use crate::document::{Document, Value, Version, Versioned};
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use futures::future::{join_all, BoxFuture, FutureExt};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Debug;
+use std::panic::AssertUnwindSafe;
+
+/// One named conformance case.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// The case's name (the name of its function in this module).
+    pub name: &'static str,
+    /// Runs the case; panics when the store misbehaves.
+    pub run: for<'a> fn(&'a dyn DocumentStore) -> BoxFuture<'a, ()>,
+}
+
+impl Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+macro_rules! cases {
+    ($($name:ident),* $(,)?) => {
+        /// Every case, in the order [`run_all`] runs them.
+        pub const CASES: &[Case] = &[$(Case {
+            name: stringify!($name),
+            run: |store| $name(store).boxed(),
+        }),*];
+    };
+}
+
+cases!(
+    get_missing_is_none,
+    insert_then_get,
+    insert_conflicts_when_present,
+    put_creates_and_overwrites,
+    delete_reports_presence,
+    versions_change_on_every_write,
+    versions_not_reused_after_delete,
+    get_many_keeps_order_and_missing,
+    commit_applies_all_writes,
+    commit_conflict_applies_nothing,
+    commit_expecting_absent,
+    commit_later_write_wins,
+    commit_read_only_and_empty,
+    commit_across_groups,
+    scan_roots_and_children,
+    scan_pages_cover_every_document_once,
+    nasty_ids_round_trip,
+    empty_document,
+    large_document,
+    concurrent_commits_have_one_winner,
+);
+
+/// The names of all cases, in order.
+pub fn case_names() -> impl Iterator<Item = &'static str> {
+    CASES.iter().map(|c| c.name)
+}
+
+/// Runs every case against `store`, in order. Panics on the first failing case with a
+/// message `conformance case `name` failed: ...`.
+pub async fn run_all(store: &dyn DocumentStore) {
+    for case in CASES {
+        run_case(case, store).await;
+    }
+}
+
+/// Runs one case; on failure panics with a message naming it.
+pub async fn run_case(case: &Case, store: &dyn DocumentStore) {
+    tracing::debug!(case = case.name, "conformance case");
+    if let Err(payload) = AssertUnwindSafe((case.run)(store)).catch_unwind().await {
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("(non-text panic)");
+        panic!("conformance case `{}` failed: {message}", case.name);
+    }
+}
+
+/// Runs the case called `name`; panics if there is none.
+pub async fn run_named(name: &str, store: &dyn DocumentStore) {
+    let Some(case) = CASES.iter().find(|c| c.name == name) else {
+        panic!(
+            "no conformance case `{name}`; cases: {:?}",
+            case_names().collect::<Vec<_>>()
+        );
+    };
+    run_case(case, store).await;
+}
+
+// ----------------------------------------------------------------------------------------
+// Helpers
+
+/// A kind no earlier run used, so cases never see each other's documents.
+fn fresh_kind(base: &str) -> String {
+    format!("{base}_{}", uuid::Uuid::new_v4().simple())
+}
+
+fn doc(pairs: &[(&str, Value)]) -> Document {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+#[track_caller]
+fn ok<T>(result: Result<T>, what: &str) -> T {
+    match result {
+        Ok(value) => value,
+        Err(e) => panic!("{what}: unexpected error: {e}"),
+    }
+}
+
+async fn get(store: &dyn DocumentStore, key: &Key) -> Option<Versioned> {
+    ok(store.get(key).await, &format!("get {key}"))
+}
+
+async fn must_get(store: &dyn DocumentStore, key: &Key) -> Versioned {
+    match get(store, key).await {
+        Some(found) => found,
+        None => panic!("get {key}: expected a document, found none"),
+    }
+}
+
+async fn commit(store: &dyn DocumentStore, txn: &Transaction) -> Commit {
+    ok(store.commit(txn).await, "commit")
+}
+
+async fn scan_all(
+    store: &dyn DocumentStore,
+    kind: &str,
+    parent: Option<&Key>,
+    limit: usize,
+) -> Vec<(Key, Versioned)> {
+    let mut scan = Scan::new(kind, parent.cloned()).limit(limit);
+    let mut out = Vec::new();
+    // A bound on pages so a store whose cursor never ends fails instead of hanging.
+    for _ in 0..10_000 {
+        let page = ok(store.scan(&scan).await, &format!("scan {kind}"));
+        assert!(
+            page.items.len() <= limit,
+            "scan page of {} items exceeds limit {limit}",
+            page.items.len()
+        );
+        out.extend(page.items);
+        match page.next {
+            None => return out,
+            Some(cursor) => scan.cursor = Some(cursor),
+        }
+    }
+    panic!("scan of {kind} did not finish after 10,000 pages");
+}
+
+// ----------------------------------------------------------------------------------------
+// Cases
+
+/// `get` of a key never written answers `None`.
+pub async fn get_missing_is_none(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Missing"), "1");
+    assert_eq!(get(store, &key).await, None);
+    assert_eq!(get(store, &key.shard(0)).await, None);
+}
+
+/// `insert` stores the document; `get` returns it with the version `insert` returned.
+pub async fn insert_then_get(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Insert"), "1");
+    let d = doc(&[
+        ("text", "hello".into()),
+        ("n", 7.into()),
+        ("nested", serde_json::json!({"a": [1, 2]})),
+    ]);
+    let version = ok(store.insert(&key, d.clone()).await, "insert");
+    let found = must_get(store, &key).await;
+    assert_eq!(found.doc, d);
+    assert_eq!(found.version, version);
+}
+
+/// `insert` on a taken key fails with `AlreadyExists` naming the key and changes nothing.
+pub async fn insert_conflicts_when_present(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("InsertTwice"), "1");
+    let version = ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    match store.insert(&key, doc(&[("n", 2.into())])).await {
+        Err(Error::AlreadyExists { key: taken }) => assert_eq!(taken, key),
+        other => panic!("second insert: expected AlreadyExists, got {other:?}"),
+    }
+    let found = must_get(store, &key).await;
+    assert_eq!(found.doc, doc(&[("n", 1.into())]));
+    assert_eq!(found.version, version);
+}
+
+/// `put` creates a missing document and overwrites an existing one (no merge).
+pub async fn put_creates_and_overwrites(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Put"), "1");
+    let v1 = ok(
+        store
+            .put(&key, doc(&[("a", 1.into()), ("b", 2.into())]))
+            .await,
+        "put",
+    );
+    assert_eq!(must_get(store, &key).await.version, v1);
+    let v2 = ok(store.put(&key, doc(&[("c", 3.into())])).await, "put again");
+    let found = must_get(store, &key).await;
+    assert_eq!(
+        found.doc,
+        doc(&[("c", 3.into())]),
+        "put must replace, not merge"
+    );
+    assert_eq!(found.version, v2);
+}
+
+/// `delete` answers whether a document was there, and removes it.
+pub async fn delete_reports_presence(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Delete"), "1");
+    let other = Key::new(key.kind(), "2");
+    ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    ok(
+        store.insert(&other, doc(&[("n", 2.into())])).await,
+        "insert other",
+    );
+    assert!(
+        ok(store.delete(&key).await, "delete"),
+        "delete of a present key"
+    );
+    assert_eq!(get(store, &key).await, None);
+    assert!(
+        !ok(store.delete(&key).await, "delete again"),
+        "delete of an absent key"
+    );
+    assert!(
+        get(store, &other).await.is_some(),
+        "delete removed another key"
+    );
+}
+
+/// Every write (insert, put, commit) gives the document a new version.
+pub async fn versions_change_on_every_write(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Versions"), "1");
+    let mut seen = BTreeSet::new();
+    let v = ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
+    seen.insert(v);
+    // The same content again still changes the version.
+    for _ in 0..3 {
+        let v = ok(store.put(&key, doc(&[("n", 0.into())])).await, "put");
+        assert!(seen.insert(v), "put reused version {v:?}");
+        assert_eq!(must_get(store, &key).await.version, v);
+    }
+    for i in 0..3 {
+        let current = must_get(store, &key).await.version;
+        let txn = Transaction::new()
+            .expect(key.clone(), Some(current))
+            .put(key.clone(), doc(&[("n", i.into())]));
+        assert_eq!(commit(store, &txn).await, Commit::Committed);
+        let v = must_get(store, &key).await.version;
+        assert!(seen.insert(v), "commit reused version {v:?}");
+    }
+}
+
+/// A version is not handed out again after delete and re-insert, so a commit that read
+/// the old document conflicts (no ABA).
+pub async fn versions_not_reused_after_delete(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Aba"), "1");
+    let mut seen = BTreeSet::new();
+    let mut first = None;
+    for round in 0..5 {
+        let v = ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+        assert!(
+            seen.insert(v),
+            "round {round}: version {v:?} reused after delete"
+        );
+        first.get_or_insert(v);
+        assert!(ok(store.delete(&key).await, "delete"));
+    }
+    ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    let stale = first.unwrap_or(Version(0));
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(stale))
+        .put(key.clone(), doc(&[("n", 99.into())]));
+    assert_eq!(
+        commit(store, &txn).await,
+        Commit::Conflict { key: key.clone() }
+    );
+    assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 1.into())]));
+}
+
+/// `get_many` answers one entry per key, in order, `None` for missing keys, repeated keys
+/// repeated; an empty request answers an empty list.
+pub async fn get_many_keeps_order_and_missing(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Many");
+    let keys: Vec<Key> = (0..6)
+        .map(|i| Key::new(kind.clone(), i.to_string()))
+        .collect();
+    let mut versions = BTreeMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        if i % 2 == 0 {
+            versions.insert(
+                i,
+                ok(store.insert(key, doc(&[("i", i.into())])).await, "insert"),
+            );
+        }
+    }
+    let shard = keys[0].shard(1);
+    ok(
+        store.put(&shard, doc(&[("s", 1.into())])).await,
+        "put shard",
+    );
+    let asked = vec![
+        keys[5].clone(),
+        keys[0].clone(),
+        shard.clone(),
+        keys[1].clone(),
+        keys[4].clone(),
+        keys[0].clone(),
+        keys[3].clone(),
+        keys[2].clone(),
+    ];
+    let got = ok(store.get_many(&asked).await, "get_many");
+    assert_eq!(
+        got.len(),
+        asked.len(),
+        "get_many must answer one entry per key"
+    );
+    for (key, found) in asked.iter().zip(&got) {
+        if key == &shard {
+            assert_eq!(
+                found.as_ref().map(|f| &f.doc),
+                Some(&doc(&[("s", 1.into())]))
+            );
+            continue;
+        }
+        let i: usize = key.name().parse().unwrap_or(usize::MAX);
+        match (versions.get(&i), found) {
+            (Some(v), Some(f)) => {
+                assert_eq!(f.version, *v, "{key}");
+                assert_eq!(f.doc, doc(&[("i", i.into())]), "{key}");
+            }
+            (None, None) => {}
+            (want, got) => panic!("get_many at {key}: expected {want:?}, got {got:?}"),
+        }
+    }
+    assert!(ok(store.get_many(&[]).await, "get_many of nothing").is_empty());
+}
+
+/// A commit whose reads all match applies every put and delete.
+pub async fn commit_applies_all_writes(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Commit");
+    let a = Key::new(kind.clone(), "a");
+    let b = Key::new(kind.clone(), "b");
+    // `c` (never written) is in `b`'s group, so the delete below is a one-group commit.
+    let c = b.child("Part", "c");
+    let va = ok(store.insert(&a, doc(&[("n", 1.into())])).await, "insert a");
+    ok(store.insert(&b, doc(&[("n", 2.into())])).await, "insert b");
+    // Keep everything in one group so stores without cross-group commits accept it too.
+    let a_child = a.child("Part", "x");
+    let txn = Transaction::new()
+        .expect(a.clone(), Some(va))
+        .put(a.clone(), doc(&[("n", 10.into())]))
+        .put(a_child.clone(), doc(&[("p", true.into())]));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(must_get(store, &a).await.doc, doc(&[("n", 10.into())]));
+    assert_eq!(
+        must_get(store, &a_child).await.doc,
+        doc(&[("p", true.into())])
+    );
+
+    let vb = must_get(store, &b).await.version;
+    let txn = Transaction::new()
+        .expect(b.clone(), Some(vb))
+        .delete(b.clone())
+        .delete(c.clone());
+    assert_eq!(
+        commit(store, &txn).await,
+        Commit::Committed,
+        "delete of an absent key is no error"
+    );
+    assert_eq!(get(store, &b).await, None);
+    assert_eq!(get(store, &c).await, None);
+}
+
+/// A commit with one stale read applies nothing, and names the stale key.
+pub async fn commit_conflict_applies_nothing(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Conflict");
+    let a = Key::new(kind.clone(), "a");
+    let child = a.child("Part", "x");
+    let va = ok(store.insert(&a, doc(&[("n", 1.into())])).await, "insert a");
+    let vc = ok(
+        store.insert(&child, doc(&[("n", 2.into())])).await,
+        "insert child",
+    );
+    // Someone else writes the child.
+    let vc2 = ok(
+        store.put(&child, doc(&[("n", 3.into())])).await,
+        "concurrent put",
+    );
+    assert_ne!(vc, vc2);
+    let created = a.child("Part", "new");
+    let txn = Transaction::new()
+        .expect(a.clone(), Some(va))
+        .expect(child.clone(), Some(vc))
+        .put(a.clone(), doc(&[("n", 100.into())]))
+        .put(created.clone(), doc(&[("n", 100.into())]))
+        .delete(child.clone());
+    assert_eq!(
+        commit(store, &txn).await,
+        Commit::Conflict { key: child.clone() }
+    );
+    let found_a = must_get(store, &a).await;
+    assert_eq!(
+        (found_a.doc, found_a.version),
+        (doc(&[("n", 1.into())]), va),
+        "a was written"
+    );
+    let found_c = must_get(store, &child).await;
+    assert_eq!(
+        (found_c.doc, found_c.version),
+        (doc(&[("n", 3.into())]), vc2),
+        "child was written"
+    );
+    assert_eq!(
+        get(store, &created).await,
+        None,
+        "a conflicting commit created a document"
+    );
+}
+
+/// Expecting `None` means "still absent": it commits once, then conflicts.
+pub async fn commit_expecting_absent(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Absent"), "1").shard(4);
+    let txn = Transaction::new()
+        .expect(key.clone(), None)
+        .put(key.clone(), doc(&[("shard_votes", 1.into())]));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(
+        must_get(store, &key).await.doc,
+        doc(&[("shard_votes", 1.into())])
+    );
+    assert_eq!(
+        commit(store, &txn).await,
+        Commit::Conflict { key: key.clone() }
+    );
+    // After a delete, "absent" holds again.
+    assert!(ok(store.delete(&key).await, "delete"));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    // Expecting a version of a document that is absent conflicts.
+    let other = Key::new(key.path()[0].kind(), "2");
+    let txn = Transaction::new()
+        .expect(other.clone(), Some(must_get(store, &key).await.version))
+        .put(other.clone(), Document::new());
+    assert_eq!(
+        commit(store, &txn).await,
+        Commit::Conflict { key: other.clone() }
+    );
+    assert_eq!(get(store, &other).await, None);
+}
+
+/// Two writes of one key in a transaction: the later wins.
+pub async fn commit_later_write_wins(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("LaterWins"), "1");
+    let txn = Transaction::new()
+        .put(key.clone(), doc(&[("n", 1.into())]))
+        .put(key.clone(), doc(&[("n", 2.into())]));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 2.into())]));
+    let txn = Transaction::new()
+        .put(key.clone(), doc(&[("n", 3.into())]))
+        .delete(key.clone());
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(get(store, &key).await, None);
+    let txn = Transaction::new()
+        .delete(key.clone())
+        .put(key.clone(), doc(&[("n", 4.into())]));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 4.into())]));
+}
+
+/// A transaction without writes commits when its reads hold (and changes no version);
+/// an empty transaction commits.
+pub async fn commit_read_only_and_empty(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("ReadOnly"), "1");
+    let v = ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    let txn = Transaction::new().expect(key.clone(), Some(v));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(
+        must_get(store, &key).await.version,
+        v,
+        "a read-only commit changed the version"
+    );
+    assert_eq!(commit(store, &Transaction::new()).await, Commit::Committed);
+}
+
+/// A transaction over two entity groups: atomic where the store says it supports them
+/// (`cross_group_transactions`), otherwise rejected with `Error::Invalid` and nothing
+/// applied.
+pub async fn commit_across_groups(store: &dyn DocumentStore) {
+    let kind = fresh_kind("CrossGroup");
+    let a = Key::new(kind.clone(), "a");
+    let b = Key::new(kind.clone(), "b");
+    let va = ok(store.insert(&a, doc(&[("n", 1.into())])).await, "insert a");
+    let txn = Transaction::new()
+        .expect(a.clone(), Some(va))
+        .expect(b.clone(), None)
+        .put(a.clone(), doc(&[("n", 2.into())]))
+        .put(b.clone(), doc(&[("n", 2.into())]));
+    assert!(!txn.single_group());
+    if store.cross_group_transactions() {
+        assert_eq!(commit(store, &txn).await, Commit::Committed);
+        assert_eq!(must_get(store, &a).await.doc, doc(&[("n", 2.into())]));
+        assert_eq!(must_get(store, &b).await.doc, doc(&[("n", 2.into())]));
+        // And it conflicts as a whole: b is no longer absent.
+        let va = must_get(store, &a).await.version;
+        let txn = Transaction::new()
+            .expect(a.clone(), Some(va))
+            .expect(b.clone(), None)
+            .put(a.clone(), doc(&[("n", 3.into())]));
+        assert_eq!(
+            commit(store, &txn).await,
+            Commit::Conflict { key: b.clone() }
+        );
+        assert_eq!(must_get(store, &a).await.doc, doc(&[("n", 2.into())]));
+    } else {
+        match store.commit(&txn).await {
+            Err(Error::Invalid(_)) => {}
+            other => panic!(
+                "cross-group commit on a store without them: expected Invalid, got {other:?}"
+            ),
+        }
+        assert_eq!(must_get(store, &a).await.version, va);
+        assert_eq!(get(store, &b).await, None);
+    }
+}
+
+/// A scan lists the documents of one kind under one parent: roots with `None`, children
+/// of exactly that parent otherwise; never other kinds, shards or grandchildren.
+pub async fn scan_roots_and_children(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Scan");
+    let child_kind = fresh_kind("ScanChild");
+    let q1 = Key::new(kind.clone(), "1");
+    let q2 = Key::new(kind.clone(), "2");
+    let mut write = vec![
+        q1.clone(),
+        q2.clone(),
+        q1.shard(0),
+        q1.dynamic_shard("d"),
+        Key::new(fresh_kind("Other"), "1"),
+    ];
+    let c1 = q1.child(child_kind.clone(), "a");
+    let c2 = q1.child(child_kind.clone(), "b");
+    let c3 = q2.child(child_kind.clone(), "c");
+    let sub = q1.sub_group(0).child(child_kind.clone(), "s");
+    let grandchild = c1.child(child_kind.clone(), "g");
+    write.extend([
+        c1.clone(),
+        c2.clone(),
+        c3.clone(),
+        sub.clone(),
+        grandchild.clone(),
+    ]);
+    // A root of the child kind must not show up under a parent either.
+    let root_of_child_kind = Key::new(child_kind.clone(), "a");
+    write.push(root_of_child_kind.clone());
+    for key in &write {
+        ok(
+            store.put(key, doc(&[("at", key.encode().into())])).await,
+            "put",
+        );
+    }
+
+    let keys = |items: Vec<(Key, Versioned)>| -> BTreeSet<Key> {
+        items
+            .into_iter()
+            .map(|(k, v)| {
+                assert_eq!(
+                    v.doc,
+                    doc(&[("at", k.encode().into())]),
+                    "scan returned another document's content for {k}"
+                );
+                k
+            })
+            .collect()
+    };
+    assert_eq!(
+        keys(scan_all(store, &kind, None, 100).await),
+        BTreeSet::from([q1.clone(), q2.clone()])
+    );
+    assert_eq!(
+        keys(scan_all(store, &child_kind, Some(&q1), 100).await),
+        BTreeSet::from([c1.clone(), c2])
+    );
+    assert_eq!(
+        keys(scan_all(store, &child_kind, Some(&q2), 100).await),
+        BTreeSet::from([c3])
+    );
+    assert_eq!(
+        keys(scan_all(store, &child_kind, Some(&q1.sub_group(0)), 100).await),
+        BTreeSet::from([sub])
+    );
+    assert_eq!(
+        keys(scan_all(store, &child_kind, Some(&c1), 100).await),
+        BTreeSet::from([grandchild])
+    );
+    assert_eq!(
+        keys(scan_all(store, &child_kind, None, 100).await),
+        BTreeSet::from([root_of_child_kind])
+    );
+    assert!(scan_all(store, &fresh_kind("Nothing"), None, 100)
+        .await
+        .is_empty());
+}
+
+/// Paging with small limits returns every document exactly once, with its version.
+pub async fn scan_pages_cover_every_document_once(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Paging");
+    let mut expected = BTreeMap::new();
+    for i in 0..53 {
+        let key = Key::new(kind.clone(), format!("{i}"));
+        let v = ok(store.insert(&key, doc(&[("i", i.into())])).await, "insert");
+        expected.insert(key, v);
+    }
+    for limit in [1, 7, 53, 54, 1000] {
+        let items = scan_all(store, &kind, None, limit).await;
+        let mut seen = BTreeMap::new();
+        for (key, found) in items {
+            assert!(
+                seen.insert(key.clone(), found.version).is_none(),
+                "limit {limit}: {key} returned twice"
+            );
+        }
+        assert_eq!(seen, expected, "limit {limit}");
+    }
+}
+
+/// Ids full of separators and escape characters store, load and scan back unchanged and
+/// never collide with each other or with shard keys.
+pub async fn nasty_ids_round_trip(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Nasty");
+    let ids = [
+        "",
+        "{",
+        "}",
+        "{x}",
+        ":",
+        "a:b",
+        "/",
+        "a/b",
+        "%",
+        "%41",
+        "%2F",
+        "1/~shard:0",
+        "~shard",
+        " ",
+        "\n",
+        "ü/é",
+        "{1}/{2}",
+        "*",
+        "?",
+        "[",
+        "\\",
+    ];
+    let root = Key::new(kind.clone(), "1");
+    let shard = root.shard(0);
+    ok(
+        store.put(&shard, doc(&[("id", "shard".into())])).await,
+        "put shard",
+    );
+    for id in ids {
+        let key = Key::new(kind.clone(), id);
+        ok(
+            store.insert(&key, doc(&[("id", id.into())])).await,
+            &format!("insert {id:?}"),
+        );
+        let child = root.child(kind.clone(), id);
+        ok(
+            store.insert(&child, doc(&[("child", id.into())])).await,
+            &format!("insert child {id:?}"),
+        );
+    }
+    for id in ids {
+        let key = Key::new(kind.clone(), id);
+        assert_eq!(
+            must_get(store, &key).await.doc,
+            doc(&[("id", id.into())]),
+            "id {id:?}"
+        );
+    }
+    assert_eq!(
+        must_get(store, &shard).await.doc,
+        doc(&[("id", "shard".into())])
+    );
+    let roots: BTreeMap<String, Document> = scan_all(store, &kind, None, 5)
+        .await
+        .into_iter()
+        .map(|(k, v)| (k.name().to_owned(), v.doc))
+        .collect();
+    assert_eq!(roots.len(), ids.len());
+    for id in ids {
+        assert_eq!(
+            roots.get(id),
+            Some(&doc(&[("id", id.into())])),
+            "scan id {id:?}"
+        );
+    }
+    let children = scan_all(store, &kind, Some(&root), 5).await;
+    assert_eq!(children.len(), ids.len());
+    for (key, found) in children {
+        assert_eq!(found.doc, doc(&[("child", key.name().into())]));
+    }
+}
+
+/// An empty document is a document: stored, found, listed.
+pub async fn empty_document(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Empty");
+    let key = Key::new(kind.clone(), "1");
+    let v = ok(store.insert(&key, Document::new()).await, "insert");
+    let found = must_get(store, &key).await;
+    assert_eq!((found.doc, found.version), (Document::new(), v));
+    assert!(matches!(
+        store.insert(&key, Document::new()).await,
+        Err(Error::AlreadyExists { .. })
+    ));
+    let listed = scan_all(store, &kind, None, 10).await;
+    assert_eq!(listed.len(), 1);
+    let got = ok(store.get_many(std::slice::from_ref(&key)).await, "get_many");
+    assert_eq!(got.len(), 1);
+    assert!(got[0].is_some(), "get_many lost an empty document");
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(v))
+        .put(key.clone(), Document::new());
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert!(get(store, &key).await.is_some());
+}
+
+/// A document of about 1 MiB with many properties round-trips unchanged.
+pub async fn large_document(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Large"), "1");
+    let mut d: Document = (0..2000)
+        .map(|i| (format!("field_{i:05}"), Value::from(i)))
+        .collect();
+    d.insert("blob".to_owned(), "x".repeat(1 << 20).into());
+    d.insert(
+        "list".to_owned(),
+        Value::Array(
+            (0..5000)
+                .map(|i| Value::from(format!("item {i} ✓")))
+                .collect(),
+        ),
+    );
+    let v = ok(store.insert(&key, d.clone()).await, "insert");
+    let found = must_get(store, &key).await;
+    assert_eq!(found.version, v);
+    assert!(found.doc == d, "large document changed on the way");
+}
+
+/// Rounds of concurrent commits, all expecting the same version of one key: exactly one
+/// wins per round, and the stored value is the winner's.
+pub async fn concurrent_commits_have_one_winner(store: &dyn DocumentStore) {
+    const ROUNDS: usize = 20;
+    const WRITERS: usize = 8;
+    let key = Key::new(fresh_kind("Race"), "1");
+    ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
+    for round in 0..ROUNDS {
+        let read = must_get(store, &key).await;
+        let attempts = (0..WRITERS).map(|w| {
+            let txn = Transaction::new()
+                .expect(key.clone(), Some(read.version))
+                .put(key.clone(), doc(&[("n", (round * WRITERS + w).into())]));
+            async move { (w, store.commit(&txn).await) }
+        });
+        let mut winners = Vec::new();
+        for (w, outcome) in join_all(attempts).await {
+            match outcome {
+                Ok(Commit::Committed) => winners.push(w),
+                Ok(Commit::Conflict { key: conflicted }) => assert_eq!(conflicted, key),
+                Err(e) => panic!("round {round}: commit failed: {e}"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        let found = must_get(store, &key).await;
+        assert_eq!(
+            found.doc,
+            doc(&[("n", (round * WRITERS + winners[0]).into())]),
+            "round {round}"
+        );
+        assert_ne!(found.version, read.version);
+    }
+}

@@ -1,0 +1,133 @@
+//! `insert` and `delete`: writing and removing all documents of an entity.
+//!
+//! Order matters when a store fails halfway: shards are written before the main document
+//! and deleted after it, so a half-done insert or delete leaves only orphan shards. Orphans
+//! are invisible (`load` needs the main document) and the next `insert` of that id
+//! overwrites them.
+
+use super::layout::{
+    properties_in_shard, static_shard_count, static_shard_keys, unsupported_dynamic,
+};
+use super::{malformed, Mapper};
+use crate::document::Document;
+use crate::entity::{Entity, Sharding};
+use crate::error::{Error, Result};
+use crate::key::{Key, DYNAMIC_SHARD_KIND};
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Stores a new entity: its main document (fails with [`Error::AlreadyExists`] when
+    /// the id is taken) and every static shard document, shard 0 holding each sharded
+    /// property's current value and the others its neutral value.
+    ///
+    /// Then every shadow is reset and the main document recorded, since the stored state
+    /// now includes them: a vote made before `insert` is not saved a second time later.
+    ///
+    /// On a store with cross-group transactions all documents are written in one commit.
+    /// Otherwise the shards are written first and the main document last, so a failure
+    /// leaves no visible half entity; two concurrent inserts of one id may then both
+    /// write shards, and the loser's shard values may remain (one still fails with
+    /// `AlreadyExists`).
+    ///
+    /// ```
+    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard_runtime::Result<()> {
+    /// use autoshard_runtime::{Error, Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(1, "First?", 0)).await?;
+    /// let again = db.insert(&mut Question::new(1, "Again?", 0)).await;
+    /// assert!(matches!(again, Err(Error::AlreadyExists { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn insert<E: Entity>(&self, entity: &mut E) -> Result<()> {
+        if let Some(e) = unsupported_dynamic::<E>(|_| true) {
+            return Err(e);
+        }
+        let main = entity.key();
+        let main_doc = entity.to_document().map_err(malformed(&main))?;
+        let shards = shard_documents(entity, &main)?;
+        tracing::debug!(key = %main, shards = shards.len(), "insert");
+
+        if self.store.cross_group_transactions() {
+            let mut txn = Transaction::new().expect(main.clone(), None);
+            for (key, doc) in shards {
+                txn = txn.put(key, doc);
+            }
+            txn = txn.put(main.clone(), main_doc.clone());
+            match self.store.commit(&txn).await? {
+                Commit::Committed => {}
+                Commit::Conflict { .. } => return Err(Error::AlreadyExists { key: main }),
+            }
+        } else {
+            if self.store.get(&main).await?.is_some() {
+                return Err(Error::AlreadyExists { key: main });
+            }
+            for (key, doc) in shards {
+                tracing::trace!(key = %key, "insert: shard");
+                self.store.put(&key, doc).await?;
+            }
+            self.store.insert(&main, main_doc.clone()).await?;
+        }
+
+        for index in 0..E::PROPERTIES.len() {
+            entity.reset_shadow(index);
+        }
+        if let Some(state) = entity.state_mut() {
+            state.set_saved_main(main_doc);
+        }
+        Ok(())
+    }
+
+    /// Deletes the entity with this id: its main document, then its shard documents.
+    /// Answers whether the main document was there.
+    pub async fn delete<E: Entity>(&self, id: &E::Id) -> Result<bool> {
+        let main = E::key_for(id);
+        tracing::debug!(key = %main, "delete");
+        let existed = self.store.delete(&main).await?;
+        for key in static_shard_keys::<E>(&main) {
+            tracing::trace!(key = %key, "delete: shard");
+            self.store.delete(&key).await?;
+        }
+        if E::PROPERTIES
+            .iter()
+            .any(|p| p.sharding == Sharding::Dynamic)
+        {
+            // Dynamic shards cannot be written yet, but may exist from another writer.
+            let mut scan = Scan::new(DYNAMIC_SHARD_KIND, Some(main.dynamic_shards()));
+            loop {
+                let page = self.store.scan(&scan).await?;
+                for (key, _) in page.items {
+                    self.store.delete(&key).await?;
+                }
+                match page.next {
+                    Some(cursor) => scan.cursor = Some(cursor),
+                    None => break,
+                }
+            }
+        }
+        Ok(existed)
+    }
+}
+
+/// The static shard documents of a new entity.
+fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
+    (0..static_shard_count::<E>())
+        .map(|shard| {
+            let key = main.shard(shard);
+            let mut doc = Document::new();
+            for p in properties_in_shard::<E>(shard) {
+                let value = if shard == 0 {
+                    entity.aggregate_value(p.index)
+                } else {
+                    E::neutral_value(p.index)
+                }
+                .map_err(malformed(&key))?;
+                doc.insert(p.property.stored_as.to_owned(), value);
+            }
+            Ok((key, doc))
+        })
+        .collect()
+}

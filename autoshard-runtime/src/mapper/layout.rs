@@ -1,0 +1,67 @@
+//! Where an entity's documents live: the main document and, per sharded property, its
+//! shard documents. Every operation asks here instead of matching on [`Sharding`] itself,
+//! so new placements (dynamic shards, entity-group sharding) are added in one place.
+
+use crate::entity::{Entity, ShardedProperty, Sharding};
+use crate::error::Error;
+use crate::key::Key;
+
+/// A sharded property with its index in [`Entity::PROPERTIES`] and number of static
+/// shards.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StaticProperty {
+    pub index: usize,
+    pub property: &'static ShardedProperty,
+    pub shards: u32,
+}
+
+/// The statically sharded properties of `E`, in field order.
+pub(super) fn static_properties<E: Entity>() -> impl Iterator<Item = StaticProperty> {
+    E::PROPERTIES
+        .iter()
+        .enumerate()
+        .filter_map(|(index, property)| match property.sharding {
+            Sharding::Static { shards } => Some(StaticProperty {
+                index,
+                property,
+                shards,
+            }),
+            Sharding::Dynamic => None,
+        })
+}
+
+/// The statically sharded properties stored in shard document `shard`.
+pub(super) fn properties_in_shard<E: Entity>(shard: u32) -> impl Iterator<Item = StaticProperty> {
+    static_properties::<E>().filter(move |p| p.shards > shard)
+}
+
+/// How many static shard documents `E` has (the most any property uses).
+pub(super) fn static_shard_count<E: Entity>() -> u32 {
+    static_properties::<E>()
+        .map(|p| p.shards)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The keys of all static shard documents of the entity at `main`, shard 0 first.
+pub(super) fn static_shard_keys<E: Entity>(main: &Key) -> Vec<Key> {
+    (0..static_shard_count::<E>())
+        .map(|i| main.shard(i))
+        .collect()
+}
+
+/// The first dynamically sharded property of `E` satisfying `touched`, as the error to
+/// report: dynamic shards are not supported by this version of the mapper.
+pub(super) fn unsupported_dynamic<E: Entity>(touched: impl Fn(usize) -> bool) -> Option<Error> {
+    E::PROPERTIES
+        .iter()
+        .enumerate()
+        .find(|(index, p)| p.sharding == Sharding::Dynamic && touched(*index))
+        .map(|(_, p)| {
+            Error::Invalid(format!(
+                "dynamic sharding (`{}.{}` has no `shards = N`) is not supported yet by this mapper",
+                E::KIND,
+                p.name
+            ))
+        })
+}

@@ -1,0 +1,86 @@
+//! `load`: the main document and every static shard in one `get_many`, each sharded
+//! property folded over its shards (paper, section 4, "Loading").
+
+use super::layout::{properties_in_shard, static_shard_keys, unsupported_dynamic};
+use super::{malformed, Mapper};
+use crate::entity::Entity;
+use crate::error::{Error, Result};
+use crate::store::DocumentStore;
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Loads the entity with this id. Each sharded property is the fold of its shards
+    /// (a missing shard document, or one without the property, counts as neutral); its
+    /// shadow starts neutral, and the main document is remembered for dirty tracking.
+    ///
+    /// Errors: [`Error::NotFound`] when there is no main document; [`Error::Malformed`]
+    /// naming the key and property when a stored document does not decode.
+    ///
+    /// ```
+    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard_runtime::Result<()> {
+    /// use autoshard_runtime::{Error, Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(7, "Why?", 3)).await?;
+    /// assert_eq!(db.load::<Question>(&7).await?.votes, 3);
+    /// assert!(matches!(db.load::<Question>(&8).await, Err(Error::NotFound { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn load<E: Entity>(&self, id: &E::Id) -> Result<E> {
+        if let Some(e) = unsupported_dynamic::<E>(|_| true) {
+            return Err(e);
+        }
+        let main = E::key_for(id);
+        let mut keys = vec![main.clone()];
+        keys.extend(static_shard_keys::<E>(&main));
+        tracing::debug!(key = %main, documents = keys.len(), "load");
+        let mut found = self.store.get_many(&keys).await?.into_iter();
+        if found.len() != keys.len() {
+            return Err(Error::backend(
+                format!("get_many of {} keys for `{main}`", keys.len()),
+                format!("the store answered {} entries", found.len()),
+            ));
+        }
+        let Some(main_doc) = found.next().flatten() else {
+            return Err(Error::NotFound { key: main });
+        };
+        let mut entity = E::from_document(id.clone(), &main_doc.doc).map_err(malformed(&main))?;
+
+        for (shard, (key, doc)) in (0u32..).zip(keys[1..].iter().zip(found)) {
+            let Some(doc) = doc else { continue };
+            for p in properties_in_shard::<E>(shard) {
+                if let Some(stored) = doc.doc.get(p.property.stored_as) {
+                    entity
+                        .fold_stored(p.index, stored)
+                        .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
+                }
+            }
+        }
+
+        for index in 0..E::PROPERTIES.len() {
+            entity.reset_shadow(index);
+        }
+        if entity.state().is_some() {
+            // Re-encoded rather than the stored text, so a save right after load sees no
+            // change even if the store's encoding differs in detail.
+            let saved = entity.to_document().map_err(malformed(&main))?;
+            if let Some(state) = entity.state_mut() {
+                state.set_saved_main(saved);
+            }
+        }
+        Ok(entity)
+    }
+}
+
+/// Makes sure a field error names the property (generated code may leave it empty).
+pub(super) fn with_property(
+    mut e: crate::error::FieldError,
+    name: &str,
+) -> crate::error::FieldError {
+    if e.field.is_empty() {
+        name.clone_into(&mut e.field);
+    }
+    e
+}

@@ -1,0 +1,179 @@
+//! The [`Mapper`]: entities in, documents out. It drives the hooks of [`Entity`](crate::Entity) and talks
+//! to a [`DocumentStore`]; it holds no entity cache and no connection of its own.
+//!
+//! One module per operation: `insert` (and `delete`), `load`, `save`, `update`. How a
+//! sharded property maps to documents is decided per property in `layout`, so dynamic
+//! shards and entity groups slot in there.
+
+mod insert;
+mod layout;
+mod load;
+mod save;
+mod update;
+
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::retry::RetryPolicy;
+use crate::store::DocumentStore;
+use std::fmt;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Persists [`Entity`](crate::Entity) values in a [`DocumentStore`], sharding hot properties as the
+/// `AutoShard` paper describes (section 4): `load` folds all shards, `save` folds the local
+/// change (the shadow) into one uniformly random shard in an optimistic transaction.
+///
+/// Cloning is cheap when `S` is (an `Arc`, [`crate::MemoryStore`]); clones share the
+/// [`Metrics`].
+///
+/// ```
+/// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+/// use autoshard_runtime::{Mapper, MemoryStore};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> autoshard_runtime::Result<()> {
+/// let db = Mapper::new(MemoryStore::new());
+/// let mut question = Question::new(42, "Sharding?", 76); // votes sharded over 10 shards
+/// db.insert(&mut question).await?; // main document + 10 shards; shard 0 holds 76
+///
+/// let mut q: Question = db.load(&42).await?; // votes = fold of all shards
+/// q.vote_up(); // aggregate 77, shadow +1
+/// db.save(&mut q).await?; // folds +1 into ONE random shard; the main doc is unchanged
+/// assert_eq!(db.load::<Question>(&42).await?.votes, 77);
+/// assert_eq!(db.metrics().snapshot().commits, 1);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Mapper<S = Arc<dyn DocumentStore>> {
+    store: S,
+    retry: RetryPolicy,
+    metrics: Metrics,
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// A mapper over `store` with the default [`RetryPolicy`] and fresh [`Metrics`].
+    pub fn new(store: S) -> Self {
+        Mapper {
+            store,
+            retry: RetryPolicy::default(),
+            metrics: Metrics::new(),
+        }
+    }
+
+    /// The same mapper with another retry policy (metrics stay shared).
+    #[must_use]
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// The retry policy of optimistic transactions.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// Counters of the transactions this mapper and its clones ran.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The store underneath.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The retry loop of one optimistic operation (`what` names it in logs).
+    fn retrying(&self, what: &'static str) -> Retrying<'_> {
+        Retrying {
+            policy: &self.retry,
+            metrics: &self.metrics,
+            what,
+            started: Instant::now(),
+            attempts: 0,
+        }
+    }
+}
+
+/// Counts the attempts of one optimistic operation and decides, per the policy, whether
+/// to try again. Callers loop: `begin()`, run one attempt, hand its outcome to `end()`.
+struct Retrying<'m> {
+    policy: &'m RetryPolicy,
+    metrics: &'m Metrics,
+    what: &'static str,
+    started: Instant,
+    attempts: u32,
+}
+
+impl Retrying<'_> {
+    fn begin(&mut self) {
+        self.metrics.attempt(self.attempts > 0);
+        self.attempts += 1;
+    }
+
+    /// `Break(value)` when the attempt committed; `Continue` after sleeping when it
+    /// conflicted and the policy allows another attempt; the error otherwise.
+    async fn end<T>(&mut self, outcome: Result<Attempt<T>>) -> Result<ControlFlow<T>> {
+        let (what, attempts) = (self.what, self.attempts);
+        match outcome {
+            Ok(Attempt::Committed(value)) => {
+                self.metrics.commit();
+                tracing::debug!(what, attempts, "committed");
+                Ok(ControlFlow::Break(value))
+            }
+            Ok(Attempt::Conflict(key)) => {
+                self.metrics.conflict();
+                if let Some(delay) = self
+                    .policy
+                    .delay_before_retry(attempts, self.started.elapsed())
+                {
+                    tracing::debug!(what, key = %key, attempts, ?delay, "conflict; retrying");
+                    if delay > Duration::ZERO {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Ok(ControlFlow::Continue(()))
+                } else {
+                    self.metrics.failure();
+                    tracing::debug!(what, key = %key, attempts, "conflict; giving up");
+                    Err(crate::Error::Contention { key, attempts })
+                }
+            }
+            Err(e) => {
+                self.metrics.failure();
+                tracing::debug!(what, attempts, error = %e, "attempt failed");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The outcome of one optimistic attempt.
+enum Attempt<T> {
+    Committed(T),
+    Conflict(crate::key::Key),
+}
+
+impl<S: Clone> Clone for Mapper<S> {
+    fn clone(&self) -> Self {
+        Mapper {
+            store: self.store.clone(),
+            retry: self.retry,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for Mapper<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mapper")
+            .field("store", &self.store)
+            .field("retry", &self.retry)
+            .field("metrics", &self.metrics)
+            .finish()
+    }
+}
+
+/// Attaches the key to an entity hook's [`crate::FieldError`].
+fn malformed(key: &crate::key::Key) -> impl Fn(crate::error::FieldError) -> crate::Error + '_ {
+    move |e| crate::Error::malformed(key, e)
+}

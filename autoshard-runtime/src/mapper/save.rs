@@ -1,0 +1,132 @@
+//! `save`: the main document when it changed, then each touched shadow folded into one
+//! uniformly random shard inside an optimistic transaction (paper, section 4, "Saving",
+//! and Figure 5).
+
+use super::layout::{static_properties, unsupported_dynamic, StaticProperty};
+use super::load::with_property;
+use super::{malformed, Attempt, Mapper};
+use crate::entity::Entity;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Transaction};
+use rand::Rng;
+use std::ops::ControlFlow;
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Saves an entity.
+    ///
+    /// 1. The main document is written only when it differs from the one last loaded or
+    ///    saved (an unsharded entity, which keeps no such record, is always written).
+    /// 2. For each sharded property whose shadow was touched: read one shard chosen
+    ///    uniformly at random, fold the shadow into its value, and commit expecting the
+    ///    version read. A conflict retries per the [`crate::RetryPolicy`], on a freshly
+    ///    chosen shard. The shadow is reset only after its commit succeeded.
+    ///
+    /// When retries run out the error is [`Error::Contention`] and the failing property's
+    /// shadow keeps its change, so a later `save` can still write it; properties
+    /// committed before stay reset (their change is stored).
+    ///
+    /// ```
+    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard_runtime::Result<()> {
+    /// use autoshard_runtime::{DocumentStore, Entity, Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(3, "Votes only?", 0)).await?;
+    /// let mut q: Question = db.load(&3).await?;
+    /// let main_version = db.store().get(&q.key()).await?.unwrap().version;
+    /// q.vote_up();
+    /// db.save(&mut q).await?; // a vote alone does not rewrite the main document
+    /// assert_eq!(db.store().get(&q.key()).await?.unwrap().version, main_version);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn save<E: Entity>(&self, entity: &mut E) -> Result<()> {
+        if let Some(e) = unsupported_dynamic::<E>(|index| entity.shadow_touched(index)) {
+            return Err(e);
+        }
+        let main = entity.key();
+        let doc = entity.to_document().map_err(malformed(&main))?;
+        let dirty = entity
+            .state()
+            .is_none_or(|state| state.saved_main() != Some(&doc));
+        if dirty {
+            tracing::debug!(key = %main, "save: main document");
+            self.store.put(&main, doc.clone()).await?;
+            if let Some(state) = entity.state_mut() {
+                state.set_saved_main(doc);
+            }
+        } else {
+            tracing::trace!(key = %main, "save: main document unchanged");
+        }
+
+        for p in static_properties::<E>() {
+            if entity.shadow_touched(p.index) {
+                self.save_shadow(entity, &main, p).await?;
+                entity.reset_shadow(p.index);
+            }
+        }
+        Ok(())
+    }
+
+    /// Folds the shadow of `p` into one random shard, with retries.
+    async fn save_shadow<E: Entity>(
+        &self,
+        entity: &E,
+        main: &Key,
+        p: StaticProperty,
+    ) -> Result<()> {
+        if p.shards == 0 {
+            return Err(Error::Invalid(format!(
+                "`{}.{}` declares 0 shards",
+                E::KIND,
+                p.property.name
+            )));
+        }
+        let mut retrying = self.retrying("save shard");
+        loop {
+            retrying.begin();
+            // A fresh shard on every attempt: the one that conflicted is likely still hot.
+            let key = main.shard(random_shard(p.shards));
+            let outcome = self.fold_into_shard(entity, &key, p).await;
+            if let ControlFlow::Break(()) = retrying.end(outcome).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One attempt: read shard `key`, fold the shadow of `p` in, commit expecting the
+    /// version read.
+    async fn fold_into_shard<E: Entity>(
+        &self,
+        entity: &E,
+        key: &Key,
+        p: StaticProperty,
+    ) -> Result<Attempt<()>> {
+        let stored_as = p.property.stored_as;
+        let current = self.store.get(key).await?;
+        tracing::trace!(key = %key, version = ?current.as_ref().map(|c| c.version), "save: shard read");
+        let stored = current.as_ref().and_then(|c| c.doc.get(stored_as));
+        let value = entity
+            .fold_shadow_into(p.index, stored)
+            .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
+        let (mut doc, version) = match current {
+            Some(current) => (current.doc, Some(current.version)),
+            None => (crate::Document::new(), None),
+        };
+        doc.insert(stored_as.to_owned(), value);
+        let txn = Transaction::new()
+            .expect(key.clone(), version)
+            .put(key.clone(), doc);
+        Ok(match self.store.commit(&txn).await? {
+            Commit::Committed => Attempt::Committed(()),
+            Commit::Conflict { key } => Attempt::Conflict(key),
+        })
+    }
+}
+
+/// A shard index uniformly in `0..shards` (`shards >= 1`).
+fn random_shard(shards: u32) -> u32 {
+    rand::rng().random_range(0..shards)
+}

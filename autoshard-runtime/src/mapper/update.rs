@@ -1,0 +1,84 @@
+//! `update`: read-modify-write in one call, with retries. For an unsharded entity this is
+//! the plain optimistic transaction on the main document (the paper's naive baseline);
+//! for a sharded one, load-modify-save.
+
+use super::{malformed, Attempt, Mapper};
+use crate::entity::Entity;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Transaction};
+use std::ops::ControlFlow;
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Loads the entity with this id, applies `change`, and stores the result.
+    ///
+    /// - Without sharded properties: reads the main document with its version, applies
+    ///   `change`, and commits expecting that version; a conflict re-reads and applies
+    ///   `change` again (so it may run several times) per the [`crate::RetryPolicy`].
+    /// - With sharded properties: `load`, `change`, `save`; `change` runs once, and the
+    ///   shard transactions of `save` retry on their own. Concurrent changes to unsharded
+    ///   properties are last-writer-wins, as with `save`.
+    ///
+    /// ```
+    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard_runtime::Result<()> {
+    /// use autoshard_runtime::{Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut NaiveQuestion { id: 1, text: "Naive?".into(), votes: 0 }).await?;
+    /// let votes = db.update(&1, |q: &mut NaiveQuestion| { q.vote_up(); q.votes }).await?;
+    /// assert_eq!(votes, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn update<E, R, F>(&self, id: &E::Id, mut change: F) -> Result<R>
+    where
+        E: Entity,
+        F: FnMut(&mut E) -> R + Send,
+        R: Send,
+    {
+        if !E::PROPERTIES.is_empty() {
+            let mut entity: E = self.load(id).await?;
+            let result = change(&mut entity);
+            self.save(&mut entity).await?;
+            return Ok(result);
+        }
+        let key = E::key_for(id);
+        let mut retrying = self.retrying("update");
+        loop {
+            retrying.begin();
+            let outcome = self.read_modify_write(id, &key, &mut change).await;
+            if let ControlFlow::Break(result) = retrying.end(outcome).await? {
+                return Ok(result);
+            }
+        }
+    }
+
+    /// One attempt of the naive optimistic read-modify-write on the main document.
+    async fn read_modify_write<E, R, F>(
+        &self,
+        id: &E::Id,
+        key: &Key,
+        change: &mut F,
+    ) -> Result<Attempt<R>>
+    where
+        E: Entity,
+        F: FnMut(&mut E) -> R + Send,
+        R: Send,
+    {
+        let Some(current) = self.store.get(key).await? else {
+            return Err(Error::NotFound { key: key.clone() });
+        };
+        let mut entity = E::from_document(id.clone(), &current.doc).map_err(malformed(key))?;
+        let result = change(&mut entity);
+        let doc = entity.to_document().map_err(malformed(key))?;
+        let txn = Transaction::new()
+            .expect(key.clone(), Some(current.version))
+            .put(key.clone(), doc);
+        Ok(match self.store.commit(&txn).await? {
+            Commit::Committed => Attempt::Committed(result),
+            Commit::Conflict { key } => Attempt::Conflict(key),
+        })
+    }
+}

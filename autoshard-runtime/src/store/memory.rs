@@ -1,0 +1,188 @@
+//! [`MemoryStore`]: the embedded default store, all in one process.
+//!
+//! It keeps every document in one ordered map behind one mutex, so every operation
+//! (including a whole [`Transaction`]) is atomic and linearizable. It never sleeps and
+//! models no latency; wrap it in [`crate::store::LatencyStore`] for that.
+
+use crate::document::{Document, Version, Versioned};
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A thread-safe in-memory [`DocumentStore`] with real optimistic-concurrency semantics.
+///
+/// Versions come from one store-wide counter, so a version is never handed out twice,
+/// not even for a key that was deleted and inserted again. Cloning is cheap and the clones
+/// share one state, like clones of a connection handle.
+///
+/// ```
+/// use autoshard_runtime::{Commit, DocumentStore, Key, MemoryStore, Transaction};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> autoshard_runtime::Result<()> {
+/// let store = MemoryStore::new();
+/// let key = Key::new("Counter", "hits");
+/// let v1 = store.insert(&key, [("n".to_owned(), 1.into())].into()).await?;
+///
+/// // An optimistic write that expects the version it read.
+/// let txn = Transaction::new()
+///     .expect(key.clone(), Some(v1))
+///     .put(key.clone(), [("n".to_owned(), 2.into())].into());
+/// assert_eq!(store.commit(&txn).await?, Commit::Committed);
+/// // The same transaction again: `v1` is stale now, nothing is applied.
+/// assert!(matches!(store.commit(&txn).await?, Commit::Conflict { .. }));
+/// assert_eq!(store.get(&key).await?.unwrap().doc["n"], 2);
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Default)]
+struct State {
+    docs: BTreeMap<Key, Versioned>,
+    /// The last version handed out (store-wide).
+    last_version: u64,
+}
+
+impl State {
+    fn next_version(&mut self) -> Version {
+        self.last_version += 1;
+        Version(self.last_version)
+    }
+
+    fn store(&mut self, key: &Key, doc: Document) -> Version {
+        let version = self.next_version();
+        self.docs.insert(key.clone(), Versioned { doc, version });
+        version
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        MemoryStore::default()
+    }
+
+    /// How many documents the store holds (main documents and shards alike).
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.lock().docs.len()
+    }
+
+    /// Whether the store holds no document.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half-updated: every
+        // mutation is a single map operation or a sequence validated before it starts.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("documents", &self.len())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl DocumentStore for MemoryStore {
+    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
+        tracing::trace!(key = %key, "memory get");
+        Ok(self.lock().docs.get(key).cloned())
+    }
+
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+        tracing::trace!(keys = keys.len(), "memory get_many");
+        let state = self.lock();
+        Ok(keys.iter().map(|k| state.docs.get(k).cloned()).collect())
+    }
+
+    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
+        tracing::trace!(key = %key, "memory insert");
+        let mut state = self.lock();
+        if state.docs.contains_key(key) {
+            return Err(Error::AlreadyExists { key: key.clone() });
+        }
+        Ok(state.store(key, doc))
+    }
+
+    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
+        tracing::trace!(key = %key, "memory put");
+        Ok(self.lock().store(key, doc))
+    }
+
+    async fn delete(&self, key: &Key) -> Result<bool> {
+        tracing::trace!(key = %key, "memory delete");
+        Ok(self.lock().docs.remove(key).is_some())
+    }
+
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        tracing::trace!(kind = %scan.kind, parent = ?scan.parent, cursor = ?scan.cursor, "memory scan");
+        let start = match &scan.cursor {
+            None => Bound::Unbounded,
+            Some(cursor) => Bound::Excluded(
+                Key::decode(cursor).map_err(|e| Error::Invalid(format!("bad scan cursor: {e}")))?,
+            ),
+        };
+        let limit = scan.limit.max(1);
+        let state = self.lock();
+        let mut items = Vec::new();
+        let mut next = None;
+        for (key, doc) in state.docs.range((start, Bound::Unbounded)) {
+            if key.kind() != scan.kind || key.parent() != scan.parent {
+                continue;
+            }
+            if items.len() == limit {
+                // There is at least one more; resume after the last one returned.
+                next = items.last().map(|(k, _): &(Key, Versioned)| k.encode());
+                break;
+            }
+            items.push((key.clone(), doc.clone()));
+        }
+        Ok(ScanPage { items, next })
+    }
+
+    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        tracing::trace!(
+            reads = txn.reads().len(),
+            writes = txn.writes().len(),
+            "memory commit"
+        );
+        let mut state = self.lock();
+        for (key, expected) in txn.reads() {
+            let actual = state.docs.get(key).map(|d| d.version);
+            if actual != *expected {
+                tracing::debug!(key = %key, ?expected, ?actual, "memory commit conflict");
+                return Ok(Commit::Conflict { key: key.clone() });
+            }
+        }
+        for (key, write) in txn.writes() {
+            match write {
+                Write::Put(doc) => {
+                    state.store(key, doc.clone());
+                }
+                Write::Delete => {
+                    state.docs.remove(key);
+                }
+            }
+        }
+        Ok(Commit::Committed)
+    }
+}

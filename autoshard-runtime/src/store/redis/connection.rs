@@ -1,0 +1,176 @@
+//! Connections to a standalone server (a small pool of multiplexed, reconnecting
+//! `ConnectionManager`s, used round-robin) or to a Redis Cluster (one `ClusterConnection`,
+//! which multiplexes over one connection per node and follows slot moves).
+//!
+//! Nothing here holds per-request server state: the store never uses WATCH, so requests
+//! of many tasks may share a connection safely (see the module docs of the store).
+
+use super::RedisOptions;
+use crate::error::{Error, Result};
+use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use ::redis::cluster::ClusterClientBuilder;
+use ::redis::cluster_async::ClusterConnection;
+use ::redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One connection handle, cheap to clone.
+#[derive(Clone)]
+pub(super) enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+enum Kind {
+    Standalone {
+        pool: Vec<ConnectionManager>,
+        next: AtomicUsize,
+    },
+    Cluster(ClusterConnection),
+}
+
+/// The connections of one store, and the address(es) they talk to (for error messages;
+/// never the URL, which may hold a password).
+pub(super) struct Connections {
+    kind: Kind,
+    endpoint: String,
+}
+
+impl fmt::Debug for Connections {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (mode, pool) = match &self.kind {
+            Kind::Standalone { pool, .. } => ("standalone", pool.len()),
+            Kind::Cluster(_) => ("cluster", 1),
+        };
+        f.debug_struct("Connections")
+            .field("mode", &mode)
+            .field("endpoint", &self.endpoint)
+            .field("pool", &pool)
+            .finish()
+    }
+}
+
+/// The `host:port` of a URL, for messages; the URL itself may carry a password.
+fn address(url: &str) -> Result<String> {
+    match url.into_connection_info() {
+        Ok(info) => Ok(info.addr().to_string()),
+        Err(err) => Err(Error::backend(
+            "invalid Redis URL (not shown: it may hold a password)",
+            err,
+        )),
+    }
+}
+
+impl Connections {
+    /// Opens `options.pool_size` connections to one server, failing if the first does.
+    pub(super) async fn standalone(url: &str, options: &RedisOptions) -> Result<Self> {
+        let endpoint = address(url)?;
+        let fail = |err| Error::backend(format!("connecting to Redis at {endpoint}"), err);
+        let client = ::redis::Client::open(url).map_err(fail)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.connect_timeout))
+            .set_response_timeout(Some(options.response_timeout))
+            .set_number_of_retries(options.reconnect_retries)
+            .set_min_delay(std::time::Duration::from_millis(20))
+            .set_max_delay(std::time::Duration::from_millis(500));
+        let mut pool = Vec::with_capacity(options.pool_size);
+        for _ in 0..options.pool_size.max(1) {
+            let manager = ConnectionManager::new_with_config(client.clone(), config.clone())
+                .await
+                .map_err(fail)?;
+            pool.push(manager);
+        }
+        tracing::debug!(%endpoint, pool = pool.len(), "connected to Redis");
+        Ok(Connections {
+            kind: Kind::Standalone {
+                pool,
+                next: AtomicUsize::new(0),
+            },
+            endpoint,
+        })
+    }
+
+    /// Connects to a cluster through any of its nodes.
+    pub(super) async fn cluster(urls: &[&str], options: &RedisOptions) -> Result<Self> {
+        let endpoint = urls
+            .iter()
+            .map(|url| address(url))
+            .collect::<Result<Vec<_>>>()?
+            .join(", ");
+        if urls.is_empty() {
+            return Err(Error::Invalid(
+                "connect_cluster needs at least one node URL".into(),
+            ));
+        }
+        let fail = |err| Error::backend(format!("connecting to Redis Cluster at {endpoint}"), err);
+        let client = ClusterClientBuilder::new(urls.to_vec())
+            .connection_timeout(options.connect_timeout)
+            .response_timeout(options.response_timeout)
+            .retries(options.reconnect_retries as u32)
+            .min_retry_wait(20)
+            .max_retry_wait(500)
+            .build()
+            .map_err(fail)?;
+        let conn = client.get_async_connection().await.map_err(fail)?;
+        let mut probe = Conn::Cluster(conn.clone());
+        // The client connects lazily to some nodes; make sure the cluster answers now.
+        ::redis::cmd("PING")
+            .query_async::<Value>(&mut probe)
+            .await
+            .map_err(fail)?;
+        tracing::debug!(%endpoint, "connected to Redis Cluster");
+        Ok(Connections {
+            kind: Kind::Cluster(conn),
+            endpoint,
+        })
+    }
+
+    /// A connection for one request (round-robin over the pool).
+    pub(super) fn get(&self) -> Conn {
+        match &self.kind {
+            Kind::Standalone { pool, next } => {
+                let i = next.fetch_add(1, Ordering::Relaxed) % pool.len();
+                Conn::Single(pool[i].clone())
+            }
+            Kind::Cluster(conn) => Conn::Cluster(conn.clone()),
+        }
+    }
+
+    /// Whether this is a Redis Cluster.
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self.kind, Kind::Cluster(_))
+    }
+
+    /// The address(es), for messages.
+    pub(super) fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+}

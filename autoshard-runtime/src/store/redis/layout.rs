@@ -1,0 +1,176 @@
+//! Where things live on the server: the Redis key of a document, of its entity group's
+//! version counter and of a scan index, and the cluster slot of a Redis key.
+//!
+//! Only names are computed here; nothing talks to a server.
+//!
+//! Every name is the namespace prefix followed by text built from [`Key::encode`], whose
+//! `{…}` is exactly the key's entity group. Three shapes, none of which can equal another:
+//! - document `ns{group}` or `ns{group}/rest`: after the `}` comes nothing or `/`;
+//! - version counter of an entity group `ns{group}#v`: after the `}` comes `#`;
+//! - scan index of the children of `parent` of one kind `ns<parent.encode()>#i:<kind>`
+//!   (in the parent's entity group), and of root documents of one kind
+//!   `ns{#root:<kind>}#i` (its own hash tag). The kind is escaped like key segments, so it
+//!   holds no `:`; the last `:` therefore splits parent and kind, and the `#i:` / `}#i`
+//!   endings keep indexes apart from counters and documents.
+
+use crate::key::Key;
+use std::fmt::Write as _;
+
+/// The key names of one store (one namespace).
+#[derive(Clone, Debug)]
+pub(super) struct Layout {
+    prefix: String,
+}
+
+impl Layout {
+    /// A layout whose names all start with `prefix`, which must not contain `{` or `}`
+    /// (it would move every key's hash tag).
+    pub(super) fn new(prefix: &str) -> Option<Self> {
+        if prefix.contains(['{', '}']) {
+            return None;
+        }
+        Some(Layout {
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// The namespace prefix.
+    pub(super) fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The Redis key of a document.
+    pub(super) fn doc(&self, key: &Key) -> String {
+        format!("{}{}", self.prefix, key.encode())
+    }
+
+    /// The Redis key of the version counter of `key`'s entity group.
+    pub(super) fn counter(&self, key: &Key) -> String {
+        format!("{}{}#v", self.prefix, key.group().encode())
+    }
+
+    /// The Redis key of the scan index of documents of `kind` under `parent`.
+    pub(super) fn index(&self, parent: Option<&Key>, kind: &str) -> String {
+        let kind = escape(kind);
+        match parent {
+            Some(parent) => format!("{}{}#i:{kind}", self.prefix, parent.encode()),
+            None => format!("{}{{#root:{kind}}}#i", self.prefix),
+        }
+    }
+
+    /// The Redis key of the scan index that lists `key`, and whether it shares `key`'s
+    /// entity group (hash tag), so a script may update both atomically on a cluster.
+    pub(super) fn index_of(&self, key: &Key) -> (String, bool) {
+        let parent = key.parent();
+        let same_group = parent.as_ref().is_some_and(|p| p.same_group(key));
+        (self.index(parent.as_ref(), key.kind()), same_group)
+    }
+}
+
+/// Percent-escapes what [`Key::encode`] escapes inside a segment.
+fn escape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        if matches!(c, '%' | '/' | ':' | '{' | '}') || c.is_control() {
+            let mut buf = [0u8; 4];
+            for byte in c.encode_utf8(&mut buf).bytes() {
+                let _ = write!(out, "%{byte:02X}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The Redis Cluster slot of a Redis key: CRC16 (XMODEM) of its hash tag (the text
+/// between the first `{` and the next `}`, when not empty), or of the whole key, mod 16384.
+pub(super) fn slot(redis_key: &str) -> u16 {
+    let bytes = redis_key.as_bytes();
+    let mut hashed = bytes;
+    if let Some(open) = bytes.iter().position(|&b| b == b'{') {
+        if let Some(len) = bytes[open + 1..].iter().position(|&b| b == b'}') {
+            if len > 0 {
+                hashed = &bytes[open + 1..open + 1 + len];
+            }
+        }
+    }
+    crc16(hashed) % 16384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 == 0 {
+                crc << 1
+            } else {
+                (crc << 1) ^ 0x1021
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
+        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
+        assert_ne!(slot("foo{}{bar}"), slot("bar"));
+    }
+
+    #[test]
+    fn groups_share_a_slot_and_shards_spread() {
+        let layout = Layout::new("ns:").unwrap();
+        let q = Key::new("Question", "4{2}");
+        let child = q.child("Answer", "a/b");
+        let slot_q = slot(&layout.doc(&q));
+        assert_eq!(slot(&layout.doc(&child)), slot_q);
+        assert_eq!(slot(&layout.counter(&child)), slot_q);
+        let (index, same) = layout.index_of(&child);
+        assert!(same);
+        assert_eq!(slot(&index), slot_q);
+        let (root_index, same) = layout.index_of(&q);
+        assert!(!same);
+        assert_eq!(root_index, "ns:{#root:Question}#i");
+        let shard_slots: std::collections::HashSet<u16> =
+            (0..10).map(|i| slot(&layout.doc(&q.shard(i)))).collect();
+        assert!(shard_slots.len() > 5, "{shard_slots:?}");
+        let dyn_shard = q.dynamic_shard("u1");
+        let (index, same) = layout.index_of(&dyn_shard);
+        assert!(same);
+        assert_eq!(slot(&index), slot(&layout.doc(&dyn_shard)));
+    }
+
+    #[test]
+    fn names_never_collide() {
+        let layout = Layout::new("ns:").unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for id in ["1", "1#v", "1}#v", "#root:Q", "x#i:Q", "a:b"] {
+            for kind in ["Q", "Q#i", "#root", "a:b"] {
+                let key = Key::new(kind, id);
+                let child = key.child(kind, id);
+                for name in [
+                    layout.doc(&key),
+                    layout.doc(&child),
+                    layout.counter(&key),
+                    layout.index(None, kind),
+                    layout.index(Some(&key), kind),
+                ] {
+                    seen.insert(name);
+                }
+            }
+        }
+        // 6 ids x 4 kinds: 2 documents, 1 counter, 1 child index each, plus 4 root indexes.
+        assert_eq!(seen.len(), 6 * 4 * 4 + 4);
+        assert!(Layout::new("a{b").is_none());
+    }
+}

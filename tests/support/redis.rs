@@ -1,0 +1,306 @@
+//! Test servers: a standalone `redis-server` or a 3-node Redis Cluster, started on free
+//! loopback ports in a temporary directory and killed when the guard drops.
+//!
+//! Tests only ever talk to servers started here; they never use or flush any other one.
+//! Each server also gets a watchdog shell process that kills it once the test binary is
+//! gone, so no server outlives a test run even if the binary is killed before `Drop`.
+
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const MISSING: &str = "redis-server/redis-cli not found: the Redis store tests start their own \
+     servers and need them installed (Debian/Ubuntu: `apt-get install redis-server redis-tools`; \
+     `.ci/run` does this)";
+
+/// A temporary directory removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("autoshard-{label}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free loopback port (the OS picks one; a race with another process is handled by
+/// retrying the server start on a new port).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Sends one inline command and reads the first reply line (test plumbing, not a client).
+fn ask(port: u16, command: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    stream.write_all(format!("{command}\r\n").as_bytes()).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let n = stream.read(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// One `redis-server` process.
+pub struct RedisServer {
+    pub port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    watchdog: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server in `dir` with `extra` arguments, on a free port (retrying on a
+    /// port race). `extra_port` asks for a second free port passed as `--<extra_port> N`.
+    fn start(dir: &Path, extra: &[&str], extra_port: Option<&str>) -> RedisServer {
+        fs::create_dir_all(dir).expect("create server dir");
+        let mut last_log = String::new();
+        for _ in 0..10 {
+            let port = free_port();
+            let mut args = vec![
+                "--port".to_owned(),
+                port.to_string(),
+                "--bind".to_owned(),
+                "127.0.0.1".to_owned(),
+                "--dir".to_owned(),
+                dir.display().to_string(),
+                "--logfile".to_owned(),
+                "redis.log".to_owned(),
+                "--save".to_owned(),
+                String::new(),
+            ];
+            if let Some(flag) = extra_port {
+                let mut second = free_port();
+                while second == port {
+                    second = free_port();
+                }
+                args.push(format!("--{flag}"));
+                args.push(second.to_string());
+            }
+            args.extend(extra.iter().map(|s| (*s).to_owned()));
+            if !args.iter().any(|a| a == "--appendonly") {
+                args.extend(["--appendonly".to_owned(), "no".to_owned()]);
+            }
+            let mut server = RedisServer {
+                port,
+                dir: dir.to_owned(),
+                args,
+                child: None,
+                watchdog: None,
+            };
+            if server.spawn() {
+                return server;
+            }
+            last_log = fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+        }
+        panic!("redis-server did not start in 10 attempts; last log:\n{last_log}");
+    }
+
+    /// Spawns the process and waits until it answers PING; `false` if it exited.
+    fn spawn(&mut self) -> bool {
+        let child = Command::new("redis-server")
+            .args(&self.args)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => panic!("{MISSING}"),
+            Err(err) => panic!("cannot run redis-server: {err}"),
+        };
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg("while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; kill -9 \"$1\" 2>/dev/null")
+            .arg(std::process::id().to_string())
+            .arg(child.id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn watchdog shell");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                let mut watchdog = watchdog;
+                let _ = watchdog.kill();
+                let _ = watchdog.wait();
+                return false;
+            }
+            if ask(self.port, "PING").is_some_and(|r| r.starts_with("+PONG")) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not answer",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.child = Some(child);
+        self.watchdog = Some(watchdog);
+        true
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Kills the server at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+    }
+
+    /// Starts the server again with the same port, directory and arguments.
+    pub fn restart(&mut self) {
+        self.kill();
+        assert!(
+            self.spawn(),
+            "redis-server did not restart on port {}",
+            self.port
+        );
+    }
+
+    /// Sends a command with `redis-cli` and returns its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-c", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("{MISSING} ({e})"));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A standalone server with persistence off.
+pub struct Standalone {
+    pub server: RedisServer,
+    _dir: TempDir,
+}
+
+impl Standalone {
+    pub fn start() -> Standalone {
+        Self::start_with(&[])
+    }
+
+    /// A server that persists every write (`appendfsync always`), to survive a kill.
+    pub fn start_persistent() -> Standalone {
+        Self::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
+    }
+
+    fn start_with(extra: &[&str]) -> Standalone {
+        let dir = TempDir::new("redis");
+        let server = RedisServer::start(dir.path(), extra, None);
+        Standalone { server, _dir: dir }
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+}
+
+/// A 3-node Redis Cluster (no replicas).
+pub struct Cluster {
+    pub nodes: Vec<RedisServer>,
+    _dir: TempDir,
+}
+
+impl Cluster {
+    pub fn start() -> Cluster {
+        let dir = TempDir::new("redis-cluster");
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|i| {
+                RedisServer::start(
+                    &dir.path().join(format!("node{i}")),
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "5000",
+                    ],
+                    Some("cluster-port"),
+                )
+            })
+            .collect();
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .unwrap_or_else(|e| panic!("{MISSING} ({e})"));
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        for node in &nodes {
+            while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
+                assert!(
+                    Instant::now() < deadline,
+                    "cluster did not reach cluster_state:ok"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Cluster { nodes, _dir: dir }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
+
+/// A namespace no other case of the run uses.
+pub fn namespace(case: &str) -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!("t{}-{case}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
