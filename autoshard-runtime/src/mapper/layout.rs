@@ -65,3 +65,15 @@ pub(super) fn unsupported_dynamic<E: Entity>(touched: impl Fn(usize) -> bool) ->
             ))
         })
 }
+
+/// Whether the shadow of property `index` holds a change worth writing: touched, and not
+/// the neutral value. A shard method marks every shadow of the entity touched, and folding
+/// the neutral value into a shard changes nothing, so such a shadow costs no write. When a
+/// value cannot be encoded the shadow counts as changed, so the save reports the error.
+pub(super) fn has_change<E: Entity>(entity: &E, index: usize) -> bool {
+    entity.shadow_touched(index)
+        && match (entity.shadow_value(index), E::neutral_value(index)) {
+            (Ok(shadow), Ok(neutral)) => shadow != neutral,
+            _ => true,
+        }
+}

@@ -2,7 +2,7 @@
 //! uniformly random shard inside an optimistic transaction (paper, section 4, "Saving",
 //! and Figure 5).
 
-use super::layout::{static_properties, unsupported_dynamic, StaticProperty};
+use super::layout::{has_change, static_properties, unsupported_dynamic, StaticProperty};
 use super::load::with_property;
 use super::{malformed, Attempt, Mapper};
 use crate::entity::Entity;
@@ -17,7 +17,8 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// 1. The main document is written only when it differs from the one last loaded or
     ///    saved (an unsharded entity, which keeps no such record, is always written).
-    /// 2. For each sharded property whose shadow was touched: read one shard chosen
+    /// 2. For each sharded property whose shadow holds a change (touched and not the
+    ///    neutral value, which would fold into nothing): read one shard chosen
     ///    uniformly at random, fold the shadow into its value, and commit expecting the
     ///    version read. A conflict retries per the [`crate::RetryPolicy`], on a freshly
     ///    chosen shard. The shadow is reset only after its commit succeeded.
@@ -62,10 +63,10 @@ impl<S: DocumentStore> Mapper<S> {
         }
 
         for p in static_properties::<E>() {
-            if entity.shadow_touched(p.index) {
+            if has_change(entity, p.index) {
                 self.save_shadow(entity, &main, p).await?;
-                entity.reset_shadow(p.index);
             }
+            entity.reset_shadow(p.index);
         }
         Ok(())
     }

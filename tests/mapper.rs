@@ -1,0 +1,256 @@
+//! The macros and the mapper together, end to end on the embedded `MemoryStore`: the
+//! DESIGN example (insert, load folds the shards, a vote lands in one shard), several
+//! sharded properties with different folds, and exact totals under concurrency.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use autoshard::prelude::*;
+use autoshard::{Scan, Version};
+use serde_json::json;
+
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Question {
+    #[id]
+    id: u64,
+    text: String,
+    author: String,
+    #[shardable(neutral = 0, shards = 10)]
+    votes: i64,
+}
+
+impl Question {
+    #[shard_method]
+    fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// Three sharded properties, three folds (sum, max, union), different shard counts.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Board {
+    #[id]
+    id: String,
+    title: String,
+    #[shardable(neutral = 0, shards = 4)]
+    score: i64,
+    #[shardable(neutral = 0, shards = 2)]
+    peak: u64,
+    #[shardable(neutral = BTreeSet::new(), shards = 3)]
+    tags: BTreeSet<String>,
+}
+
+impl Board {
+    #[shard_method]
+    fn add(&mut self, delta: i64) {
+        self.score += delta;
+    }
+
+    #[shard_method]
+    fn observe(&mut self, value: u64) {
+        self.peak = self.peak.max(value);
+    }
+
+    #[shard_method]
+    fn tag(&mut self, tag: &str) {
+        self.tags.insert(tag.to_owned());
+    }
+
+    #[shard_fold]
+    fn fold_score(a: i64, b: i64) -> i64 {
+        a + b
+    }
+
+    #[shard_fold]
+    fn fold_peak(a: u64, b: u64) -> u64 {
+        a.max(b)
+    }
+
+    #[shard_fold]
+    fn fold_tags(mut a: BTreeSet<String>, b: BTreeSet<String>) -> BTreeSet<String> {
+        a.extend(b);
+        a
+    }
+}
+
+fn question(id: u64, votes: i64) -> Question {
+    Question::new(id, "Why shard?".into(), "Phil R".into(), votes)
+}
+
+/// The `votes` field of every static shard document of `main`, shard 0 first.
+async fn shard_votes(store: &MemoryStore, main: &Key) -> Vec<i64> {
+    let mut votes = Vec::new();
+    for i in 0..10 {
+        let doc = store.get(&main.shard(i)).await.unwrap();
+        let shard = doc.expect("every static shard exists after insert");
+        votes.push(shard.doc["shard_votes"].as_i64().unwrap());
+    }
+    votes
+}
+
+#[tokio::test]
+async fn design_example_round_trip() {
+    let db = Mapper::new(MemoryStore::new());
+    db.insert(&mut question(42, 76)).await.unwrap();
+
+    let main = Question::key_for(&42);
+    assert_eq!(
+        shard_votes(db.store(), &main).await,
+        [76, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    );
+    let stored = db.store().get(&main).await.unwrap().unwrap();
+    assert_eq!(stored.doc["text"], json!("Why shard?"));
+    assert!(
+        !stored.doc.contains_key("votes"),
+        "the main document holds no shard value"
+    );
+
+    let mut q: Question = db.load(&42).await.unwrap();
+    assert_eq!((q.votes, q.text.as_str()), (76, "Why shard?"));
+    q.vote_up();
+    assert_eq!(q.votes, 77);
+    db.save(&mut q).await.unwrap();
+
+    let votes = shard_votes(db.store(), &main).await;
+    assert_eq!(votes.iter().sum::<i64>(), 77);
+    let initial = [76, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let changed = votes
+        .iter()
+        .zip(initial)
+        .filter(|(now, then)| **now != *then)
+        .count();
+    assert_eq!(changed, 1, "the vote lands in exactly one shard: {votes:?}");
+    assert_eq!(db.load::<Question>(&42).await.unwrap().votes, 77);
+
+    // A second save without a new vote writes nothing: the shadow was reset.
+    let before = db.metrics().snapshot();
+    db.save(&mut q).await.unwrap();
+    assert_eq!(db.metrics().snapshot().commits, before.commits);
+
+    assert!(matches!(
+        db.load::<Question>(&7).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(db.delete::<Question>(&42).await.unwrap());
+    assert!(matches!(
+        db.load::<Question>(&42).await,
+        Err(Error::NotFound { .. })
+    ));
+    let left = db.store().scan(&Scan::new("Question", None)).await.unwrap();
+    assert!(
+        left.items.is_empty(),
+        "delete removes the main document: {left:?}"
+    );
+    assert_eq!(db.store().get(&main.shard(3)).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn several_folds_through_the_store() {
+    let db = Mapper::new(MemoryStore::new());
+    let mut board = Board::new(
+        "b/1:{x}".into(),
+        "league".into(),
+        10,
+        5,
+        BTreeSet::from(["start".into()]),
+    );
+    db.insert(&mut board).await.unwrap();
+
+    let mut b: Board = db.load(&"b/1:{x}".to_owned()).await.unwrap();
+    b.add(3);
+    b.observe(4); // below the stored peak: the max stays 5
+    b.tag("rust");
+    db.save(&mut b).await.unwrap();
+    let mut b: Board = db.load(&"b/1:{x}".to_owned()).await.unwrap();
+    b.observe(9);
+    b.add(-1);
+    db.save(&mut b).await.unwrap();
+
+    let b: Board = db.load(&"b/1:{x}".to_owned()).await.unwrap();
+    assert_eq!(b.score, 12);
+    assert_eq!(b.peak, 9);
+    assert_eq!(
+        b.tags,
+        BTreeSet::from(["rust".to_owned(), "start".to_owned()])
+    );
+    assert_eq!(b.title, "league");
+}
+
+async fn shard_versions(store: &MemoryStore, main: &Key) -> Vec<Option<Version>> {
+    let mut versions = Vec::new();
+    for i in 0..4 {
+        versions.push(store.get(&main.shard(i)).await.unwrap().map(|d| d.version));
+    }
+    versions
+}
+
+/// A shard method marks every shadow touched; a save must not write shards for the
+/// properties it did not change.
+#[tokio::test]
+async fn save_skips_shadows_left_at_neutral() {
+    let db = Mapper::new(MemoryStore::new());
+    let id = "quiet".to_owned();
+    db.insert(&mut Board::new(
+        id.clone(),
+        "t".into(),
+        0,
+        0,
+        BTreeSet::new(),
+    ))
+    .await
+    .unwrap();
+    let main = Board::key_for(&id);
+    let before = shard_versions(db.store(), &main).await;
+
+    let mut b: Board = db.load(&id).await.unwrap();
+    let commits = db.metrics().snapshot().commits;
+    b.add(1);
+    db.save(&mut b).await.unwrap();
+    assert_eq!(
+        db.metrics().snapshot().commits,
+        commits + 1,
+        "one shard commit, for score only"
+    );
+    let after = shard_versions(db.store(), &main).await;
+    assert_eq!(before.iter().zip(&after).filter(|(a, b)| a != b).count(), 1);
+}
+
+/// 32 tasks x 50 votes each through `update`, with retries: the total is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_votes_are_exact() {
+    const TASKS: i64 = 32;
+    const VOTES: i64 = 50;
+    let db = Arc::new(
+        Mapper::new(MemoryStore::new()).with_retry(RetryPolicy::fixed(
+            std::time::Duration::from_millis(1),
+            1_000,
+        )),
+    );
+    db.insert(&mut question(1, 1_000)).await.unwrap();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let db = Arc::clone(&db);
+            tokio::spawn(async move {
+                for _ in 0..VOTES {
+                    let mut q: Question = db.load(&1).await.unwrap();
+                    q.vote_up();
+                    db.save(&mut q).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(
+        db.load::<Question>(&1).await.unwrap().votes,
+        1_000 + TASKS * VOTES
+    );
+}
