@@ -2,10 +2,11 @@
 #![cfg(feature = "conformance")]
 
 use autoshard_runtime::{
-    conformance, Commit, Document, DocumentStore, Key, MemoryStore, Result, Scan, ScanPage,
-    Transaction, Version, Versioned,
+    conformance, Commit, Document, DocumentStore, Key, LatencyStore, MemoryStore, Result, Scan,
+    ScanPage, Transaction, Version, Versioned,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_store() {
@@ -81,4 +82,20 @@ async fn a_broken_store_fails_with_the_case_name() {
         message.contains("conformance case `insert_conflicts_when_present` failed"),
         "{message}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_store_over_memory() {
+    let store = LatencyStore::new(MemoryStore::new(), Duration::from_millis(1))
+        .with_read_latency(Duration::from_micros(100));
+    conformance::run_all(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_store_through_arc_dyn() {
+    let store: Arc<dyn DocumentStore> = Arc::new(LatencyStore::new(
+        MemoryStore::new(),
+        Duration::from_millis(1),
+    ));
+    conformance::run_all(&store).await;
 }

@@ -97,7 +97,9 @@ impl autoshard_runtime::Entity for Question {
                 self.votes = Question::fold_votes(self.votes, stored);
                 Ok(())
             }
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -110,8 +112,15 @@ impl autoshard_runtime::Entity for Question {
         property: usize,
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
-            0 => Ok(self.__autoshard_shadow_votes.get().copied().unwrap_or(0).into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            0 => Ok(self
+                .__autoshard_shadow_votes
+                .get()
+                .copied()
+                .unwrap_or(0)
+                .into()),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -129,7 +138,9 @@ impl autoshard_runtime::Entity for Question {
                 let shadow = self.__autoshard_shadow_votes.get().copied().unwrap_or(0);
                 Ok(Question::fold_votes(stored, shadow).into())
             }
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -139,7 +150,9 @@ impl autoshard_runtime::Entity for Question {
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
             0 => Ok(self.votes.into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -148,7 +161,9 @@ impl autoshard_runtime::Entity for Question {
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
             0 => Ok(0.into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -163,7 +178,9 @@ impl autoshard_runtime::Entity for Question {
                 __autoshard_decode_i64("votes", b)?,
             )
             .into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
