@@ -219,7 +219,7 @@ pub use autoshard_derive::shard_fold;
 pub mod prelude {
     pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
     pub use autoshard_runtime::{
-        DocumentStore, Entity, Error, Key, Mapper, MemoryStore, Result, RetryPolicy,
+        Child, DocumentStore, Entity, Error, Key, Mapper, MemoryStore, Result, RetryPolicy,
     };
     #[cfg(feature = "redis")]
     pub use autoshard_runtime::{RedisOptions, RedisStore};

@@ -60,3 +60,22 @@ pub trait Child: Entity {
     /// The id of the root this child belongs to (the `#[parent]` field).
     fn parent_id(&self) -> &<Self::Parent as Entity>::Id;
 }
+
+/// What generated code uses to check a `#[parent]` field: implemented only for `Id`
+/// itself, so a field of another type fails with a message that says what to write.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "the `#[parent]` field must have the parent's `#[id]` type `{Id}`, not `{Self}`",
+    label = "not the parent's id type `{Id}`",
+    note = "a child's `#[parent]` field holds the id of its root entity"
+)]
+pub trait ParentId<Id> {
+    /// The field's value as the parent's id.
+    fn as_parent_id(&self) -> &Id;
+}
+
+impl<Id> ParentId<Id> for Id {
+    fn as_parent_id(&self) -> &Id {
+        self
+    }
+}

@@ -47,7 +47,7 @@ pub mod __private {
         no_such_property, Entity, EntityState, Shadow, ShardedProperty, Sharding,
     };
     pub use crate::error::FieldError;
-    pub use crate::group::Child;
+    pub use crate::group::{Child, ParentId};
     pub use crate::key::{EntityId, Key};
     pub use crate::macro_support::{
         decode, decode_field, encode, MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields,
