@@ -103,6 +103,31 @@ impl<S: DocumentStore> Mapper<S> {
         decode_child::<C>(&root, &key, id.clone(), &found.doc)
     }
 
+    /// The key of the child of kind `C` with id `id` under the root `parent`: which
+    /// sub-group holds it (its [`Key::group`]). Two children can be changed together by
+    /// [`Mapper::update_children`] exactly when their keys are in the same group
+    /// ([`Key::same_group`]). Errors as [`Mapper::load_child`].
+    ///
+    /// ```
+    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard_runtime::Result<()> {
+    /// use autoshard_runtime::{Key, Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Topic { id: 3, title: "Where?".into() }).await?;
+    /// db.insert(&mut Reply { id: 1, topic: 3, text: "Here".into(), likes: 0 }).await?;
+    /// let key = db.child_key::<Reply>(&3, &1).await?;
+    /// assert_eq!(key.parent().and_then(|g| g.parent()), Some(Key::new("Topic", "3")));
+    /// assert_eq!(key.name(), "1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn child_key<C: Child>(&self, parent: &ParentId<C>, id: &C::Id) -> Result<Key> {
+        let root = C::Parent::key_for(parent);
+        Ok(self.locate::<C>(&root, id).await?.0)
+    }
+
     /// Every child of kind `C` of the root with id `parent`: the union of one scan per
     /// sub-group, the scans issued concurrently. Each child stored for the whole call is
     /// returned exactly once; the union is not a snapshot (see [`crate::group`]). The order
