@@ -91,7 +91,8 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// Deletes the entity with this id: its main document, then its shard documents.
-    /// Answers whether the main document was there.
+    /// Answers whether the main document was there. The children of an entity-group root
+    /// stay; [`Mapper::delete_group`] deletes a root with its children.
     pub async fn delete<E: Entity>(&self, id: &E::Id) -> Result<bool> {
         super::group::reject_child::<E>("delete", "delete_child")?;
         let main = E::key_for(id);
