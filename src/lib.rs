@@ -72,6 +72,46 @@ pub use autoshard_runtime::__private;
 ///   whose type is written `Option<_>` may be absent from a document (it reads as `None`),
 ///   any other absent field is a [`FieldError`].
 /// - `#[shardable]` fields need [`macro@sharded`] above the derive.
+/// - Entity groups ([`group`]): `#[entity(group_shards = K)]` on a root spreads its group
+///   over `K` sub-groups (an integer literal, at least 1; default 1). A child kind says
+///   `#[entity(parent = Root)]` and marks the field holding its root's id `#[parent]` (its
+///   type must be `Root`'s `#[id]` type); it then implements [`Child`], and the mapper's
+///   child operations (`insert`, `load_child`, `children`, `update_children`,
+///   `delete_group`, ...) place and find it in its root's sub-groups.
+///
+/// ```
+/// use autoshard::prelude::*;
+///
+/// #[derive(Entity)]
+/// #[entity(group_shards = 8)]
+/// struct Question {
+///     #[id]
+///     id: u64,
+///     text: String,
+/// }
+///
+/// #[derive(Entity, Debug)]
+/// #[entity(parent = Question)]
+/// struct Response {
+///     #[id]
+///     id: uuid::Uuid,
+///     #[parent]
+///     question: u64,
+///     text: String,
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> autoshard::Result<()> {
+/// let db = Mapper::new(MemoryStore::new());
+/// db.insert(&mut Question { id: 42, text: "Education?".into() }).await?;
+/// for text in ["Crucial", "Ads"] {
+///     let mut r = Response { id: uuid::Uuid::new_v4(), question: 42, text: text.into() };
+///     db.insert(&mut r).await?; // into one of Question 42's 8 sub-groups, at random
+/// }
+/// assert_eq!(db.children::<Response>(&42).await?.len(), 2); // the union of all 8
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// ```
 /// use autoshard::prelude::*;
@@ -219,7 +259,7 @@ pub use autoshard_derive::shard_fold;
 pub mod prelude {
     pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
     pub use autoshard_runtime::{
-        DocumentStore, Entity, Error, Key, Mapper, MemoryStore, Result, RetryPolicy,
+        Child, DocumentStore, Entity, Error, Key, Mapper, MemoryStore, Result, RetryPolicy,
     };
     #[cfg(feature = "redis")]
     pub use autoshard_runtime::{RedisOptions, RedisStore};

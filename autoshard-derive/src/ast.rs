@@ -28,6 +28,8 @@ pub struct Field<'a> {
     pub id: Option<&'a Attribute>,
     /// The `#[shardable]` attribute, if any.
     pub shardable: Option<ShardableAttr<'a>>,
+    /// The `#[parent]` attribute (the field holds the parent's id), if any.
+    pub parent: Option<&'a Attribute>,
     /// Added by `#[autoshard::sharded]` (shadow or state); not a property.
     pub hidden: bool,
 }
@@ -88,6 +90,7 @@ impl<'a> Entity<'a> {
                         ty: &field.ty,
                         id: None,
                         shardable: None,
+                        parent: None,
                         hidden,
                     });
                 }
@@ -96,6 +99,7 @@ impl<'a> Entity<'a> {
                     ty: &field.ty,
                     id: attr::id_attr(cx, &field.attrs),
                     shardable: ShardableAttr::from_attrs(cx, &field.attrs),
+                    parent: crate::group::parent_attr(cx, &field.attrs),
                     hidden,
                 })
             })

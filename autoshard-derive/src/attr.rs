@@ -17,6 +17,8 @@ pub const SHARDED_MARKER: &str = "__autoshard_sharded";
 pub struct EntityAttr {
     /// `kind = "..."`: overrides the document kind.
     pub kind: Option<LitStr>,
+    /// `parent = Root`, `group_shards = K`: entity groups (`group.rs`).
+    pub group: crate::group::GroupAttr,
 }
 
 impl EntityAttr {
@@ -34,8 +36,16 @@ impl EntityAttr {
                     }
                     out.kind = Some(kind);
                     Ok(())
+                } else if let Some(result) =
+                    crate::group::parse_entity_option(cx, &meta, &mut out.group)
+                {
+                    result
                 } else {
-                    Err(unknown(&meta, "entity", "expected `kind`"))
+                    Err(unknown(
+                        &meta,
+                        "entity",
+                        "expected `kind`, `parent` or `group_shards`",
+                    ))
                 }
             });
             if let Err(error) = result {

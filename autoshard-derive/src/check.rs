@@ -9,6 +9,7 @@ pub fn check(cx: &mut Ctxt, entity: &Entity) {
     check_generics(cx, entity);
     check_id(cx, entity);
     check_sharded(cx, entity);
+    crate::group::check(cx, entity);
 }
 
 fn check_generics(cx: &mut Ctxt, entity: &Entity) {

@@ -10,11 +10,12 @@ mod attr;
 mod check;
 mod ctxt;
 mod expand;
+mod group;
 
 use proc_macro::TokenStream;
 
 /// Maps a struct with named fields to a document; see `autoshard::Entity`.
-#[proc_macro_derive(Entity, attributes(id, shardable, entity, __autoshard_sharded))]
+#[proc_macro_derive(Entity, attributes(id, parent, shardable, entity, __autoshard_sharded))]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     expand::entity::derive(&input).into()

@@ -80,6 +80,7 @@ cases!(
     empty_document,
     large_document,
     concurrent_commits_have_one_winner,
+    sub_group_commits_with_its_anchor,
 );
 
 /// The names of all cases, in order.
@@ -812,4 +813,61 @@ pub async fn concurrent_commits_have_one_winner(store: &dyn DocumentStore) {
         );
         assert_ne!(found.version, read.version);
     }
+}
+
+/// Entity-group sharding: a child and its sub-group's anchor (the sub-group's commit log
+/// head) commit together on every store, a Redis Cluster included; a commit expecting a
+/// stale anchor applies nothing; a scan under the anchor lists its children only; two
+/// sub-groups of one root are separate groups.
+pub async fn sub_group_commits_with_its_anchor(store: &dyn DocumentStore) {
+    let root = Key::new(fresh_kind("GroupRoot"), "1");
+    let child_kind = fresh_kind("GroupChild");
+    let anchor = root.sub_group(3);
+    let a = anchor.child(child_kind.clone(), "a");
+    let b = anchor.child(child_kind.clone(), "b");
+    let elsewhere = root.sub_group(4).child(child_kind.clone(), "a");
+    assert!(a.same_group(&anchor) && !a.same_group(&elsewhere) && !a.same_group(&root));
+
+    let insert = |child: &Key, anchor_version: Option<Version>| {
+        Transaction::new()
+            .expect(anchor.clone(), anchor_version)
+            .expect(child.clone(), None)
+            .put(anchor.clone(), Document::new())
+            .put(child.clone(), doc(&[("at", child.encode().into())]))
+    };
+    assert_eq!(commit(store, &insert(&a, None)).await, Commit::Committed);
+    let first = must_get(store, &anchor).await.version;
+    assert_eq!(
+        commit(store, &insert(&b, Some(first))).await,
+        Commit::Committed
+    );
+    // A writer that read the anchor before `b` went in must conflict.
+    let stale = insert(&anchor.child(child_kind.clone(), "c"), Some(first));
+    assert!(matches!(
+        commit(store, &stale).await,
+        Commit::Conflict { .. }
+    ));
+    assert!(get(store, &anchor.child(child_kind.clone(), "c"))
+        .await
+        .is_none());
+    // The same child id in another sub-group is another document.
+    ok(store.put(&elsewhere, Document::new()).await, "put");
+
+    let listed: BTreeSet<Key> = scan_all(store, &child_kind, Some(&anchor), 1)
+        .await
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(listed, BTreeSet::from([a.clone(), b.clone()]));
+
+    let cleanup = Transaction::new()
+        .delete(a.clone())
+        .delete(b.clone())
+        .delete(anchor.clone());
+    assert_eq!(commit(store, &cleanup).await, Commit::Committed);
+    assert!(scan_all(store, &child_kind, Some(&anchor), 10)
+        .await
+        .is_empty());
+    assert!(get(store, &anchor).await.is_none());
+    assert!(get(store, &elsewhere).await.is_some());
 }

@@ -62,8 +62,26 @@ pub trait Entity: Sized + Send + Sync + 'static {
     /// The sharded properties, in field order. Empty for an unsharded entity.
     const PROPERTIES: &'static [ShardedProperty] = &[];
 
+    /// Entity-group sharding: how many sub-groups the entity group of this kind is spread
+    /// over. On a root (`#[entity(group_shards = 8)]`) its own count; on a child kind
+    /// (`#[entity(parent = Question)]`) its root's. 1, the default, is a plain group. See
+    /// [`crate::group`].
+    const GROUP_SHARDS: u32 = 1;
+
+    /// The kind of the root whose group this kind's entities belong to, `None` for a root.
+    /// Child entities are read and written with the child operations of the mapper
+    /// (`load_child`, `children`, `update_children`, ...), not `load`/`save`.
+    const PARENT_KIND: Option<&'static str> = None;
+
     /// The value of the `#[id]` field.
     fn id(&self) -> &Self::Id;
+
+    /// For a child entity, the key of its root's main document (from the `#[parent]`
+    /// field); `None` for a root. A child's own document lives in one sub-group of that
+    /// root (see [`crate::group`]), so [`Entity::key`] is not its address.
+    fn parent_key(&self) -> Option<Key> {
+        None
+    }
 
     /// The key of the main document of the entity with this id.
     fn key_for(id: &Self::Id) -> Key {

@@ -13,6 +13,7 @@
 pub mod document;
 pub mod entity;
 pub mod error;
+pub mod group;
 pub mod key;
 #[doc(hidden)]
 pub mod macro_support;
@@ -27,6 +28,7 @@ pub mod conformance;
 pub use document::{Document, Value, Version, Versioned};
 pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};
+pub use group::Child;
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use mapper::Mapper;
 pub use metrics::{Metrics, MetricsSnapshot};
@@ -45,6 +47,8 @@ pub mod __private {
         no_such_property, Entity, EntityState, Shadow, ShardedProperty, Sharding,
     };
     pub use crate::error::FieldError;
+    pub use crate::group::{Child, ParentId};
+    pub use crate::key::{EntityId, Key};
     pub use crate::macro_support::{
         decode, decode_field, encode, MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields,
     };

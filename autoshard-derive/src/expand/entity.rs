@@ -76,6 +76,8 @@ fn expand(entity: &Entity) -> TokenStream {
         helpers,
         fields_impl,
     } = sharded;
+    let group = crate::group::expand(entity);
+    let (group_items, group_beside) = (group.impl_items, group.beside);
     quote! {
         #[doc(hidden)]
         #[allow(non_upper_case_globals, unused_qualifications, clippy::used_underscore_binding)]
@@ -91,12 +93,14 @@ fn expand(entity: &Entity) -> TokenStream {
                     &self.#id_ident
                 }
 
+                #group_items
                 #to_document
                 #from_document
                 #hooks
             }
 
             #fields_impl
+            #group_beside
         };
     }
 }

@@ -16,7 +16,12 @@ use crate::key::{Key, DYNAMIC_SHARD_KIND};
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 
 impl<S: DocumentStore> Mapper<S> {
-    /// Stores a new entity: its main document (fails with [`Error::AlreadyExists`] when
+    /// Stores a new entity. A child of an entity group (`#[entity(parent = ...)]`) goes to
+    /// a random sub-group of its root, which must exist, in an optimistic commit retried per
+    /// the [`crate::RetryPolicy`] ([`Error::Contention`] when retries run out; see
+    /// [`crate::group`]). Otherwise:
+    ///
+    /// Its main document (fails with [`Error::AlreadyExists`] when
     /// the id is taken) and every static shard document, shard 0 holding each sharded
     /// property's current value and the others its neutral value.
     ///
@@ -43,6 +48,10 @@ impl<S: DocumentStore> Mapper<S> {
     /// # }
     /// ```
     pub async fn insert<E: Entity>(&self, entity: &mut E) -> Result<()> {
+        if let Some(root) = entity.parent_key() {
+            // A child of an entity group: placed in a random sub-group of its root.
+            return self.insert_child(entity, root).await;
+        }
         if let Some(e) = unsupported_dynamic::<E>(|_| true) {
             return Err(e);
         }
@@ -82,8 +91,10 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// Deletes the entity with this id: its main document, then its shard documents.
-    /// Answers whether the main document was there.
+    /// Answers whether the main document was there. The children of an entity-group root
+    /// stay; [`Mapper::delete_group`] deletes a root with its children.
     pub async fn delete<E: Entity>(&self, id: &E::Id) -> Result<bool> {
+        super::group::reject_child::<E>("delete", "delete_child")?;
         let main = E::key_for(id);
         tracing::debug!(key = %main, "delete");
         let existed = self.store.delete(&main).await?;

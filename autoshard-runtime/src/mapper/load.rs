@@ -29,6 +29,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # }
     /// ```
     pub async fn load<E: Entity>(&self, id: &E::Id) -> Result<E> {
+        super::group::reject_child::<E>("load", "load_child")?;
         if let Some(e) = unsupported_dynamic::<E>(|_| true) {
             return Err(e);
         }

@@ -3,8 +3,10 @@
 //!
 //! One module per operation: `insert` (and `delete`), `load`, `save`, `update`. How a
 //! sharded property maps to documents is decided per property in `layout`, so dynamic
-//! shards and entity groups slot in there.
+//! shards and entity groups slot in there. Child entities of entity groups have their own
+//! operations in `group`.
 
+mod group;
 mod insert;
 mod layout;
 mod load;

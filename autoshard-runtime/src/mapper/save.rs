@@ -44,6 +44,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # }
     /// ```
     pub async fn save<E: Entity>(&self, entity: &mut E) -> Result<()> {
+        super::group::reject_child::<E>("save", "update_child")?;
         if let Some(e) = unsupported_dynamic::<E>(|index| entity.shadow_touched(index)) {
             return Err(e);
         }

@@ -38,6 +38,7 @@ impl<S: DocumentStore> Mapper<S> {
         F: FnMut(&mut E) -> R + Send,
         R: Send,
     {
+        super::group::reject_child::<E>("update", "update_child")?;
         if !E::PROPERTIES.is_empty() {
             let mut entity: E = self.load(id).await?;
             let result = change(&mut entity);

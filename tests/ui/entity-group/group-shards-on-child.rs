@@ -1,0 +1,19 @@
+use autoshard::prelude::*;
+
+#[derive(Entity)]
+#[entity(group_shards = 8)]
+struct Question {
+    #[id]
+    id: u64,
+}
+
+#[derive(Entity)]
+#[entity(parent = Question, group_shards = 4)]
+struct Response {
+    #[id]
+    id: u64,
+    #[parent]
+    question: u64,
+}
+
+fn main() {}

@@ -1,0 +1,28 @@
+use autoshard::prelude::*;
+
+#[derive(Entity)]
+#[entity(group_shards = 8)]
+struct Question {
+    #[id]
+    id: u64,
+}
+
+#[derive(Entity)]
+#[entity(parent = Question)]
+struct Response {
+    #[id]
+    id: u64,
+    #[parent]
+    question: u64,
+}
+
+#[derive(Entity)]
+#[entity(parent = Response)]
+struct Comment {
+    #[id]
+    id: u64,
+    #[parent]
+    response: u64,
+}
+
+fn main() {}
