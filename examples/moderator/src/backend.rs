@@ -103,12 +103,14 @@ impl Backend {
             Backend::Redis(url) => Arc::new(
                 RedisStore::connect_with(url, options)
                     .await
-                    .map_err(|e| unreachable(url, e))?,
+                    .map_err(|e| unreachable(&format!("Redis at {url}"), e))?,
             ),
             Backend::RedisCluster(urls) => Arc::new(
                 RedisStore::connect_cluster_with(urls, options)
                     .await
-                    .map_err(|e| unreachable(&urls.join(", "), e))?,
+                    .map_err(|e| {
+                        unreachable(&format!("Redis Cluster at {}", urls.join(", ")), e)
+                    })?,
             ),
         })
     }
@@ -122,9 +124,12 @@ fn check_url(url: &str) -> Result<()> {
     })
 }
 
-fn unreachable(address: &str, e: Error) -> Error {
-    Error::backend(
-        format!("cannot reach Redis at {address}; is a server running there?"),
-        e,
-    )
+/// Says which server could not be reached, keeping the cause (the store's own context
+/// repeats the address, so only its source is kept).
+fn unreachable(server: &str, e: Error) -> Error {
+    let context = format!("cannot reach {server}; is a server running there?");
+    match e {
+        Error::Backend { source, .. } => Error::backend(context, source),
+        other => Error::backend(context, other),
+    }
 }

@@ -273,8 +273,11 @@ fn chain(e: Error) -> String {
     let mut message = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
+        let cause = s.to_string();
+        if !message.contains(&cause) {
+            message.push_str(": ");
+            message.push_str(&cause);
+        }
         source = s.source();
     }
     message
