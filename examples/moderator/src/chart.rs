@@ -81,9 +81,9 @@ fn panel(
         left + PANEL_W / 2.0,
         PLOT_TOP - 14.0
     );
-    for step in 0..=4 {
-        let v = top * f64::from(step) / 4.0;
-        let y = bottom - PLOT_H * f64::from(step) / 4.0;
+    for step in 0..=5 {
+        let v = top * f64::from(step) / 5.0;
+        let y = bottom - PLOT_H * f64::from(step) / 5.0;
         let _ = writeln!(
             svg,
             r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
@@ -161,7 +161,9 @@ fn nice_ceiling(v: f64) -> f64 {
 }
 
 fn trim(v: f64) -> String {
-    if v >= 10.0 {
+    if v.abs() < f64::EPSILON {
+        "0".to_owned()
+    } else if v >= 10.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.1}")
