@@ -1,0 +1,190 @@
+//! A chart of the benchmark like the paper's Figure 6, as SVG: grouped bars of the
+//! failed share and the mean latency of naive and autoshard, without and with
+//! transaction retries.
+//!
+//! Written by hand rather than with a plotting crate: two panels of four bars need a few
+//! rectangles and labels, not a dependency to compile on every build of the workspace.
+
+use crate::bench::{Strategy, VariantResult};
+use std::fmt::Write as _;
+
+const WIDTH: f64 = 760.0;
+const HEIGHT: f64 = 360.0;
+const PANEL_W: f64 = 320.0;
+const PLOT_TOP: f64 = 60.0;
+const PLOT_H: f64 = 220.0;
+const NAIVE: &str = "#d95f02";
+const AUTOSHARD: &str = "#1b9e77";
+
+/// The SVG document; `title` goes on top.
+#[must_use]
+pub fn figure6(results: &[VariantResult], title: &str) -> String {
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="14">{}</text>"#,
+        WIDTH / 2.0,
+        escape(title)
+    );
+    panel(&mut svg, 60.0, "failed requests (%)", results, |r| {
+        r.failed_pct
+    });
+    panel(
+        &mut svg,
+        60.0 + PANEL_W + 60.0,
+        "mean latency (ms)",
+        results,
+        |r| r.latency.mean_ms,
+    );
+    // Legend.
+    for (i, (name, colour)) in [("naive", NAIVE), ("autoshard", AUTOSHARD)]
+        .into_iter()
+        .enumerate()
+    {
+        #[allow(clippy::cast_precision_loss)]
+        let x = WIDTH / 2.0 - 90.0 + 110.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{colour}"/>"#,
+            HEIGHT - 22.0
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}">{name}</text>"#,
+            x + 16.0,
+            HEIGHT - 12.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// One panel at `left`: groups "w/o Tx retry" and "w/ Tx retry", a bar per strategy.
+fn panel(
+    svg: &mut String,
+    left: f64,
+    label: &str,
+    results: &[VariantResult],
+    value: impl Fn(&VariantResult) -> f64,
+) {
+    let max = results.iter().map(&value).fold(0.0_f64, f64::max);
+    let top = nice_ceiling(max);
+    let bottom = PLOT_TOP + PLOT_H;
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#,
+        left + PANEL_W / 2.0,
+        PLOT_TOP - 14.0
+    );
+    for step in 0..=5 {
+        let v = top * f64::from(step) / 5.0;
+        let y = bottom - PLOT_H * f64::from(step) / 5.0;
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
+            left + PANEL_W
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            left - 6.0,
+            y + 4.0,
+            trim(v)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<line x1="{left}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="black"/>"#,
+        left + PANEL_W
+    );
+    for (g, retries) in [false, true].into_iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let group_left = left + 30.0 + 160.0 * g as f64;
+        let caption = if retries {
+            "w/ Tx retry"
+        } else {
+            "w/o Tx retry"
+        };
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">{caption}</text>"#,
+            group_left + 50.0,
+            bottom + 18.0
+        );
+        for (b, (strategy, colour)) in [(Strategy::Naive, NAIVE), (Strategy::Autoshard, AUTOSHARD)]
+            .into_iter()
+            .enumerate()
+        {
+            let Some(r) = results
+                .iter()
+                .find(|r| r.variant.strategy == strategy && r.variant.retries == retries)
+            else {
+                continue;
+            };
+            let v = value(r);
+            let h = if top > 0.0 { PLOT_H * v / top } else { 0.0 };
+            #[allow(clippy::cast_precision_loss)]
+            let x = group_left + 50.0 * b as f64;
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{x}" y="{}" width="44" height="{h}" fill="{colour}"><title>{}: {v:.1}</title></rect>"#,
+                bottom - h,
+                escape(&r.name)
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text>"#,
+                x + 22.0,
+                bottom - h - 4.0,
+                trim(v)
+            );
+        }
+    }
+}
+
+/// The smallest of 1, 2, 5 times a power of ten that is at least `v` (1 for `v <= 0`).
+fn nice_ceiling(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return 1.0;
+    }
+    let magnitude = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|c| *c >= v)
+        .unwrap_or(10.0 * magnitude)
+}
+
+fn trim(v: f64) -> String {
+    if v.abs() < f64::EPSILON {
+        "0".to_owned()
+    } else if v >= 10.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nice_ceiling;
+
+    #[test]
+    fn axis_tops_are_round() {
+        assert!((nice_ceiling(23.0) - 50.0).abs() < 1e-9);
+        assert!((nice_ceiling(430.0) - 500.0).abs() < 1e-9);
+        assert!((nice_ceiling(0.0) - 1.0).abs() < 1e-9);
+        assert!((nice_ceiling(1.0) - 1.0).abs() < 1e-9);
+    }
+}

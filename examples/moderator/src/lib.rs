@@ -1,0 +1,23 @@
+//! A Google-Moderator-style voting app on autoshard, and the AutoShard paper's experiment
+//! (section 5, Figure 6) as a benchmark.
+//!
+//! - [`model`]: the entities (`Question` with sharded votes, its naive twin, `Response`).
+//! - [`responses`]: the one place that writes and reads responses.
+//! - [`app`]: seed questions, simulate users voting and responding, check the leaderboard.
+//! - [`bench`]: the paper's open-loop workload in four variants.
+//! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
+//! - [`backend`]: which store to run on, and connecting to it.
+//! - [`report`], [`chart`]: tables, CSV, JSON and the SVG chart.
+//!
+//! The library prints nothing; the `moderator` binary does.
+
+pub mod app;
+pub mod backend;
+pub mod bench;
+pub mod chart;
+pub mod hotspot;
+pub mod model;
+pub mod progress;
+pub mod report;
+pub mod responses;
+pub mod stats;

@@ -1,0 +1,108 @@
+//! The application's entities, written exactly as a user of `autoshard` writes them.
+//!
+//! - [`Question`]: the hot spot. Its `votes` are sharded over 10 static shards, so a vote
+//!   commits to one random shard instead of the question's document.
+//! - [`NaiveQuestion`]: the same question without annotations, the paper's naive baseline
+//!   (every vote is an optimistic read-modify-write of the one document).
+//! - [`Response`]: an answer to a question.
+//!
+//! This module holds data and the methods that change it, nothing that talks to a store.
+
+use autoshard::prelude::*;
+
+/// How many shards a question's `votes` are spread over (the paper's setting).
+pub const VOTE_SHARDS: u32 = 10;
+
+/// A question users vote up, with its votes sharded (paper, Figure 2).
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct Question {
+    /// The question's number.
+    #[id]
+    pub id: u64,
+    /// What is asked.
+    pub text: String,
+    /// Who asked.
+    pub author: String,
+    /// Up-votes so far: the fold (sum) of the 10 shards.
+    #[shardable(neutral = 0, shards = 10)]
+    pub votes: i64,
+}
+
+impl Question {
+    /// One more vote. Runs on the shadow and on the aggregate (`#[shard_method]`).
+    #[shard_method]
+    pub fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+
+    /// Votes add up.
+    #[shard_fold]
+    #[must_use]
+    pub fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// The same question without sharding: `votes` lives in the question's document.
+#[derive(Entity, Debug, Clone)]
+pub struct NaiveQuestion {
+    /// The question's number.
+    #[id]
+    pub id: u64,
+    /// What is asked.
+    pub text: String,
+    /// Who asked.
+    pub author: String,
+    /// Up-votes so far.
+    pub votes: i64,
+}
+
+impl NaiveQuestion {
+    /// One more vote.
+    pub fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+}
+
+/// A user's response to a question.
+///
+/// Stored as an entity of its own that names its question; see [`crate::responses`] for
+/// the one place that writes and reads them.
+#[derive(Entity, Debug, Clone)]
+pub struct Response {
+    /// Unique per response: `<question>-<user>-<n>`.
+    #[id]
+    pub id: String,
+    /// The question answered.
+    pub question: u64,
+    /// Who answered.
+    pub author: String,
+    /// The answer.
+    pub text: String,
+}
+
+/// The `n`-th of the 16 sample questions' texts (cycled for larger `n`).
+#[must_use]
+pub fn sample_text(n: u64) -> String {
+    const TEXTS: [&str; 16] = [
+        "How do you plan to improve education?",
+        "What will you do about public transport?",
+        "Should the library open on Sundays?",
+        "How will you fund the new hospital?",
+        "What is your position on bike lanes?",
+        "Will you publish the city budget online?",
+        "How do you plan to create jobs?",
+        "What about affordable housing?",
+        "Should school lunches be free?",
+        "How will you reduce air pollution?",
+        "Will you keep the night buses?",
+        "What is your plan for the old harbour?",
+        "How will you support small businesses?",
+        "Should the city switch to open-source software?",
+        "How will you make streets safer?",
+        "What would you change first?",
+    ];
+    let i = usize::try_from(n).unwrap_or(0) % TEXTS.len();
+    TEXTS[i].to_owned()
+}

@@ -1,0 +1,201 @@
+//! Renders results: terminal tables, CSV and JSON. Returns strings; the binary prints or
+//! writes them.
+
+use crate::app::AppOutcome;
+use crate::bench::VariantResult;
+use crate::hotspot::HotspotRow;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The leaderboard, one question a line, with the check of each line.
+#[must_use]
+pub fn leaderboard(outcome: &AppOutcome) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>4}  {:>6}  {:>9}  {:<48}  check",
+        "#", "votes", "responses", "question"
+    );
+    for s in &outcome.leaderboard {
+        let check = if s.is_exact() {
+            "ok".to_owned()
+        } else {
+            format!(
+                "MISMATCH: expected {} votes, {} responses",
+                s.expected_votes, s.expected_responses
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:>4}  {:>6}  {:>9}  {:<48}  {check}",
+            s.id, s.votes, s.responses, s.text
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{} votes committed, {} gave up under contention, {} responses, in {:.1} s",
+        outcome.votes_committed,
+        outcome.votes_failed,
+        outcome.responses_committed,
+        outcome.elapsed.as_secs_f64()
+    );
+    out
+}
+
+/// The benchmark's table.
+#[must_use]
+pub fn bench_table(results: &[VariantResult]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<24} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>12}  totals",
+        "variant",
+        "attempted",
+        "committed",
+        "failed%",
+        "tx",
+        "conflicts",
+        "mean ms",
+        "p50 ms",
+        "p99 ms",
+        "committed/s"
+    );
+    for r in results {
+        let totals = if r.totals_match() {
+            format!("ok ({})", r.total_found)
+        } else {
+            format!(
+                "MISMATCH: read {}, committed {}",
+                r.total_found, r.total_expected
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:>9} {:>9} {:>8.1} {:>8} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>12.1}  {totals}",
+            r.name,
+            r.attempted,
+            r.committed,
+            r.failed_pct,
+            r.transactions,
+            r.conflicts,
+            r.latency.mean_ms,
+            r.latency.p50_ms,
+            r.latency.p99_ms,
+            r.committed_per_sec,
+        );
+        if let Some(e) = &r.first_error {
+            let _ = writeln!(out, "    {} store error(s), first: {e}", r.errors);
+        }
+    }
+    out
+}
+
+/// The hot-spot table.
+#[must_use]
+pub fn hotspot_table(rows: &[HotspotRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:>7}  {:<12} {:>10} {:>8} {:>12} {:>12}  totals",
+        "clients", "target", "committed", "failed", "votes/s", "/ HINCRBY"
+    );
+    for r in rows {
+        let ratio = r
+            .ratio_to_hincrby
+            .map_or_else(|| "n/a".to_owned(), |x| format!("{x:.3}"));
+        let totals = if r.total_matches { "ok" } else { "MISMATCH" };
+        let _ = writeln!(
+            out,
+            "{:>7}  {:<12} {:>10} {:>8} {:>12.0} {:>12}  {totals}",
+            r.clients, r.target, r.committed, r.failed, r.per_sec, ratio
+        );
+    }
+    out
+}
+
+/// The benchmark's results as CSV, one variant a row.
+#[must_use]
+pub fn bench_csv(results: &[VariantResult]) -> String {
+    let mut out = String::from(
+        "variant,strategy,retries,attempted,committed,failed,failed_pct,errors,transactions,conflicts,mean_ms,p50_ms,p99_ms,committed_per_sec,total_found,total_expected\n",
+    );
+    for r in results {
+        let strategy = serde_json::to_value(r.variant.strategy)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{},{strategy},{},{},{},{},{:.3},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{}",
+            r.name,
+            r.variant.retries,
+            r.attempted,
+            r.committed,
+            r.failed,
+            r.failed_pct,
+            r.errors,
+            r.transactions,
+            r.conflicts,
+            r.latency.mean_ms,
+            r.latency.p50_ms,
+            r.latency.p99_ms,
+            r.committed_per_sec,
+            r.total_found,
+            r.total_expected
+        );
+    }
+    out
+}
+
+/// The hot-spot results as CSV, one target and client count a row.
+#[must_use]
+pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
+    let mut out =
+        String::from("clients,target,committed,failed,per_sec,ratio_to_hincrby,total_matches\n");
+    for r in rows {
+        let ratio = r
+            .ratio_to_hincrby
+            .map_or_else(String::new, |x| format!("{x:.4}"));
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{:.3},{ratio},{}",
+            r.clients, r.target, r.committed, r.failed, r.per_sec, r.total_matches
+        );
+    }
+    out
+}
+
+/// The output format `--out PATH` asks for, by extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `.csv`
+    Csv,
+    /// `.json`
+    Json,
+}
+
+impl Format {
+    /// The format of `path`, or an error naming the extensions understood.
+    pub fn of(path: &Path) -> Result<Format, String> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("csv") => Ok(Format::Csv),
+            Some(e) if e.eq_ignore_ascii_case("json") => Ok(Format::Json),
+            _ => Err(format!(
+                "--out {}: the file name must end in .csv or .json",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// Renders `value` as `format`, using `csv` for CSV.
+pub fn render<T: serde::Serialize>(
+    format: Format,
+    value: &T,
+    csv: impl FnOnce() -> String,
+) -> Result<String, String> {
+    match format {
+        Format::Csv => Ok(csv()),
+        Format::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string()),
+    }
+}
