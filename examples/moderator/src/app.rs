@@ -77,6 +77,8 @@ pub struct AppOutcome {
     pub votes_failed: u64,
     /// Responses that committed.
     pub responses_committed: u64,
+    /// Responses that gave up after the retry policy ran out (nothing of them is stored).
+    pub responses_failed: u64,
     /// Wall time of the voting and responding.
     pub elapsed: Duration,
 }
@@ -91,7 +93,7 @@ impl AppOutcome {
 
 /// Seeds `config.questions` questions on `store`, runs the users, reads the leaderboard.
 ///
-/// A vote that fails with [`Error::Contention`] is counted as failed (the runtime
+/// A vote or response that fails with [`Error::Contention`] is counted as failed (the runtime
 /// guarantees nothing of it was stored); any other store error stops the run.
 ///
 /// ```
@@ -122,6 +124,7 @@ pub async fn run(
     let answers: Arc<Vec<AtomicU64>> =
         Arc::new((0..questions).map(|_| AtomicU64::new(0)).collect());
     let failed = Arc::new(AtomicU64::new(0));
+    let failed_responses = Arc::new(AtomicU64::new(0));
     // Question i is (questions - i) times as popular as the last one.
     let popularity = WeightedIndex::new((0..config.questions).map(|i| config.questions - i))
         .map_err(|e| Error::Invalid(format!("cannot pick among {questions} questions: {e}")))?;
@@ -131,8 +134,13 @@ pub async fn run(
     let started = Instant::now();
     let mut users = tokio::task::JoinSet::new();
     for user in 0..config.users {
-        let (db, votes, answers, failed) =
-            (db.clone(), votes.clone(), answers.clone(), failed.clone());
+        let (db, votes, answers, failed, failed_responses) = (
+            db.clone(),
+            votes.clone(),
+            answers.clone(),
+            failed.clone(),
+            failed_responses.clone(),
+        );
         let (popularity, bar, config) = (popularity.clone(), bar.clone(), *config);
         users.spawn(async move {
             for n in 0..per_user {
@@ -155,8 +163,15 @@ pub async fn run(
                         author: format!("user{user}"),
                         text: format!("user{user}'s answer"),
                     };
-                    responses::respond(&db, &mut response).await?;
-                    answers[index].fetch_add(1, Ordering::Relaxed);
+                    match responses::respond(&db, &mut response).await {
+                        Ok(()) => {
+                            answers[index].fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(Error::Contention { .. }) => {
+                            failed_responses.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 bar.inc(1);
             }
@@ -169,7 +184,7 @@ pub async fn run(
     let elapsed = started.elapsed();
     bar.finish_and_clear();
 
-    let response_counts = responses::count_per_question(&db).await?;
+    let response_counts = responses::count_per_question(&db, 1..=config.questions).await?;
     let mut leaderboard = Vec::with_capacity(questions);
     for (index, start) in seeded.iter().enumerate() {
         let id = index as u64 + 1;
@@ -190,6 +205,7 @@ pub async fn run(
         votes_committed: u64::try_from(committed).unwrap_or(0),
         votes_failed: failed.load(Ordering::Relaxed),
         responses_committed: answers.iter().map(|a| a.load(Ordering::Relaxed)).sum(),
+        responses_failed: failed_responses.load(Ordering::Relaxed),
         elapsed,
     })
 }

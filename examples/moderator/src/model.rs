@@ -13,9 +13,14 @@ use autoshard::prelude::*;
 /// How many shards a question's `votes` are spread over (the paper's setting).
 pub const VOTE_SHARDS: u32 = 10;
 
-/// A question users vote up, with its votes sharded (paper, Figure 2).
+/// How many sub-groups a question's entity group (its responses) is spread over.
+pub const RESPONSE_SUB_GROUPS: u32 = 8;
+
+/// A question users vote up, with its votes sharded (paper, Figure 2), and the root of an
+/// entity group of [`Response`]s spread over 8 sub-groups (paper, section 2.3).
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone)]
+#[entity(group_shards = 8)]
 pub struct Question {
     /// The question's number.
     #[id]
@@ -65,16 +70,17 @@ impl NaiveQuestion {
     }
 }
 
-/// A user's response to a question.
-///
-/// Stored as an entity of its own that names its question; see [`crate::responses`] for
-/// the one place that writes and reads them.
+/// A user's response to a question: a child in the question's entity group, placed in one
+/// of its 8 sub-groups at random. See [`crate::responses`] for the one place that writes
+/// and reads them.
 #[derive(Entity, Debug, Clone)]
+#[entity(parent = Question)]
 pub struct Response {
     /// Unique per response: `<question>-<user>-<n>`.
     #[id]
     pub id: String,
-    /// The question answered.
+    /// The question answered: the root of this response's entity group.
+    #[parent]
     pub question: u64,
     /// Who answered.
     pub author: String,

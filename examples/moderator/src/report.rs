@@ -33,10 +33,11 @@ pub fn leaderboard(outcome: &AppOutcome) -> String {
     }
     let _ = writeln!(
         out,
-        "{} votes committed, {} gave up under contention, {} responses, in {:.1} s",
+        "{} votes committed, {} gave up under contention; {} responses committed, {} gave up; in {:.1} s",
         outcome.votes_committed,
         outcome.votes_failed,
         outcome.responses_committed,
+        outcome.responses_failed,
         outcome.elapsed.as_secs_f64()
     );
     out
