@@ -5,20 +5,22 @@
 //! are invisible (`load` needs the main document) and the next `insert` of that id
 //! overwrites them.
 
+use super::dynamic::{compacted_key, dynamic_scan};
 use super::layout::{
-    properties_in_shard, static_shard_count, static_shard_keys, unsupported_dynamic,
+    dynamic_properties, has_dynamic, properties_in_shard, static_shard_count, static_shard_keys,
 };
 use super::{malformed, Mapper};
 use crate::document::Document;
-use crate::entity::{Entity, Sharding};
+use crate::entity::Entity;
 use crate::error::{Error, Result};
-use crate::key::{Key, DYNAMIC_SHARD_KIND};
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Transaction};
 
 impl<S: DocumentStore> Mapper<S> {
     /// Stores a new entity: its main document (fails with [`Error::AlreadyExists`] when
     /// the id is taken) and every static shard document, shard 0 holding each sharded
-    /// property's current value and the others its neutral value.
+    /// property's current value and the others its neutral value. Dynamic properties
+    /// start in the compacted dynamic shard document, which holds their current values.
     ///
     /// Then every shadow is reset and the main document recorded, since the stored state
     /// now includes them: a vote made before `insert` is not saved a second time later.
@@ -43,9 +45,6 @@ impl<S: DocumentStore> Mapper<S> {
     /// # }
     /// ```
     pub async fn insert<E: Entity>(&self, entity: &mut E) -> Result<()> {
-        if let Some(e) = unsupported_dynamic::<E>(|_| true) {
-            return Err(e);
-        }
         let main = entity.key();
         let main_doc = entity.to_document().map_err(malformed(&main))?;
         let shards = shard_documents(entity, &main)?;
@@ -91,12 +90,9 @@ impl<S: DocumentStore> Mapper<S> {
             tracing::trace!(key = %key, "delete: shard");
             self.store.delete(&key).await?;
         }
-        if E::PROPERTIES
-            .iter()
-            .any(|p| p.sharding == Sharding::Dynamic)
-        {
-            // Dynamic shards cannot be written yet, but may exist from another writer.
-            let mut scan = Scan::new(DYNAMIC_SHARD_KIND, Some(main.dynamic_shards()));
+        if !E::PROPERTIES.is_empty() {
+            // Dynamic shards, also of a property that was dynamic before a redeploy.
+            let mut scan = dynamic_scan(&main);
             loop {
                 let page = self.store.scan(&scan).await?;
                 for (key, _) in page.items {
@@ -112,8 +108,26 @@ impl<S: DocumentStore> Mapper<S> {
     }
 }
 
-/// The static shard documents of a new entity.
+/// The static shard documents of a new entity, and its compacted dynamic shard holding
+/// the start value of each dynamic property (written even when empty, so it overwrites
+/// one left behind by an interrupted delete).
 fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
+    let mut docs = static_shard_documents(entity, main)?;
+    if has_dynamic::<E>() {
+        let key = compacted_key(main);
+        let mut doc = Document::new();
+        for (index, p) in dynamic_properties::<E>() {
+            let value = entity.aggregate_value(index).map_err(malformed(&key))?;
+            if value != E::neutral_value(index).map_err(malformed(&key))? {
+                doc.insert(p.stored_as.to_owned(), value);
+            }
+        }
+        docs.push((key, doc));
+    }
+    Ok(docs)
+}
+
+fn static_shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
     (0..static_shard_count::<E>())
         .map(|shard| {
             let key = main.shard(shard);
