@@ -92,35 +92,43 @@ const SAVES: u64 = 40;
 async fn writers_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, label: &str) {
     // Saves never conflict, so no retries; two compactors do conflict, and retry.
     let db = Mapper::new(store.clone()).with_retry(RetryPolicy::none());
-    let compacting = Mapper::new(store.clone());
+    let compacting = Mapper::new(store.clone()).with_retry(
+        RetryPolicy::exponential(Duration::from_micros(100), Duration::from_millis(5), 1000)
+            .with_max_elapsed(Duration::from_mins(1)),
+    );
     db.insert(&mut hits(1, 7)).await.unwrap();
     let started = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
 
-    let compactor = {
-        let (db, stop) = (compacting.clone(), stop.clone());
-        tokio::spawn(async move {
-            let mut folded = 0;
-            while !stop.load(Ordering::SeqCst) {
-                // Small batches, so one compaction is several commits racing the saves.
-                folded += db
-                    .compact_in_batches::<Counter>(&1, 8, 4)
-                    .await
-                    .unwrap()
-                    .shards_folded;
-                tokio::task::yield_now().await;
-            }
-            folded
+    // Three compactors at once: they conflict with each other, and must not lose or
+    // double-count what another one folded meanwhile.
+    let compactors: Vec<_> = (0..3)
+        .map(|_| {
+            let (db, stop) = (compacting.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut folded = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    // Small batches: one compaction is several commits racing the saves.
+                    folded += db
+                        .compact_in_batches::<Counter>(&1, 4, 4)
+                        .await
+                        .unwrap()
+                        .shards_folded;
+                    tokio::task::yield_now().await;
+                }
+                folded
+            })
         })
-    };
+        .collect();
     let writers: Vec<_> = (0..WRITERS)
         .map(|w| {
             let (db, started, done) = (db.clone(), started.clone(), done.clone());
             tokio::spawn(async move {
+                let loaded: Counter = db.load(&1).await.unwrap();
                 for i in 0..SAVES {
                     started.fetch_add(1, Ordering::SeqCst);
-                    let mut h: Counter = db.load(&1).await.unwrap();
+                    let mut h = loaded.clone();
                     h.hit(1 + i64::from(w == 0 && i == 0)); // one save adds 2
                     db.save(&mut h).await.unwrap();
                     done.fetch_add(1, Ordering::SeqCst);
@@ -145,7 +153,10 @@ async fn writers_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, labe
         w.await.unwrap();
     }
     stop.store(true, Ordering::SeqCst);
-    let folded = compactor.await.unwrap();
+    let mut folded = 0;
+    for c in compactors {
+        folded += c.await.unwrap();
+    }
     let expected = 7 + i64::try_from(WRITERS * SAVES).unwrap() + 1;
     assert_eq!(
         db.load::<Counter>(&1).await.unwrap().hits,
@@ -162,14 +173,56 @@ async fn writers_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, labe
     eprintln!("{label}: compactor folded {folded} shards while writing, {report:?} after");
 }
 
+/// A store whose scans return at most 300 documents a page, so that a load reads the
+/// dynamic shards in several steps and compaction can run between them.
+#[derive(Debug, Clone)]
+struct SmallPages<S>(S);
+
+#[async_trait::async_trait]
+impl<S: DocumentStore> DocumentStore for SmallPages<S> {
+    async fn get(&self, key: &Key) -> autoshard::Result<Option<autoshard::Versioned>> {
+        self.0.get(key).await
+    }
+    async fn get_many(&self, keys: &[Key]) -> autoshard::Result<Vec<Option<autoshard::Versioned>>> {
+        self.0.get_many(keys).await
+    }
+    async fn insert(
+        &self,
+        key: &Key,
+        doc: autoshard::Document,
+    ) -> autoshard::Result<autoshard::Version> {
+        self.0.insert(key, doc).await
+    }
+    async fn put(
+        &self,
+        key: &Key,
+        doc: autoshard::Document,
+    ) -> autoshard::Result<autoshard::Version> {
+        self.0.put(key, doc).await
+    }
+    async fn delete(&self, key: &Key) -> autoshard::Result<bool> {
+        self.0.delete(key).await
+    }
+    async fn scan(&self, scan: &Scan) -> autoshard::Result<autoshard::ScanPage> {
+        self.0.scan(&scan.clone().limit(scan.limit.min(300))).await
+    }
+    async fn commit(&self, txn: &autoshard::Transaction) -> autoshard::Result<autoshard::Commit> {
+        self.0.commit(txn).await
+    }
+    fn cross_group_transactions(&self) -> bool {
+        self.0.cross_group_transactions()
+    }
+}
+
 /// Loads running while compaction moves values between documents see the exact total
-/// every time (a racing scan is detected and repeated, never double-counted or short).
-/// Compaction batches are larger than a load's page (1,000), so a compaction can fold
-/// shards past the point a multi-page load has reached.
-async fn loads_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, label: &str) {
+/// every time (a racing scan is detected and repeated, never double-counted or short):
+/// loads in one page (the stores' own), and loads in pages of 300 while compaction folds
+/// 400 documents per commit, past the point such a load has reached.
+async fn loads_race_compaction<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     const SHARDS: i64 = 2400;
     const TASKS: i64 = 16;
     let db = Mapper::new(store.clone());
+    let paged = Mapper::new(SmallPages(store.clone()));
     db.insert(&mut hits(2, 0)).await.unwrap();
     let (mut exact, mut contended) = (0, 0);
     for round in 1..=3 {
@@ -194,7 +247,7 @@ async fn loads_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, label:
             let db = db.clone();
             tokio::spawn(async move {
                 loop {
-                    let r = db.compact_in_batches::<Counter>(&2, 1100, 1).await.unwrap();
+                    let r = db.compact_in_batches::<Counter>(&2, 400, 1).await.unwrap();
                     if r.commits == 0 {
                         break;
                     }
@@ -202,8 +255,15 @@ async fn loads_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, label:
                 }
             })
         };
+        let mut n = 0;
         while !compactor.is_finished() {
-            match db.load::<Counter>(&2).await {
+            n += 1;
+            let loaded = if n % 4 != 0 {
+                paged.load::<Counter>(&2).await
+            } else {
+                db.load::<Counter>(&2).await
+            };
+            match loaded {
                 Ok(h) => {
                     assert_eq!(h.hits, total, "{label}: a load racing compaction");
                     exact += 1;
@@ -315,7 +375,7 @@ async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     static_dynamic_migration(store.clone(), label).await;
     faults_during_compaction(store.clone(), label).await;
     writers_race_compaction(Arc::new(store.clone()), label).await;
-    loads_race_compaction(Arc::new(store), label).await;
+    loads_race_compaction(store, label).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

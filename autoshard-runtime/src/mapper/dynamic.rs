@@ -29,7 +29,10 @@
 //! once. When they differ the load scans again (bounded; then [`Error::Contention`]).
 //! One page that contains the compacted document needs no check: a page is read in one
 //! atomic step of one entity group (`get_many` of one group is a snapshot on every
-//! backend here: one lock on [`crate::MemoryStore`], one Lua script on Redis).
+//! backend here: one lock on [`crate::MemoryStore`], one Lua script on Redis). Loads
+//! therefore ask for all dynamic shards in one page; the check matters for stores that
+//! page anyway, and when the compacted document is absent (an entity inserted before
+//! its property became dynamic) and compaction creates it meanwhile.
 //!
 //! # Moving between static and dynamic sharding
 //! A load folds every shard document it finds, for every sharded property it holds,
@@ -60,8 +63,10 @@ const COMPACTED: &str = "";
 /// How many times a load scans the dynamic shards again because compaction raced it.
 const LOAD_SCAN_ATTEMPTS: u32 = 8;
 
-/// The page size of the scans of a load.
-const LOAD_PAGE: usize = 1000;
+/// The page size of the scans of a load: everything in one page, so that on the stores
+/// here (whose pages are atomic reads) the fast path of `read_dynamic_shards` applies
+/// and a compaction racing the load never forces it to scan again.
+const LOAD_PAGE: usize = 1 << 30;
 
 /// The key of the compacted dynamic shard document of the entity at `main`.
 pub(super) fn compacted_key(main: &Key) -> Key {
@@ -212,6 +217,7 @@ impl<S: DocumentStore> Mapper<S> {
                 return Ok(items);
             }
             tracing::debug!(key = %compacted, attempt, "load: compaction raced the scan; again");
+            tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt))).await;
         }
         Err(Error::Contention {
             key: compacted,
