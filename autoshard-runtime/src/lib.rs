@@ -7,9 +7,11 @@
 //!
 //! Layers, top down:
 //! - [`entity`]: the contract generated code implements (`Entity`, shadows, state).
-//! - [`Mapper`]: insert, load (fold), save (random shard), update with retries, delete.
+//! - [`Mapper`]: insert, load (fold), save (random shard), update with retries, delete,
+//!   compaction of dynamic shards; [`compaction`] sweeps a kind with a [`Compactor`].
 //! - [`store`]: the [`DocumentStore`] trait of raw operations, and its backends.
 
+pub mod compaction;
 pub mod document;
 pub mod entity;
 pub mod error;
@@ -25,6 +27,7 @@ pub mod store;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+pub use compaction::{CompactionReport, Compactor, CompactorHandle};
 pub use document::{Document, Value, Version, Versioned};
 pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};

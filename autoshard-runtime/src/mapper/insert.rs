@@ -5,15 +5,16 @@
 //! are invisible (`load` needs the main document) and the next `insert` of that id
 //! overwrites them.
 
+use super::dynamic::{compacted_key, dynamic_scan};
 use super::layout::{
-    properties_in_shard, static_shard_count, static_shard_keys, unsupported_dynamic,
+    dynamic_properties, has_dynamic, properties_in_shard, static_shard_count, static_shard_keys,
 };
 use super::{malformed, Mapper};
 use crate::document::Document;
-use crate::entity::{Entity, Sharding};
+use crate::entity::Entity;
 use crate::error::{Error, Result};
-use crate::key::{Key, DYNAMIC_SHARD_KIND};
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Transaction};
 
 impl<S: DocumentStore> Mapper<S> {
     /// Stores a new entity. A child of an entity group (`#[entity(parent = ...)]`) goes to
@@ -23,7 +24,8 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// Its main document (fails with [`Error::AlreadyExists`] when
     /// the id is taken) and every static shard document, shard 0 holding each sharded
-    /// property's current value and the others its neutral value.
+    /// property's current value and the others its neutral value. Dynamic properties
+    /// start in the compacted dynamic shard document, which holds their current values.
     ///
     /// Then every shadow is reset and the main document recorded, since the stored state
     /// now includes them: a vote made before `insert` is not saved a second time later.
@@ -51,9 +53,6 @@ impl<S: DocumentStore> Mapper<S> {
         if let Some(root) = entity.parent_key() {
             // A child of an entity group: placed in a random sub-group of its root.
             return self.insert_child(entity, root).await;
-        }
-        if let Some(e) = unsupported_dynamic::<E>(|_| true) {
-            return Err(e);
         }
         let main = entity.key();
         let main_doc = entity.to_document().map_err(malformed(&main))?;
@@ -102,12 +101,9 @@ impl<S: DocumentStore> Mapper<S> {
             tracing::trace!(key = %key, "delete: shard");
             self.store.delete(&key).await?;
         }
-        if E::PROPERTIES
-            .iter()
-            .any(|p| p.sharding == Sharding::Dynamic)
-        {
-            // Dynamic shards cannot be written yet, but may exist from another writer.
-            let mut scan = Scan::new(DYNAMIC_SHARD_KIND, Some(main.dynamic_shards()));
+        if !E::PROPERTIES.is_empty() {
+            // Dynamic shards, also of a property that was dynamic before a redeploy.
+            let mut scan = dynamic_scan(&main);
             loop {
                 let page = self.store.scan(&scan).await?;
                 for (key, _) in page.items {
@@ -123,8 +119,26 @@ impl<S: DocumentStore> Mapper<S> {
     }
 }
 
-/// The static shard documents of a new entity.
+/// The static shard documents of a new entity, and its compacted dynamic shard holding
+/// the start value of each dynamic property (written even when empty, so it overwrites
+/// one left behind by an interrupted delete).
 fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
+    let mut docs = static_shard_documents(entity, main)?;
+    if has_dynamic::<E>() {
+        let key = compacted_key(main);
+        let mut doc = Document::new();
+        for (index, p) in dynamic_properties::<E>() {
+            let value = entity.aggregate_value(index).map_err(malformed(&key))?;
+            if value != E::neutral_value(index).map_err(malformed(&key))? {
+                doc.insert(p.stored_as.to_owned(), value);
+            }
+        }
+        docs.push((key, doc));
+    }
+    Ok(docs)
+}
+
+fn static_shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
     (0..static_shard_count::<E>())
         .map(|shard| {
             let key = main.shard(shard);

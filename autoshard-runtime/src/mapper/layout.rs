@@ -1,9 +1,10 @@
 //! Where an entity's documents live: the main document and, per sharded property, its
 //! shard documents. Every operation asks here instead of matching on [`Sharding`] itself,
 //! so new placements (dynamic shards, entity-group sharding) are added in one place.
+//! Dynamic shards (their keys, the compacted document, how loads find them) are
+//! described in `dynamic`.
 
 use crate::entity::{Entity, ShardedProperty, Sharding};
-use crate::error::Error;
 use crate::key::Key;
 
 /// A sharded property with its index in [`Entity::PROPERTIES`] and number of static
@@ -50,20 +51,18 @@ pub(super) fn static_shard_keys<E: Entity>(main: &Key) -> Vec<Key> {
         .collect()
 }
 
-/// The first dynamically sharded property of `E` satisfying `touched`, as the error to
-/// report: dynamic shards are not supported by this version of the mapper.
-pub(super) fn unsupported_dynamic<E: Entity>(touched: impl Fn(usize) -> bool) -> Option<Error> {
+/// The dynamically sharded properties of `E` with their indexes, in field order.
+pub(super) fn dynamic_properties<E: Entity>(
+) -> impl Iterator<Item = (usize, &'static ShardedProperty)> {
     E::PROPERTIES
         .iter()
         .enumerate()
-        .find(|(index, p)| p.sharding == Sharding::Dynamic && touched(*index))
-        .map(|(_, p)| {
-            Error::Invalid(format!(
-                "dynamic sharding (`{}.{}` has no `shards = N`) is not supported yet by this mapper",
-                E::KIND,
-                p.name
-            ))
-        })
+        .filter(|(_, p)| p.sharding == Sharding::Dynamic)
+}
+
+/// Whether `E` has a dynamically sharded property.
+pub(super) fn has_dynamic<E: Entity>() -> bool {
+    dynamic_properties::<E>().next().is_some()
 }
 
 /// Whether the shadow of property `index` holds a change worth writing: touched, and not

@@ -1,7 +1,9 @@
 //! `load`: the main document and every static shard in one `get_many`, each sharded
-//! property folded over its shards (paper, section 4, "Loading").
+//! property folded over its shards (paper, section 4, "Loading"); concurrently, the
+//! dynamic shards (see `dynamic`).
 
-use super::layout::{properties_in_shard, static_shard_keys, unsupported_dynamic};
+use super::dynamic::fold_document;
+use super::layout::static_shard_keys;
 use super::{malformed, Mapper};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
@@ -11,6 +13,12 @@ impl<S: DocumentStore> Mapper<S> {
     /// Loads the entity with this id. Each sharded property is the fold of its shards
     /// (a missing shard document, or one without the property, counts as neutral); its
     /// shadow starts neutral, and the main document is remembered for dirty tracking.
+    ///
+    /// The static shards of the current annotation are read with the main document in
+    /// one `get_many`; concurrently, the dynamic shards (and, for an entity with a
+    /// dynamic property, static shards of an older, larger annotation) are scanned. A
+    /// scan raced by compaction is checked and repeated, so a value is never counted
+    /// twice or missed because compaction moved it.
     ///
     /// Errors: [`Error::NotFound`] when there is no main document; [`Error::Malformed`]
     /// naming the key and property when a stored document does not decode.
@@ -30,14 +38,15 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn load<E: Entity>(&self, id: &E::Id) -> Result<E> {
         super::group::reject_child::<E>("load", "load_child")?;
-        if let Some(e) = unsupported_dynamic::<E>(|_| true) {
-            return Err(e);
-        }
         let main = E::key_for(id);
         let mut keys = vec![main.clone()];
         keys.extend(static_shard_keys::<E>(&main));
         tracing::debug!(key = %main, documents = keys.len(), "load");
-        let mut found = self.store.get_many(&keys).await?.into_iter();
+        let (found, extra) = futures::try_join!(
+            self.store.get_many(&keys),
+            self.read_extra_shards::<E>(&main)
+        )?;
+        let mut found = found.into_iter();
         if found.len() != keys.len() {
             return Err(Error::backend(
                 format!("get_many of {} keys for `{main}`", keys.len()),
@@ -49,15 +58,15 @@ impl<S: DocumentStore> Mapper<S> {
         };
         let mut entity = E::from_document(id.clone(), &main_doc.doc).map_err(malformed(&main))?;
 
-        for (shard, (key, doc)) in (0u32..).zip(keys[1..].iter().zip(found)) {
-            let Some(doc) = doc else { continue };
-            for p in properties_in_shard::<E>(shard) {
-                if let Some(stored) = doc.doc.get(p.property.stored_as) {
-                    entity
-                        .fold_stored(p.index, stored)
-                        .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
-                }
+        // Every sharded property found in any shard document is folded, whatever the
+        // current annotation says, so switching static <-> dynamic loses nothing.
+        for (key, doc) in keys[1..].iter().zip(found) {
+            if let Some(doc) = doc {
+                fold_document(&mut entity, key, &doc.doc)?;
             }
+        }
+        for (key, doc) in &extra {
+            fold_document(&mut entity, key, &doc.doc)?;
         }
 
         for index in 0..E::PROPERTIES.len() {

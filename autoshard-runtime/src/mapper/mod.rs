@@ -1,17 +1,22 @@
 //! The [`Mapper`]: entities in, documents out. It drives the hooks of [`Entity`](crate::Entity) and talks
 //! to a [`DocumentStore`]; it holds no entity cache and no connection of its own.
 //!
-//! One module per operation: `insert` (and `delete`), `load`, `save`, `update`. How a
+//! One module per operation: `insert` (and `delete`), `load`, `save`, `update`,
+//! `compact`; dynamic shards (layout, save, consistent reads) in `dynamic`. How a
 //! sharded property maps to documents is decided per property in `layout`, so dynamic
 //! shards and entity groups slot in there. Child entities of entity groups have their own
 //! operations in `group`.
 
+mod compact;
+mod dynamic;
 mod group;
 mod insert;
 mod layout;
 mod load;
 mod save;
 mod update;
+
+pub use compact::{DEFAULT_BATCH, DEFAULT_ROUNDS};
 
 use crate::error::Result;
 use crate::metrics::Metrics;

@@ -2,7 +2,7 @@
 //! uniformly random shard inside an optimistic transaction (paper, section 4, "Saving",
 //! and Figure 5).
 
-use super::layout::{has_change, static_properties, unsupported_dynamic, StaticProperty};
+use super::layout::{has_change, static_properties, StaticProperty};
 use super::load::with_property;
 use super::{malformed, Attempt, Mapper};
 use crate::entity::Entity;
@@ -22,6 +22,10 @@ impl<S: DocumentStore> Mapper<S> {
     ///    uniformly at random, fold the shadow into its value, and commit expecting the
     ///    version read. A conflict retries per the [`crate::RetryPolicy`], on a freshly
     ///    chosen shard. The shadow is reset only after its commit succeeded.
+    /// 3. The touched shadows of dynamic properties (`#[shardable]` without `shards`)
+    ///    that differ from their neutral value go into ONE new shard document under a
+    ///    fresh UUID key: one `insert`, no read, nothing to contend on. `compact` folds
+    ///    these documents back into one.
     ///
     /// When retries run out the error is [`Error::Contention`] and the failing property's
     /// shadow keeps its change, so a later `save` can still write it; properties
@@ -45,9 +49,6 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn save<E: Entity>(&self, entity: &mut E) -> Result<()> {
         super::group::reject_child::<E>("save", "update_child")?;
-        if let Some(e) = unsupported_dynamic::<E>(|index| entity.shadow_touched(index)) {
-            return Err(e);
-        }
         let main = entity.key();
         let doc = entity.to_document().map_err(malformed(&main))?;
         let dirty = entity
@@ -69,7 +70,7 @@ impl<S: DocumentStore> Mapper<S> {
             }
             entity.reset_shadow(p.index);
         }
-        Ok(())
+        self.save_dynamic(entity, &main).await
     }
 
     /// Folds the shadow of `p` into one random shard, with retries.

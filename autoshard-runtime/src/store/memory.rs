@@ -135,8 +135,13 @@ impl DocumentStore for MemoryStore {
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
         tracing::trace!(kind = %scan.kind, parent = ?scan.parent, cursor = ?scan.cursor, "memory scan");
+        // Children of a parent sort right after it (key order is path order), so a scan
+        // under a parent walks only that parent's subtree.
         let start = match &scan.cursor {
-            None => Bound::Unbounded,
+            None => scan
+                .parent
+                .clone()
+                .map_or(Bound::Unbounded, Bound::Included),
             Some(cursor) => Bound::Excluded(
                 Key::decode(cursor).map_err(|e| Error::Invalid(format!("bad scan cursor: {e}")))?,
             ),
@@ -146,6 +151,11 @@ impl DocumentStore for MemoryStore {
         let mut items = Vec::new();
         let mut next = None;
         for (key, doc) in state.docs.range((start, Bound::Unbounded)) {
+            if let Some(parent) = &scan.parent {
+                if !key.path().starts_with(parent.path()) {
+                    break;
+                }
+            }
             if key.kind() != scan.kind || key.parent() != scan.parent {
                 continue;
             }

@@ -11,11 +11,13 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+pub mod faulty;
 pub mod latency;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis;
 
+pub use faulty::{Fault, FaultyStore};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
 

@@ -243,3 +243,146 @@ impl autoshard_runtime::Entity for NaiveQuestion {
         })
     }
 }
+
+/// A counter whose hits are dynamically sharded (`#[shardable(neutral = 0)]` without
+/// `shards`): every save adds a shard document, compaction folds them (sum).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counter {
+    pub id: u64,
+    pub hits: i64,
+    pub __autoshard_shadow_hits: autoshard_runtime::Shadow<i64>,
+    pub __autoshard_state: autoshard_runtime::EntityState,
+}
+
+impl Counter {
+    pub fn new(id: u64, hits: i64) -> Self {
+        Counter {
+            id,
+            hits,
+            __autoshard_shadow_hits: autoshard_runtime::Shadow::new(),
+            __autoshard_state: autoshard_runtime::EntityState::new(),
+        }
+    }
+
+    /// `#[shard_method]`.
+    pub fn hit(&mut self) {
+        self.hits += 1;
+        let shadow = self.__autoshard_shadow_hits.get().copied().unwrap_or(0);
+        self.__autoshard_shadow_hits.set(shadow + 1);
+    }
+}
+
+impl autoshard_runtime::Entity for Counter {
+    type Id = u64;
+    const KIND: &'static str = "Counter";
+    const PROPERTIES: &'static [autoshard_runtime::ShardedProperty] =
+        &[autoshard_runtime::ShardedProperty {
+            name: "hits",
+            stored_as: "shard_hits",
+            sharding: autoshard_runtime::Sharding::Dynamic,
+        }];
+
+    fn id(&self) -> &u64 {
+        &self.id
+    }
+
+    fn to_document(&self) -> Result<autoshard_runtime::Document, autoshard_runtime::FieldError> {
+        Ok(autoshard_runtime::Document::new())
+    }
+
+    fn from_document(
+        id: u64,
+        _doc: &autoshard_runtime::Document,
+    ) -> Result<Self, autoshard_runtime::FieldError> {
+        Ok(Counter::new(id, 0))
+    }
+
+    fn fold_stored(
+        &mut self,
+        property: usize,
+        stored: &autoshard_runtime::Value,
+    ) -> Result<(), autoshard_runtime::FieldError> {
+        match property {
+            0 => {
+                self.hits += __autoshard_decode_i64("hits", stored)?;
+                Ok(())
+            }
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+        }
+    }
+
+    fn shadow_touched(&self, property: usize) -> bool {
+        property == 0 && self.__autoshard_shadow_hits.is_touched()
+    }
+
+    fn shadow_value(
+        &self,
+        property: usize,
+    ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
+        match property {
+            0 => Ok(self.__autoshard_shadow_hits.get().copied().unwrap_or(0).into()),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+        }
+    }
+
+    fn fold_shadow_into(
+        &self,
+        property: usize,
+        stored: Option<&autoshard_runtime::Value>,
+    ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
+        match property {
+            0 => {
+                let stored = match stored {
+                    Some(value) => __autoshard_decode_i64("hits", value)?,
+                    None => 0,
+                };
+                Ok((stored + self.__autoshard_shadow_hits.get().copied().unwrap_or(0)).into())
+            }
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+        }
+    }
+
+    fn aggregate_value(
+        &self,
+        property: usize,
+    ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
+        match property {
+            0 => Ok(self.hits.into()),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+        }
+    }
+
+    fn neutral_value(
+        property: usize,
+    ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
+        match property {
+            0 => Ok(0.into()),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+        }
+    }
+
+    fn fold_values(
+        property: usize,
+        a: &autoshard_runtime::Value,
+        b: &autoshard_runtime::Value,
+    ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
+        match property {
+            0 => Ok((__autoshard_decode_i64("hits", a)? + __autoshard_decode_i64("hits", b)?).into()),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+        }
+    }
+
+    fn reset_shadow(&mut self, property: usize) {
+        if property == 0 {
+            self.__autoshard_shadow_hits.reset();
+        }
+    }
+
+    fn state(&self) -> Option<&autoshard_runtime::EntityState> {
+        Some(&self.__autoshard_state)
+    }
+
+    fn state_mut(&mut self) -> Option<&mut autoshard_runtime::EntityState> {
+        Some(&mut self.__autoshard_state)
+    }
+}

@@ -1,0 +1,196 @@
+//! `compact`: folds the dynamic shard documents of one entity back into its compacted
+//! document, in bounded batches.
+//!
+//! One round reads the first page of the entity's dynamic shards (the compacted document
+//! comes first, see `dynamic`), folds every value read, and commits ONE transaction in
+//! the entity's dynamic-shard group: expect the compacted document at the version read
+//! (absent if it was absent) and every folded shard at its version, delete those shards,
+//! put the folded value into the compacted document. So:
+//! - a save racing compaction writes a new key, which the round did not read and does
+//!   not delete: it is never lost;
+//! - a second compactor racing the first conflicts on a version (the shards it read are
+//!   gone or the compacted document changed) and applies nothing: nothing is counted
+//!   twice; it scans again;
+//! - a crash (or an error, or a dropped future) before the commit changes nothing, and
+//!   after it the state is complete: there is no step in between.
+//!
+//! A shard document holding a property `E` does not know (a field removed since it was
+//! written) is left in place rather than folded without its value; the compacted
+//! document keeps such properties as they are.
+//!
+//! This module only compacts one entity; sweeping a kind is [`crate::compaction`].
+
+use super::dynamic::{compacted_key, dynamic_scan};
+use super::load::with_property;
+use super::Mapper;
+use crate::compaction::CompactionReport;
+use crate::document::{Document, Value};
+use crate::entity::Entity;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::{Commit, DocumentStore, Transaction};
+use std::time::Instant;
+
+/// Shard documents folded per commit by [`Mapper::compact`].
+pub const DEFAULT_BATCH: usize = 256;
+
+/// Rounds (commits) per entity and call of [`Mapper::compact`], so compaction of one
+/// entity that writers keep growing still ends.
+pub const DEFAULT_ROUNDS: u32 = 64;
+
+/// What one round did.
+enum Round {
+    /// Nothing to fold (no shard, or only the compacted document).
+    Idle,
+    /// Folded this many shard documents; `more` when the page was full.
+    Folded { shards: u64, more: bool },
+    /// A concurrent compaction changed what was read; nothing was applied.
+    Conflict(Key),
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Folds the dynamic shard documents of the entity with this id into one, with the
+    /// default batch size and round limit ([`DEFAULT_BATCH`], [`DEFAULT_ROUNDS`]).
+    ///
+    /// Safe to run at any time, next to any number of saves, loads and other compactions
+    /// (module docs of [`crate::compaction`]). After it returns, with no concurrent
+    /// saves, the entity has one dynamic shard document (if it had any).
+    ///
+    /// ```
+    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard_runtime::Result<()> {
+    /// use autoshard_runtime::{Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Counter::new(1, 5)).await?; // main document + compacted shard
+    /// for _ in 0..10 {
+    ///     db.update(&1, |c: &mut Counter| c.hit()).await?; // one new shard each
+    /// }
+    /// assert_eq!(db.store().len(), 12);
+    /// let report = db.compact::<Counter>(&1).await?;
+    /// assert_eq!(report.shards_folded, 10);
+    /// assert_eq!(db.store().len(), 2);
+    /// assert_eq!(db.load::<Counter>(&1).await?.hits, 15);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn compact<E: Entity>(&self, id: &E::Id) -> Result<CompactionReport> {
+        self.compact_in_batches::<E>(id, DEFAULT_BATCH, DEFAULT_ROUNDS)
+            .await
+    }
+
+    /// [`Mapper::compact`] folding at most `batch` documents per commit (at least 2) and
+    /// making at most `rounds` commits.
+    pub async fn compact_in_batches<E: Entity>(
+        &self,
+        id: &E::Id,
+        batch: usize,
+        rounds: u32,
+    ) -> Result<CompactionReport> {
+        let main = E::key_for(id);
+        let batch = batch.max(2);
+        let mut report = CompactionReport {
+            entities: 1,
+            ..CompactionReport::default()
+        };
+        let started = Instant::now();
+        let mut conflicts_in_a_row = 0;
+        while report.commits < u64::from(rounds) {
+            match self.compact_round::<E>(&main, batch).await? {
+                Round::Idle => break,
+                Round::Folded { shards, more } => {
+                    conflicts_in_a_row = 0;
+                    report.commits += 1;
+                    report.shards_folded += shards;
+                    tracing::debug!(key = %main, shards, more, "compact: round committed");
+                    if !more {
+                        break;
+                    }
+                }
+                Round::Conflict(key) => {
+                    conflicts_in_a_row += 1;
+                    report.conflicts += 1;
+                    let Some(delay) = self
+                        .retry
+                        .delay_before_retry(conflicts_in_a_row, started.elapsed())
+                    else {
+                        return Err(Error::Contention {
+                            key,
+                            attempts: conflicts_in_a_row,
+                        });
+                    };
+                    tracing::debug!(key = %key, ?delay, "compact: conflict; scanning again");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// One round: scan a page, fold it, commit (module docs).
+    async fn compact_round<E: Entity>(&self, main: &Key, batch: usize) -> Result<Round> {
+        let compacted = compacted_key(main);
+        let page = self.store.scan(&dynamic_scan(main).limit(batch)).await?;
+        let more = page.next.is_some();
+
+        let mut compacted_version = None;
+        let mut kept = Document::new();
+        let mut folded: Vec<Option<Value>> = vec![None; E::PROPERTIES.len()];
+        let mut shards = Vec::new();
+        for (key, stored) in &page.items {
+            let is_compacted = *key == compacted;
+            if is_compacted {
+                compacted_version = Some(stored.version);
+            }
+            let unknown: Vec<&String> = stored
+                .doc
+                .keys()
+                .filter(|field| !E::PROPERTIES.iter().any(|p| p.stored_as == *field))
+                .collect();
+            if is_compacted {
+                for field in unknown {
+                    kept.insert(field.clone(), stored.doc[field].clone());
+                }
+            } else if !unknown.is_empty() {
+                tracing::warn!(key = %key, ?unknown, "compact: shard with unknown properties left in place");
+                continue;
+            } else {
+                shards.push((key.clone(), stored.version));
+            }
+            for (index, p) in E::PROPERTIES.iter().enumerate() {
+                let Some(value) = stored.doc.get(p.stored_as) else {
+                    continue;
+                };
+                let next = match folded[index].take() {
+                    None => value.clone(),
+                    Some(acc) => E::fold_values(index, &acc, value)
+                        .map_err(|e| Error::malformed(key, with_property(e, p.name)))?,
+                };
+                folded[index] = Some(next);
+            }
+        }
+        if shards.is_empty() {
+            return Ok(Round::Idle);
+        }
+
+        let mut doc = kept;
+        for (p, value) in E::PROPERTIES.iter().zip(folded) {
+            if let Some(value) = value {
+                doc.insert(p.stored_as.to_owned(), value);
+            }
+        }
+        let mut txn = Transaction::new().expect(compacted.clone(), compacted_version);
+        for (key, version) in &shards {
+            txn = txn.expect(key.clone(), Some(*version)).delete(key.clone());
+        }
+        txn = txn.put(compacted, doc);
+        Ok(match self.store.commit(&txn).await? {
+            Commit::Committed => Round::Folded {
+                shards: shards.len() as u64,
+                more,
+            },
+            Commit::Conflict { key } => Round::Conflict(key),
+        })
+    }
+}
