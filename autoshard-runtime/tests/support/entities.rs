@@ -307,7 +307,9 @@ impl autoshard_runtime::Entity for Counter {
                 self.hits += __autoshard_decode_i64("hits", stored)?;
                 Ok(())
             }
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -320,8 +322,15 @@ impl autoshard_runtime::Entity for Counter {
         property: usize,
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
-            0 => Ok(self.__autoshard_shadow_hits.get().copied().unwrap_or(0).into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            0 => Ok(self
+                .__autoshard_shadow_hits
+                .get()
+                .copied()
+                .unwrap_or(0)
+                .into()),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -338,7 +347,9 @@ impl autoshard_runtime::Entity for Counter {
                 };
                 Ok((stored + self.__autoshard_shadow_hits.get().copied().unwrap_or(0)).into())
             }
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -348,7 +359,9 @@ impl autoshard_runtime::Entity for Counter {
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
             0 => Ok(self.hits.into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -357,7 +370,9 @@ impl autoshard_runtime::Entity for Counter {
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
             0 => Ok(0.into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
@@ -367,8 +382,12 @@ impl autoshard_runtime::Entity for Counter {
         b: &autoshard_runtime::Value,
     ) -> Result<autoshard_runtime::Value, autoshard_runtime::FieldError> {
         match property {
-            0 => Ok((__autoshard_decode_i64("hits", a)? + __autoshard_decode_i64("hits", b)?).into()),
-            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(property)),
+            0 => Ok(
+                (__autoshard_decode_i64("hits", a)? + __autoshard_decode_i64("hits", b)?).into(),
+            ),
+            _ => Err(autoshard_runtime::__private::no_such_property::<Self>(
+                property,
+            )),
         }
     }
 
