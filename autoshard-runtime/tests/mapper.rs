@@ -6,9 +6,8 @@
 mod entities;
 
 use autoshard_runtime::{
-    Commit, Document, DocumentStore, Entity, Error, FieldError, Key, LatencyStore, Mapper,
-    MemoryStore, Result, RetryPolicy, Scan, ScanPage, ShardedProperty, Sharding, Transaction,
-    Version, Versioned,
+    Commit, Document, DocumentStore, Entity, Error, Key, LatencyStore, Mapper, MemoryStore, Result,
+    RetryPolicy, Scan, ScanPage, Transaction, Version, Versioned,
 };
 use entities::{NaiveQuestion, Question};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -488,46 +487,4 @@ async fn update_delete_and_the_default_store_type() {
     ));
     db.insert(&mut Question::new(9, "Back", 0)).await.unwrap();
     assert_eq!(db.load::<Question>(&9).await.unwrap().votes, 0);
-}
-
-/// An entity with a dynamically sharded property (not supported yet).
-#[derive(Debug)]
-struct Visits {
-    id: String,
-}
-
-impl Entity for Visits {
-    type Id = String;
-    const KIND: &'static str = "Visits";
-    const PROPERTIES: &'static [ShardedProperty] = &[ShardedProperty {
-        name: "count",
-        stored_as: "shard_count",
-        sharding: Sharding::Dynamic,
-    }];
-    fn id(&self) -> &String {
-        &self.id
-    }
-    fn to_document(&self) -> std::result::Result<Document, FieldError> {
-        Ok(Document::new())
-    }
-    fn from_document(id: String, _: &Document) -> std::result::Result<Self, FieldError> {
-        Ok(Visits { id })
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dynamic_sharding_is_a_clear_error_not_a_panic() {
-    let db = Mapper::new(MemoryStore::new());
-    let mut v = Visits { id: "home".into() };
-    match db.insert(&mut v).await {
-        Err(Error::Invalid(message)) => assert!(message.contains("dynamic sharding"), "{message}"),
-        other => panic!("expected Invalid, got {other:?}"),
-    }
-    assert!(matches!(
-        db.load::<Visits>(&"home".to_owned()).await,
-        Err(Error::Invalid(_))
-    ));
-    // Untouched dynamic shadow: save writes the main document and nothing else.
-    db.save(&mut v).await.unwrap();
-    assert!(db.delete::<Visits>(&"home".to_owned()).await.unwrap());
 }
