@@ -370,8 +370,23 @@ async fn save_is_one_insert<S: DocumentStore + Clone>(store: S, label: &str) {
     assert_eq!(faulty.calls() - idle, 2, "{label}");
 }
 
+/// A load of a statically sharded entity costs two store calls, issued concurrently: the
+/// `get_many` of the main document and its shards, and the scan for dynamic shards, which
+/// finds the (empty) compacted document and so needs no third, checking read.
+async fn static_load_is_two_concurrent_calls<S: DocumentStore + Clone>(store: S, label: &str) {
+    let faulty = FaultyStore::new(store);
+    let db = Mapper::new(faulty.clone());
+    db.insert(&mut StaticHits::new(11, "static".into(), 6))
+        .await
+        .unwrap();
+    let before = faulty.calls();
+    assert_eq!(db.load::<StaticHits>(&11).await.unwrap().hits, 6, "{label}");
+    assert_eq!(faulty.calls() - before, 2, "{label}: a static load");
+}
+
 async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     save_is_one_insert(store.clone(), label).await;
+    static_load_is_two_concurrent_calls(store.clone(), label).await;
     static_dynamic_migration(store.clone(), label).await;
     faults_during_compaction(store.clone(), label).await;
     writers_race_compaction(Arc::new(store.clone()), label).await;

@@ -11,7 +11,9 @@
 //!   contends). It holds `stored_as → shadow` of every dynamic property whose shadow is
 //!   not its neutral value.
 //! - `{Question:42/~dyn:}/~d:` (empty name, [`compacted_key`]): the *compacted*
-//!   document. `insert` writes the start values there; compaction folds shards into it.
+//!   document. `insert` writes the start values there (an empty document for an entity
+//!   whose properties are all static, so that its loads take the one-page fast path
+//!   below); compaction folds shards into it.
 //!   The empty name sorts before every UUID, in [`Key`] order and in the byte order of
 //!   the Redis scan index, so a scan always returns it first.
 //!
@@ -38,8 +40,9 @@
 //! A load folds every shard document it finds, for every sharded property it holds,
 //! whatever the current annotation says:
 //! - every load of an entity with a sharded property scans the dynamic shards (one
-//!   concurrent request; on Redis a `ZRANGEBYLEX` that finds nothing for a static-only
-//!   entity), so values written while a property was dynamic survive a switch to static;
+//!   concurrent request, which for a static-only entity finds just its empty compacted
+//!   document), so values written while a property was dynamic survive a switch to
+//!   static;
 //! - a load of an entity with a dynamic property also scans the static shards under the
 //!   main document (concurrently), so values in shards of an old static annotation
 //!   survive a switch to dynamic. Static shards beyond the current count are left in

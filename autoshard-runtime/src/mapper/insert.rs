@@ -7,7 +7,7 @@
 
 use super::dynamic::{compacted_key, dynamic_scan};
 use super::layout::{
-    dynamic_properties, has_dynamic, properties_in_shard, static_shard_count, static_shard_keys,
+    dynamic_properties, properties_in_shard, static_shard_count, static_shard_keys,
 };
 use super::{malformed, Mapper};
 use crate::document::Document;
@@ -120,11 +120,13 @@ impl<S: DocumentStore> Mapper<S> {
 }
 
 /// The static shard documents of a new entity, and its compacted dynamic shard holding
-/// the start value of each dynamic property (written even when empty, so it overwrites
-/// one left behind by an interrupted delete).
+/// the start value of each dynamic property. The compacted document is written for every
+/// sharded entity, even when empty (a static-only entity): a load that finds it in its one
+/// scan page needs no second read to check for racing compaction (see `dynamic`), and it
+/// overwrites one left behind by an interrupted delete.
 fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
     let mut docs = static_shard_documents(entity, main)?;
-    if has_dynamic::<E>() {
+    if !E::PROPERTIES.is_empty() {
         let key = compacted_key(main);
         let mut doc = Document::new();
         for (index, p) in dynamic_properties::<E>() {
