@@ -51,6 +51,9 @@ pub struct HotspotRow {
     pub per_sec: f64,
     /// `per_sec` divided by raw `HINCRBY`'s with the same clients (Redis only).
     pub ratio_to_hincrby: Option<f64>,
+    /// Share of transaction attempts that hit a conflict, in % (`None` for raw
+    /// `HINCRBY`, which has no transaction).
+    pub conflict_pct: Option<f64>,
     /// Whether the counter read back equals `committed`.
     pub total_matches: bool,
 }
@@ -91,6 +94,7 @@ pub async fn run(
                 failed,
                 per_sec,
                 ratio_to_hincrby: Some(1.0),
+                conflict_pct: None,
                 total_matches: u64::try_from(found).ok() == Some(committed),
             });
         }
@@ -114,7 +118,11 @@ pub async fn run(
                 &format!("{clients:>2} clients: {name}"),
             );
             let (committed, failed, per_sec) = hammer(clients, config.duration, op, &bar).await;
+            let metrics = db.metrics().snapshot();
             let found = votes_of(&db, strategy, 1).await?;
+            #[allow(clippy::cast_precision_loss)]
+            let conflict_pct = (metrics.attempts > 0)
+                .then(|| 100.0 * metrics.conflicts as f64 / metrics.attempts as f64);
             rows.push(HotspotRow {
                 clients,
                 target: name.into(),
@@ -122,6 +130,7 @@ pub async fn run(
                 failed,
                 per_sec,
                 ratio_to_hincrby: raw_rate.map(|raw| per_sec / raw),
+                conflict_pct,
                 total_matches: u64::try_from(found).ok() == Some(committed),
             });
         }

@@ -97,18 +97,21 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>7}  {:<12} {:>10} {:>8} {:>12} {:>12}  totals",
-        "clients", "target", "committed", "failed", "votes/s", "/ HINCRBY"
+        "{:>7}  {:<12} {:>10} {:>8} {:>12} {:>12} {:>10}  totals",
+        "clients", "target", "committed", "failed", "votes/s", "/ HINCRBY", "conflicts"
     );
     for r in rows {
         let ratio = r
             .ratio_to_hincrby
             .map_or_else(|| "n/a".to_owned(), |x| format!("{x:.3}"));
+        let conflicts = r
+            .conflict_pct
+            .map_or_else(|| "n/a".to_owned(), |x| format!("{x:.1}%"));
         let totals = if r.total_matches { "ok" } else { "MISMATCH" };
         let _ = writeln!(
             out,
-            "{:>7}  {:<12} {:>10} {:>8} {:>12.0} {:>12}  {totals}",
-            r.clients, r.target, r.committed, r.failed, r.per_sec, ratio
+            "{:>7}  {:<12} {:>10} {:>8} {:>12.0} {:>12} {:>10}  {totals}",
+            r.clients, r.target, r.committed, r.failed, r.per_sec, ratio, conflicts
         );
     }
     out
@@ -151,15 +154,19 @@ pub fn bench_csv(results: &[VariantResult]) -> String {
 /// The hot-spot results as CSV, one target and client count a row.
 #[must_use]
 pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
-    let mut out =
-        String::from("clients,target,committed,failed,per_sec,ratio_to_hincrby,total_matches\n");
+    let mut out = String::from(
+        "clients,target,committed,failed,per_sec,ratio_to_hincrby,conflict_pct,total_matches\n",
+    );
     for r in rows {
         let ratio = r
             .ratio_to_hincrby
             .map_or_else(String::new, |x| format!("{x:.4}"));
+        let conflicts = r
+            .conflict_pct
+            .map_or_else(String::new, |x| format!("{x:.3}"));
         let _ = writeln!(
             out,
-            "{},{},{},{},{:.3},{ratio},{}",
+            "{},{},{},{},{:.3},{ratio},{conflicts},{}",
             r.clients, r.target, r.committed, r.failed, r.per_sec, r.total_matches
         );
     }
