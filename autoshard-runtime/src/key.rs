@@ -251,6 +251,14 @@ fn must_escape(c: char) -> bool {
     matches!(c, '%' | '/' | ':' | '{' | '}') || c.is_control()
 }
 
+/// Percent-escapes `raw` the way a key segment is escaped in [`Key::encode`], for other
+/// names built beside keys (the Redis scan index of a kind).
+pub(crate) fn escape_segment(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    escape_into(raw, &mut out);
+    out
+}
+
 fn escape_into(raw: &str, out: &mut String) {
     for c in raw.chars() {
         if must_escape(c) {

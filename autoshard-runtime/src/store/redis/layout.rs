@@ -13,8 +13,7 @@
 //!   holds no `:`; the last `:` therefore splits parent and kind, and the `#i:` / `}#i`
 //!   endings keep indexes apart from counters and documents.
 
-use crate::key::Key;
-use std::fmt::Write as _;
+use crate::key::{escape_segment, Key};
 
 /// The key names of one store (one namespace).
 #[derive(Clone, Debug)]
@@ -51,7 +50,7 @@ impl Layout {
 
     /// The Redis key of the scan index of documents of `kind` under `parent`.
     pub(super) fn index(&self, parent: Option<&Key>, kind: &str) -> String {
-        let kind = escape(kind);
+        let kind = escape_segment(kind);
         match parent {
             Some(parent) => format!("{}{}#i:{kind}", self.prefix, parent.encode()),
             None => format!("{}{{#root:{kind}}}#i", self.prefix),
@@ -67,22 +66,6 @@ impl Layout {
     }
 }
 
-/// Percent-escapes what [`Key::encode`] escapes inside a segment.
-fn escape(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for c in raw.chars() {
-        if matches!(c, '%' | '/' | ':' | '{' | '}') || c.is_control() {
-            let mut buf = [0u8; 4];
-            for byte in c.encode_utf8(&mut buf).bytes() {
-                let _ = write!(out, "%{byte:02X}");
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The Redis Cluster slot of a Redis key: CRC16 (XMODEM) of its hash tag (the text
 /// between the first `{` and the next `}`, when not empty), or of the whole key, mod 16384.
 pub(super) fn slot(redis_key: &str) -> u16 {
@@ -95,22 +78,7 @@ pub(super) fn slot(redis_key: &str) -> u16 {
             }
         }
     }
-    crc16(hashed) % 16384
-}
-
-fn crc16(bytes: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &byte in bytes {
-        crc ^= u16::from(byte) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 == 0 {
-                crc << 1
-            } else {
-                (crc << 1) ^ 0x1021
-            };
-        }
-    }
-    crc
+    crc16::State::<crc16::XMODEM>::calculate(hashed) % 16384
 }
 
 #[cfg(test)]
@@ -120,7 +88,7 @@ mod tests {
     #[test]
     fn slots_match_redis() {
         // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot("123456789"), 0x31C3); // the CRC16-XMODEM check value
         assert_eq!(slot("foo"), 12182);
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
         assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
