@@ -32,53 +32,9 @@ impl Question {
     }
 }
 
-/// Three sharded properties, three folds (sum, max, union), different shard counts.
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-struct Board {
-    #[id]
-    id: String,
-    title: String,
-    #[shardable(neutral = 0, shards = 4)]
-    score: i64,
-    #[shardable(neutral = 0, shards = 2)]
-    peak: u64,
-    #[shardable(neutral = BTreeSet::new(), shards = 3)]
-    tags: BTreeSet<String>,
-}
-
-impl Board {
-    #[shard_method]
-    fn add(&mut self, delta: i64) {
-        self.score += delta;
-    }
-
-    #[shard_method]
-    fn observe(&mut self, value: u64) {
-        self.peak = self.peak.max(value);
-    }
-
-    #[shard_method]
-    fn tag(&mut self, tag: &str) {
-        self.tags.insert(tag.to_owned());
-    }
-
-    #[shard_fold]
-    fn fold_score(a: i64, b: i64) -> i64 {
-        a + b
-    }
-
-    #[shard_fold]
-    fn fold_peak(a: u64, b: u64) -> u64 {
-        a.max(b)
-    }
-
-    #[shard_fold]
-    fn fold_tags(mut a: BTreeSet<String>, b: BTreeSet<String>) -> BTreeSet<String> {
-        a.extend(b);
-        a
-    }
-}
+#[path = "support/board.rs"]
+mod board;
+use board::Board;
 
 fn question(id: u64, votes: i64) -> Question {
     Question::new(id, "Why shard?".into(), "Phil R".into(), votes)
@@ -157,6 +113,7 @@ async fn several_folds_through_the_store() {
     let mut board = Board::new(
         "b/1:{x}".into(),
         "league".into(),
+        None,
         10,
         5,
         BTreeSet::from(["start".into()]),
@@ -200,6 +157,7 @@ async fn save_skips_shadows_left_at_neutral() {
     db.insert(&mut Board::new(
         id.clone(),
         "t".into(),
+        None,
         0,
         0,
         BTreeSet::new(),

@@ -8,63 +8,9 @@ use autoshard::prelude::*;
 use autoshard::{FieldError, Sharding, Value};
 use serde_json::json;
 
-/// Three sharded properties with three different folds: sum, max and set union.
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone, PartialEq)]
-#[entity(kind = "Scoreboard")]
-struct Board {
-    #[id]
-    id: String,
-    title: String,
-    note: Option<String>,
-    #[shardable(neutral = 0, shards = 4)]
-    score: i64,
-    #[shardable(neutral = 0)]
-    peak: u64,
-    #[shardable(neutral = BTreeSet::new(), shards = 3)]
-    tags: BTreeSet<String>,
-}
-
-impl Board {
-    #[shard_method]
-    fn add(&mut self, delta: i64) {
-        self.score += delta;
-    }
-
-    #[shard_method]
-    fn observe(&mut self, value: u64) {
-        self.peak = self.peak.max(value);
-    }
-
-    /// Returns whether the tag was new to the aggregate (the second run's answer).
-    #[shard_method]
-    fn tag(&mut self, tag: &str) -> bool {
-        self.tags.insert(tag.to_owned())
-    }
-
-    /// Refuses to take the score below zero; on the (neutral) shadow that can panic.
-    #[shard_method]
-    fn add_checked(&mut self, delta: i64) {
-        assert!(self.score + delta >= 0, "score would go negative");
-        self.score += delta;
-    }
-
-    #[shard_fold]
-    fn fold_score(a: i64, b: i64) -> i64 {
-        a + b
-    }
-
-    #[shard_fold]
-    fn fold_peak(a: u64, b: u64) -> u64 {
-        a.max(b)
-    }
-
-    #[shard_fold(tags)]
-    fn union(mut a: BTreeSet<String>, b: BTreeSet<String>) -> BTreeSet<String> {
-        a.extend(b);
-        a
-    }
-}
+#[path = "support/board.rs"]
+mod board;
+use board::Board;
 
 const SCORE: usize = 0;
 const PEAK: usize = 1;
