@@ -127,28 +127,40 @@ impl<'a> ShardableAttr<'a> {
 }
 
 fn parse_shards(cx: &mut Ctxt, value: &Expr) -> Option<u32> {
+    parse_positive_count(
+        cx,
+        value,
+        "shards",
+        "`shards` must be an integer literal such as `shards = 10`; \
+         leave `shards` out to shard dynamically",
+        "`shards` must be at least 1; leave `shards` out to shard dynamically",
+    )
+}
+
+/// Parses the value of a count option (`shards`, `group_shards`): an integer literal from
+/// 1 to `u32::MAX`. Reports `not_literal` on the expression, `zero` on a `0` literal.
+pub fn parse_positive_count(
+    cx: &mut Ctxt,
+    value: &Expr,
+    option: &str,
+    not_literal: &str,
+    zero: &str,
+) -> Option<u32> {
     let Expr::Lit(syn::ExprLit {
         lit: Lit::Int(lit), ..
     }) = value
     else {
-        cx.error_spanned_by(
-            value,
-            "`shards` must be an integer literal such as `shards = 10`; \
-             leave `shards` out to shard dynamically",
-        );
+        cx.error_spanned_by(value, not_literal);
         return None;
     };
     match lit.base10_parse::<u32>() {
         Ok(0) => {
-            cx.error_spanned_by(
-                lit,
-                "`shards` must be at least 1; leave `shards` out to shard dynamically",
-            );
+            cx.error_spanned_by(lit, zero);
             None
         }
-        Ok(shards) => Some(shards),
+        Ok(count) => Some(count),
         Err(_) => {
-            cx.error_spanned_by(lit, "`shards` must fit in a `u32`");
+            cx.error_spanned_by(lit, format!("`{option}` must fit in a `u32`"));
             None
         }
     }

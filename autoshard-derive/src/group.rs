@@ -8,7 +8,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::meta::ParseNestedMeta;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, Lit, Meta, Path};
+use syn::{Attribute, Expr, Meta, Path};
 
 use crate::ast::Entity;
 use crate::ctxt::Ctxt;
@@ -58,32 +58,15 @@ pub fn parse_entity_option(
 }
 
 fn parse_group_shards(cx: &mut Ctxt, value: &Expr) -> Option<u32> {
-    let Expr::Lit(syn::ExprLit {
-        lit: Lit::Int(lit), ..
-    }) = value
-    else {
-        cx.error_spanned_by(
-            value,
-            "`group_shards` must be an integer literal such as `group_shards = 8`: \
-             the number of sub-groups the entity group is spread over",
-        );
-        return None;
-    };
-    match lit.base10_parse::<u32>() {
-        Ok(0) => {
-            cx.error_spanned_by(
-                lit,
-                "`group_shards` must be at least 1; `group_shards = 1` (the default) is a \
-                 plain entity group",
-            );
-            None
-        }
-        Ok(shards) => Some(shards),
-        Err(_) => {
-            cx.error_spanned_by(lit, "`group_shards` must fit in a `u32`");
-            None
-        }
-    }
+    crate::attr::parse_positive_count(
+        cx,
+        value,
+        "group_shards",
+        "`group_shards` must be an integer literal such as `group_shards = 8`: \
+         the number of sub-groups the entity group is spread over",
+        "`group_shards` must be at least 1; `group_shards = 1` (the default) is a \
+         plain entity group",
+    )
 }
 
 /// The field's `#[parent]` attribute, if any; arguments and repeats are errors.
