@@ -17,8 +17,30 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const MISSING: &str = "redis-server/redis-cli not found: the Redis store tests start their own \
-     servers and need them installed (Debian/Ubuntu: `apt-get install redis-server redis-tools`; \
-     `.ci/run` does this)";
+     servers and need them installed. Run the tests with `./scripts/test`, which installs them \
+     (Debian/Ubuntu), or install them yourself (`apt-get install redis-server redis-tools`)";
+
+/// Fails the calling test when `redis-server` or `redis-cli` is missing: with the whole
+/// explanation the first time in this test binary, with a one-line pointer to it after.
+fn require_tools() {
+    static FOUND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    static EXPLAINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let found = *FOUND.get_or_init(|| {
+        ["redis-server", "redis-cli"].iter().all(|tool| {
+            Command::new(tool)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+    });
+    assert!(
+        found || !EXPLAINED.swap(true, Ordering::SeqCst),
+        "redis-server/redis-cli not installed (see the first failing test)"
+    );
+    assert!(found, "{MISSING}");
+}
 
 /// A temporary directory removed on drop.
 pub struct TempDir(PathBuf);
@@ -77,6 +99,7 @@ impl RedisServer {
     /// Starts a server in `dir` with `extra` arguments, on a free port (retrying on a
     /// port race). `extra_port` asks for a second free port passed as `--<extra_port> N`.
     fn start(dir: &Path, extra: &[&str], extra_port: Option<&str>) -> RedisServer {
+        require_tools();
         fs::create_dir_all(dir).expect("create server dir");
         let mut last_log = String::new();
         for _ in 0..10 {
