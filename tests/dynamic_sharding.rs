@@ -10,13 +10,13 @@
 
 mod support;
 
-use autoshard::key::DYNAMIC_SHARD_KIND;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::{Compactor, Scan};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+#[cfg(feature = "redis")]
 use support::redis::{namespace, Cluster, Standalone};
 
 /// A dynamically sharded counter, kind `Hits`.
@@ -73,8 +73,8 @@ fn hits(id: u64, start: i64) -> Counter {
 
 /// How many dynamic shard documents entity `id` has.
 async fn dynamic_docs<S: DocumentStore>(store: &S, id: u64) -> usize {
-    let parent = Key::new("Hits", id.to_string()).dynamic_shards();
-    let mut scan = Scan::new(DYNAMIC_SHARD_KIND, Some(parent)).limit(500);
+    let mut scan =
+        autoshard::layout::dynamic_shards_scan(&Key::new("Hits", id.to_string())).limit(500);
     let mut n = 0;
     loop {
         let page = store.scan(&scan).await.unwrap();
@@ -398,6 +398,7 @@ async fn memory() {
     all(MemoryStore::new(), "memory").await;
 }
 
+#[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_standalone() {
     let server = Standalone::start();
@@ -408,6 +409,7 @@ async fn redis_standalone() {
     all(Arc::new(store), "standalone").await;
 }
 
+#[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_cluster() {
     let cluster = Cluster::start();

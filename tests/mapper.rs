@@ -44,7 +44,10 @@ fn question(id: u64, votes: i64) -> Question {
 async fn shard_votes(store: &MemoryStore, main: &Key) -> Vec<i64> {
     let mut votes = Vec::new();
     for i in 0..10 {
-        let doc = store.get(&main.shard(i)).await.unwrap();
+        let doc = store
+            .get(&autoshard::layout::static_shard(main, i))
+            .await
+            .unwrap();
         let shard = doc.expect("every static shard exists after insert");
         votes.push(shard.doc["shard_votes"].as_i64().unwrap());
     }
@@ -104,7 +107,13 @@ async fn design_example_round_trip() {
         left.items.is_empty(),
         "delete removes the main document: {left:?}"
     );
-    assert_eq!(db.store().get(&main.shard(3)).await.unwrap(), None);
+    assert_eq!(
+        db.store()
+            .get(&autoshard::layout::static_shard(&main, 3))
+            .await
+            .unwrap(),
+        None
+    );
 }
 
 #[tokio::test]
@@ -143,7 +152,13 @@ async fn several_folds_through_the_store() {
 async fn shard_versions(store: &MemoryStore, main: &Key) -> Vec<Option<Version>> {
     let mut versions = Vec::new();
     for i in 0..4 {
-        versions.push(store.get(&main.shard(i)).await.unwrap().map(|d| d.version));
+        versions.push(
+            store
+                .get(&autoshard::layout::static_shard(main, i))
+                .await
+                .unwrap()
+                .map(|d| d.version),
+        );
     }
     versions
 }

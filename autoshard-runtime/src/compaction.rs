@@ -34,38 +34,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use crate::mapper::{DEFAULT_BATCH, DEFAULT_ROUNDS};
-
-/// What a compaction did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CompactionReport {
-    /// Entities visited.
-    pub entities: u64,
-    /// Dynamic shard documents folded into a compacted document (and deleted).
-    pub shards_folded: u64,
-    /// Commits made (one per folded batch).
-    pub commits: u64,
-    /// Commits that conflicted with a concurrent compaction and were redone.
-    pub conflicts: u64,
-    /// Entities whose compaction failed (logged; the sweep went on). Only
-    /// [`Compactor`] sweeps count these; [`Mapper::compact`] returns the error.
-    pub failures: u64,
-    /// Sweeps of the kind (one per [`Compactor::run_once`]).
-    pub sweeps: u64,
-}
-
-impl CompactionReport {
-    /// Adds `other`'s counts to this report.
-    pub fn add(&mut self, other: &CompactionReport) {
-        self.entities += other.entities;
-        self.shards_folded += other.shards_folded;
-        self.commits += other.commits;
-        self.conflicts += other.conflicts;
-        self.failures += other.failures;
-        self.sweeps += other.sweeps;
-    }
-}
+pub use crate::mapper::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 
 /// Sweeps all entities of kind `E` and compacts their dynamic shards.
 ///

@@ -1,28 +1,20 @@
-//! Document keys: kind + id, optionally under a parent, and the derived keys of shards and
-//! entity sub-groups.
+//! Document keys: a path of `(kind, name)` segments, and the entity group it belongs to.
 //!
-//! A key is a path of `(kind, name)` segments plus the length of its *entity group*
-//! prefix: the unit a store may commit atomically (on Redis Cluster, the hash tag). This
-//! module only builds, encodes and decodes keys; it knows nothing about any store.
+//! A key is a path of segments plus the length of its *entity group* prefix: the unit a
+//! store may commit atomically (on Redis Cluster, the hash tag). A child key
+//! ([`Key::child`]) stays in its parent's group; a child that starts a group of its own
+//! ([`Key::child_group`]) does not. This module only builds, encodes and decodes keys; it
+//! knows nothing about any store, and nothing about which documents an entity has (that
+//! is the mapper's layout).
 //!
 //! # Encoding
 //! [`Key::encode`] writes every segment as `kind:name`, joined by `/`, with the group
-//! prefix wrapped in `{…}`: `{Question:42}`, `{Question:42/~shard:3}`,
-//! `{Question:42/~group:5}/Response:7`. Every `%`, `/`, `:`, `{`, `}` and control
-//! character inside a kind or name is percent-escaped, so the encoding is injective: no
-//! id can make its key equal another entity's key, a shard key, or move a Redis Cluster
-//! hash tag. Kinds starting with `~` are reserved for the runtime's derived keys.
+//! prefix wrapped in `{…}`: `{Question:42}`, `{Question:42/Part:3}` (a child group),
+//! `{Question:42}/Response:7` (a child in its parent's group). Every `%`, `/`, `:`, `{`,
+//! `}` and control character inside a kind or name is percent-escaped, so the encoding is
+//! injective: no id can make its key equal another key, or move a Redis Cluster hash tag.
 
 use std::fmt;
-
-/// Reserved kind of a static shard segment.
-pub const SHARD_KIND: &str = "~shard";
-/// Reserved kind of the segment under which an entity's dynamic shards live.
-pub const DYNAMIC_SHARDS_KIND: &str = "~dyn";
-/// Reserved kind of one dynamic shard document.
-pub const DYNAMIC_SHARD_KIND: &str = "~d";
-/// Reserved kind of an entity sub-group segment (entity-group sharding).
-pub const SUB_GROUP_KIND: &str = "~group";
 
 /// One `(kind, name)` step of a key's path.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,7 +24,7 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// The kind of this segment (`"Question"`, or a reserved `~…` kind).
+    /// The kind of this segment (`"Question"`).
     #[must_use]
     pub fn kind(&self) -> &str {
         &self.kind
@@ -52,11 +44,16 @@ impl Segment {
 ///
 /// let question = Key::new("Question", "42");
 /// assert_eq!(question.encode(), "{Question:42}");
-/// assert_eq!(question.shard(3).encode(), "{Question:42/~shard:3}");
+/// let response = question.child("Response", "7");
+/// assert_eq!(response.encode(), "{Question:42}/Response:7");
+/// assert!(response.same_group(&question));
+/// let part = question.child_group("Part", "3");
+/// assert_eq!(part.encode(), "{Question:42/Part:3}");
+/// assert!(!part.same_group(&question));
 ///
-/// // Ids that contain separators are escaped, so they cannot collide with a shard key.
-/// let tricky = Key::new("Question", "42/~shard:3");
-/// assert_ne!(tricky.encode(), question.shard(3).encode());
+/// // Ids that contain separators are escaped, so they cannot collide with another key.
+/// let tricky = Key::new("Question", "42/Part:3");
+/// assert_ne!(tricky.encode(), part.encode());
 /// assert_eq!(Key::decode(&tricky.encode()).unwrap(), tricky);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -92,38 +89,14 @@ impl Key {
         }
     }
 
-    /// A derived key that starts an entity group of its own.
-    fn own_group(&self, kind: &str, name: impl Into<String>) -> Self {
+    /// The key of a child of `self` that starts an entity group of its own: it shares
+    /// `self`'s path, not its group, so a store may place it elsewhere (on Redis Cluster,
+    /// in another slot), and its own children ([`Key::child`]) share its group.
+    #[must_use]
+    pub fn child_group(&self, kind: impl Into<String>, name: impl Into<String>) -> Self {
         let mut key = self.child(kind, name);
         key.group_len = key.path.len();
         key
-    }
-
-    /// The key of static shard `index` of this entity. Each shard is its own entity
-    /// group, so the shards of one hot entity spread over Redis Cluster slots.
-    #[must_use]
-    pub fn shard(&self, index: u32) -> Self {
-        self.own_group(SHARD_KIND, index.to_string())
-    }
-
-    /// The prefix under which the dynamic shards of this entity live. It is one entity
-    /// group, so compaction can fold and delete them in one atomic step.
-    #[must_use]
-    pub fn dynamic_shards(&self) -> Self {
-        self.own_group(DYNAMIC_SHARDS_KIND, "")
-    }
-
-    /// The key of one dynamic shard document, named `name` (a fresh UUID per save).
-    #[must_use]
-    pub fn dynamic_shard(&self, name: impl Into<String>) -> Self {
-        self.dynamic_shards().child(DYNAMIC_SHARD_KIND, name)
-    }
-
-    /// The key of sub-group `index` of this root's entity group; children inserted under
-    /// it share that sub-group's entity group.
-    #[must_use]
-    pub fn sub_group(&self, index: u32) -> Self {
-        self.own_group(SUB_GROUP_KIND, index.to_string())
     }
 
     /// The segments of this key, root first.
@@ -173,12 +146,6 @@ impl Key {
     #[must_use]
     pub fn same_group(&self, other: &Key) -> bool {
         self.path[..self.group_len] == other.path[..other.group_len]
-    }
-
-    /// Whether this key is a runtime-derived key (shard, dynamic shard, sub-group).
-    #[must_use]
-    pub fn is_derived(&self) -> bool {
-        self.path.iter().skip(1).any(|s| s.kind.starts_with('~'))
     }
 
     /// The canonical text form of this key; see the module docs.
@@ -253,6 +220,7 @@ fn must_escape(c: char) -> bool {
 
 /// Percent-escapes `raw` the way a key segment is escaped in [`Key::encode`], for other
 /// names built beside keys (the Redis scan index of a kind).
+#[cfg(feature = "redis")]
 pub(crate) fn escape_segment(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
     escape_into(raw, &mut out);
@@ -348,7 +316,7 @@ mod tests {
     fn round_trips_and_never_collides() {
         let ids = [
             "42",
-            "42/~shard:3",
+            "42/Part:3",
             "{x}",
             "a:b",
             "%41",
@@ -362,9 +330,10 @@ mod tests {
             let root = Key::new("Question", id);
             let keys = [
                 root.clone(),
-                root.shard(0),
-                root.dynamic_shard("u"),
-                root.sub_group(1).child("Response", id),
+                root.child_group("Part", "0"),
+                root.child_group("Parts", "").child("Part", "u"),
+                root.child_group("Group", "1").child("Response", id),
+                root.child("Response", id),
             ];
             for key in keys {
                 let text = key.encode();
@@ -380,14 +349,17 @@ mod tests {
     #[test]
     fn groups() {
         let q = Key::new("Question", "1");
-        let r = q.sub_group(2).child("Response", "9");
-        assert_eq!(r.group(), q.sub_group(2));
-        assert!(r.same_group(&q.sub_group(2).child("Response", "10")));
-        assert!(!r.same_group(&q.sub_group(3).child("Response", "9")));
-        assert!(!q.shard(0).same_group(&q.shard(1)));
-        assert!(q.dynamic_shard("a").same_group(&q.dynamic_shard("b")));
-        assert_eq!(r.parent(), Some(q.sub_group(2)));
-        assert_eq!(r.encoded_group(), "Question:1/~group:2");
+        let g2 = q.child_group("Group", "2");
+        let r = g2.child("Response", "9");
+        assert_eq!(r.group(), g2);
+        assert!(r.same_group(&g2.child("Response", "10")));
+        assert!(!r.same_group(&q.child_group("Group", "3").child("Response", "9")));
+        assert!(!q
+            .child_group("Part", "0")
+            .same_group(&q.child_group("Part", "1")));
+        assert!(q.child("A", "a").same_group(&q.child("A", "b")));
+        assert_eq!(r.parent(), Some(g2));
+        assert_eq!(r.encoded_group(), "Question:1/Group:2");
     }
 
     #[test]

@@ -17,6 +17,24 @@ pub mod entity;
 pub mod error;
 pub mod group;
 pub mod key;
+pub mod layout {
+    //! Where the mapper puts an entity's documents, for inspecting a store (tests, tools,
+    //! migrations). The mapper is the only code that decides placement (its `layout`
+    //! module); these functions answer with the same keys it uses. The names of the
+    //! derived kinds are not part of the API: build keys with these functions only.
+    //!
+    //! ```
+    //! use autoshard_runtime::{layout, Key};
+    //!
+    //! let main = Key::new("Question", "42");
+    //! let shard = layout::static_shard(&main, 3);
+    //! assert!(!shard.same_group(&main)); // each static shard is a group of its own
+    //! assert!(layout::compacted(&main).same_group(&layout::dynamic_group(&main)));
+    //! ```
+    pub use crate::mapper::layout::{
+        compacted, dynamic_group, dynamic_shards_scan, static_shard, static_shards_scan, sub_group,
+    };
+}
 #[doc(hidden)]
 pub mod macro_support;
 mod mapper;

@@ -222,7 +222,11 @@ async fn insert_writes_main_and_every_shard() {
         Document::from([("text".to_owned(), "Shards?".into())])
     );
     for i in 0..10 {
-        let shard = store.get(&main.shard(i)).await.unwrap().expect("shard");
+        let shard = store
+            .get(&autoshard_runtime::layout::static_shard(&main, i))
+            .await
+            .unwrap()
+            .expect("shard");
         let want = if i == 0 { 41 } else { 0 };
         assert_eq!(
             shard.doc,
@@ -331,14 +335,14 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
         .unwrap();
     store
         .put(
-            &main.shard(3),
+            &autoshard_runtime::layout::static_shard(&main, 3),
             Document::from([("shard_votes".to_owned(), "banana".into())]),
         )
         .await
         .unwrap();
     match db.load::<Question>(&1).await {
         Err(Error::Malformed { key, field, reason }) => {
-            assert_eq!(key, main.shard(3));
+            assert_eq!(key, autoshard_runtime::layout::static_shard(&main, 3));
             assert_eq!(field, "votes", "{reason}");
         }
         other => panic!("expected Malformed, got {other:?}"),
@@ -346,7 +350,7 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
     // Foreign shard documents (other fields only) count as neutral.
     store
         .put(
-            &main.shard(3),
+            &autoshard_runtime::layout::static_shard(&main, 3),
             Document::from([("other".to_owned(), 1.into())]),
         )
         .await
@@ -358,7 +362,7 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
     for i in 0..10 {
         store
             .put(
-                &main.shard(i),
+                &autoshard_runtime::layout::static_shard(&main, i),
                 Document::from([("shard_votes".to_owned(), serde_json::json!({"a": 1}))]),
             )
             .await
@@ -476,7 +480,10 @@ async fn update_delete_and_the_default_store_type() {
     for i in 0..10 {
         assert_eq!(
             db.store()
-                .get(&Question::key_for(&9).shard(i))
+                .get(&autoshard_runtime::layout::static_shard(
+                    &Question::key_for(&9),
+                    i
+                ))
                 .await
                 .unwrap(),
             None

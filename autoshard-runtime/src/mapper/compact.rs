@@ -1,11 +1,14 @@
 //! `compact`: folds the dynamic shard documents of one entity back into its compacted
 //! document, in bounded batches.
 //!
-//! One round reads the first page of the entity's dynamic shards (the compacted document
-//! comes first, see `dynamic`), folds every value read, and commits ONE transaction in
-//! the entity's dynamic-shard group: expect the compacted document at the version read
-//! (absent if it was absent) and every folded shard at its version, delete those shards,
-//! put the folded value into the compacted document. So:
+//! One round reads the compacted document by its key and, concurrently, the first page of
+//! the entity's dynamic shards (in whatever order the store lists them; the compacted
+//! document, if the page holds it too, is skipped there), folds every value read, and
+//! commits ONE transaction in the entity's dynamic-shard group: expect the compacted
+//! document at the version read (absent if it was absent) and every folded shard at its
+//! version, delete those shards, put the folded value into the compacted document. The
+//! commit checks every version it folded, so the two reads need not be one snapshot.
+//! So:
 //! - a save racing compaction writes a new key, which the round did not read and does
 //!   not delete: it is never lost;
 //! - a second compactor racing the first conflicts on a version (the shards it read are
@@ -18,18 +21,49 @@
 //! written) is left in place rather than folded without its value; the compacted
 //! document keeps such properties as they are.
 //!
-//! This module only compacts one entity; sweeping a kind is [`crate::compaction`].
+//! This module only compacts one entity; sweeping a kind is [`crate::compaction`], which
+//! builds on it (never the reverse).
 
-use super::dynamic::{compacted_key, dynamic_scan};
-use super::load::with_property;
+use super::codec::with_property;
+use super::layout;
 use super::Mapper;
-use crate::compaction::CompactionReport;
 use crate::document::{Document, Value};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::time::Instant;
+
+/// What a compaction did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CompactionReport {
+    /// Entities visited.
+    pub entities: u64,
+    /// Dynamic shard documents folded into a compacted document (and deleted).
+    pub shards_folded: u64,
+    /// Commits made (one per folded batch).
+    pub commits: u64,
+    /// Commits that conflicted with a concurrent compaction and were redone.
+    pub conflicts: u64,
+    /// Entities whose compaction failed (logged; the sweep went on). Only
+    /// [`Compactor`](crate::compaction::Compactor) sweeps count these; [`Mapper::compact`] returns the error.
+    pub failures: u64,
+    /// Sweeps of the kind (one per [`Compactor::run_once`](crate::compaction::Compactor::run_once)).
+    pub sweeps: u64,
+}
+
+impl CompactionReport {
+    /// Adds `other`'s counts to this report.
+    pub fn add(&mut self, other: &CompactionReport) {
+        self.entities += other.entities;
+        self.shards_folded += other.shards_folded;
+        self.commits += other.commits;
+        self.conflicts += other.conflicts;
+        self.failures += other.failures;
+        self.sweeps += other.sweeps;
+    }
+}
 
 /// Shard documents folded per commit by [`Mapper::compact`].
 pub const DEFAULT_BATCH: usize = 256;
@@ -130,19 +164,33 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// One round: scan a page, fold it, commit (module docs).
     async fn compact_round<E: Entity>(&self, main: &Key, batch: usize) -> Result<Round> {
-        let compacted = compacted_key(main);
-        let page = self.store.scan(&dynamic_scan(main).limit(batch)).await?;
+        let compacted = layout::compacted(main);
+        let page = self
+            .store
+            .scan(&layout::dynamic_shards_scan(main).limit(batch))
+            .await?;
         let more = page.next.is_some();
+        let listed = page.items.iter().find(|(key, _)| *key == compacted);
+        if page.items.len() <= usize::from(listed.is_some()) {
+            return Ok(Round::Idle);
+        }
+        let current = match listed {
+            Some((_, current)) => Some(current.clone()),
+            None => self.store.get(&compacted).await?,
+        };
 
-        let mut compacted_version = None;
+        let compacted_version = current.as_ref().map(|c| c.version);
         let mut kept = Document::new();
         let mut folded: Vec<Option<Value>> = vec![None; E::PROPERTIES.len()];
         let mut shards = Vec::new();
-        for (key, stored) in &page.items {
+        let read = current.iter().map(|c| (&compacted, c));
+        let listed = page
+            .items
+            .iter()
+            .filter(|(key, _)| *key != compacted)
+            .map(|(k, v)| (k, v));
+        for (key, stored) in read.chain(listed) {
             let is_compacted = *key == compacted;
-            if is_compacted {
-                compacted_version = Some(stored.version);
-            }
             let unknown: Vec<&String> = stored
                 .doc
                 .keys()

@@ -3,38 +3,29 @@
 //! back into one.
 //!
 //! # Layout
-//! All dynamic shards of the entity at `main` live in ONE entity group,
-//! [`Key::dynamic_shards`] (`{Question:42/~dyn:}`): on Redis Cluster they share one hash
-//! tag, so one slot, and compaction is a single Lua commit on one node. Inside it:
-//! - `{Question:42/~dyn:}/~d:<uuid>`: one document per save, a fresh UUID v4 name,
-//!   written with one `insert` (no read, no retry loop: the key is new, so nothing
-//!   contends). It holds `stored_as → shadow` of every dynamic property whose shadow is
-//!   not its neutral value.
-//! - `{Question:42/~dyn:}/~d:` (empty name, [`compacted_key`]): the *compacted*
-//!   document. `insert` writes the start values there (an empty document for an entity
-//!   whose properties are all static, so that its loads take the one-page fast path
-//!   below); compaction folds shards into it.
-//!   The empty name sorts before every UUID, in [`Key`] order and in the byte order of
-//!   the Redis scan index, so a scan always returns it first.
-//!
-//! Both are listed by the scan index of (`~dyn` prefix, `~d`), which lives in the same
-//! group, so on Redis the commit script updates it atomically with the documents.
+//! All dynamic shards of an entity live in ONE entity group (`layout::dynamic_group`): on
+//! Redis Cluster they share one hash tag, so one slot, and compaction is a single commit.
+//! Inside it, one document per save (a fresh UUID name, written with one `insert`: no
+//! read, no retry loop, nothing contends), holding `stored_as → shadow` of every dynamic
+//! property whose shadow is not its neutral value; and the *compacted* document
+//! (`layout::compacted`), which `insert` creates (empty for an entity whose properties
+//! are all static) and compaction folds shards into.
 //!
 //! # Loads are consistent despite compaction
 //! A load reads the dynamic shards with a scan, concurrently with the `get_many` of the
 //! main document and the static shards (no extra sequential round trip). Compaction
 //! moves values between documents, so a scan racing it could see a value twice (in a
-//! shard read early and in the compacted document read later) or not at all. Every
-//! compaction rewrites the compacted document, so the load compares the compacted
-//! document's version as read by the first page with its version after the last page:
-//! equal means no compaction committed in between, and every value was seen exactly
-//! once. When they differ the load scans again (bounded; then [`Error::Contention`]).
-//! One page that contains the compacted document needs no check: a page is read in one
-//! atomic step of one entity group (`get_many` of one group is a snapshot on every
-//! backend here: one lock on [`crate::MemoryStore`], one Lua script on Redis). Loads
-//! therefore ask for all dynamic shards in one page; the check matters for stores that
-//! page anyway, and when the compacted document is absent (an entity inserted before
-//! its property became dynamic) and compaction creates it meanwhile.
+//! shard read early and in the compacted document read later) or not at all. It relies
+//! on two promises of the [`DocumentStore`] contract, and on no scan order:
+//! - **one page is a snapshot of its group.** When the whole scan comes back in one page
+//!   (loads ask for everything at once), the page is one atomic read of the dynamic group:
+//!   every value is in it exactly once, whatever compaction did before or after.
+//! - **versions change on every write and are never reused.** When the store splits the
+//!   scan into pages anyway, the load reads the compacted document's version *before*
+//!   the first page and again *after* the last. Every compaction rewrites the compacted
+//!   document in the same commit that deletes the shards it folded, so equal versions
+//!   mean no compaction committed in between, and every value was seen exactly once;
+//!   otherwise it scans again (bounded; then [`Error::Contention`]).
 //!
 //! # Moving between static and dynamic sharding
 //! A load folds every shard document it finds, for every sharded property it holds,
@@ -51,48 +42,26 @@
 //!
 //! This module does not decide when to compact; see [`crate::compaction`].
 
-use super::layout::{dynamic_properties, has_dynamic, static_shard_count};
-use super::load::with_property;
-use super::{malformed, Mapper};
+use super::attempt::Attempt;
+use super::codec::{malformed, with_property};
+use super::layout::{
+    self, dynamic_properties, has_dynamic, static_shard_count, static_shard_index,
+};
+use super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
-use crate::key::{Key, DYNAMIC_SHARD_KIND, SHARD_KIND};
-use crate::store::{DocumentStore, Scan};
-
-/// The name of the compacted dynamic shard document (sorts before every UUID).
-const COMPACTED: &str = "";
+use crate::key::Key;
+use crate::store::DocumentStore;
+use std::ops::ControlFlow;
 
 /// How many times a load scans the dynamic shards again because compaction raced it.
 const LOAD_SCAN_ATTEMPTS: u32 = 8;
 
-/// The page size of the scans of a load: everything in one page, so that on the stores
-/// here (whose pages are atomic reads) the fast path of `read_dynamic_shards` applies
+/// The page size of the scans of a load: everything in one page, so that a store that
+/// answers in one page (an atomic read, by the store contract) needs no version check
 /// and a compaction racing the load never forces it to scan again.
 const LOAD_PAGE: usize = 1 << 30;
-
-/// The key of the compacted dynamic shard document of the entity at `main`.
-pub(super) fn compacted_key(main: &Key) -> Key {
-    main.dynamic_shard(COMPACTED)
-}
-
-/// The scan of the dynamic shards of the entity at `main`.
-pub(super) fn dynamic_scan(main: &Key) -> Scan {
-    Scan::new(DYNAMIC_SHARD_KIND, Some(main.dynamic_shards()))
-}
-
-/// Folds every sharded property of `E` present in the shard document `doc` at `key`
-/// into `entity`.
-pub(super) fn fold_document<E: Entity>(entity: &mut E, key: &Key, doc: &Document) -> Result<()> {
-    for (index, p) in E::PROPERTIES.iter().enumerate() {
-        if let Some(stored) = doc.get(p.stored_as) {
-            entity
-                .fold_stored(index, stored)
-                .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
-        }
-    }
-    Ok(())
-}
 
 impl<S: DocumentStore> Mapper<S> {
     /// Writes the touched, non-neutral shadows of the dynamic properties of `entity` as
@@ -114,27 +83,20 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         if !doc.is_empty() {
-            // A UUID v4 collision is not a practical concern; a second name is still
-            // tried rather than reporting a conflict the caller could do nothing about.
-            let mut tries = 0;
+            // A UUID v4 collision is not a practical concern; a taken name counts as a
+            // conflict, and the next attempt takes a new name.
+            let mut retrying = self.retrying("save dynamic shard");
             loop {
-                tries += 1;
-                let key = main.dynamic_shard(uuid::Uuid::new_v4().hyphenated().to_string());
-                self.metrics.attempt(tries > 1);
-                match self.store.insert(&key, doc.clone()).await {
-                    Ok(_) => {
-                        self.metrics.commit();
-                        tracing::debug!(key = %key, "save: dynamic shard");
-                        break;
+                let key = layout::new_dynamic_shard(main);
+                let attempt = async {
+                    match self.store.insert(&key, doc.clone()).await {
+                        Ok(_) => Ok(Attempt::Committed(())),
+                        Err(Error::AlreadyExists { key }) => Ok(Attempt::Conflict(key)),
+                        Err(e) => Err(e),
                     }
-                    Err(Error::AlreadyExists { key }) if tries < 3 => {
-                        self.metrics.conflict();
-                        tracing::warn!(key = %key, "save: dynamic shard name taken; new name");
-                    }
-                    Err(e) => {
-                        self.metrics.failure();
-                        return Err(e);
-                    }
+                };
+                if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+                    break;
                 }
             }
         }
@@ -160,13 +122,12 @@ impl<S: DocumentStore> Mapper<S> {
         let current = static_shard_count::<E>();
         let old_static = async {
             let all = self
-                .scan_all(Scan::new(SHARD_KIND, Some(main.clone())).limit(LOAD_PAGE))
+                .scan_all(layout::static_shards_scan(main).limit(LOAD_PAGE))
                 .await?;
-            Ok::<_, Error>(all.into_iter().filter(move |(key, _)| {
-                key.name()
-                    .parse::<u32>()
-                    .is_ok_and(|index| index >= current)
-            }))
+            Ok::<_, Error>(
+                all.into_iter()
+                    .filter(move |(key, _)| static_shard_index(key).is_some_and(|i| i >= current)),
+            )
         };
         let (mut dynamic, old_static) =
             futures::try_join!(self.read_dynamic_shards(main), old_static)?;
@@ -174,49 +135,23 @@ impl<S: DocumentStore> Mapper<S> {
         Ok(dynamic)
     }
 
-    /// Every document of `scan`, all pages.
-    async fn scan_all(&self, mut scan: Scan) -> Result<Vec<(Key, Versioned)>> {
-        let mut items = Vec::new();
-        loop {
-            let page = self.store.scan(&scan).await?;
-            items.extend(page.items);
-            match page.next {
-                Some(cursor) => scan.cursor = Some(cursor),
-                None => return Ok(items),
-            }
-        }
-    }
-
     /// Every dynamic shard document of the entity at `main`, each value exactly once
     /// even while compaction runs (module docs).
     async fn read_dynamic_shards(&self, main: &Key) -> Result<Vec<(Key, Versioned)>> {
-        let compacted = compacted_key(main);
+        let scan = layout::dynamic_shards_scan(main).limit(LOAD_PAGE);
+        let first = self.store.scan(&scan).await?;
+        if first.next.is_none() {
+            // One page: one atomic read of the group.
+            return Ok(first.items);
+        }
+        // Pages: the first one was read before any version, so it cannot be checked; the
+        // whole scan is read again between two reads of the compacted document.
+        let compacted = layout::compacted(main);
         for attempt in 1..=LOAD_SCAN_ATTEMPTS {
-            let mut scan = dynamic_scan(main).limit(LOAD_PAGE);
-            let mut items = Vec::new();
-            let mut pages = 0u32;
-            let mut first = None;
-            loop {
-                let page = self.store.scan(&scan).await?;
-                pages += 1;
-                if pages == 1 {
-                    first = page
-                        .items
-                        .iter()
-                        .find(|(key, _)| *key == compacted)
-                        .map(|(_, doc)| doc.version);
-                }
-                items.extend(page.items);
-                match page.next {
-                    Some(cursor) => scan.cursor = Some(cursor),
-                    None => break,
-                }
-            }
-            if pages == 1 && first.is_some() {
-                return Ok(items);
-            }
-            let now = self.store.get(&compacted).await?.map(|doc| doc.version);
-            if now == first {
+            let before = self.store.get(&compacted).await?.map(|doc| doc.version);
+            let items = self.scan_all(scan.clone()).await?;
+            let after = self.store.get(&compacted).await?.map(|doc| doc.version);
+            if before == after {
                 return Ok(items);
             }
             tracing::debug!(key = %compacted, attempt, "load: compaction raced the scan; again");

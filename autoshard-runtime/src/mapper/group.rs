@@ -7,13 +7,16 @@
 //! expecting the anchor version it read: the sub-group's one commit log. This module never
 //! touches property shards; children have none.
 
-use super::{malformed, Attempt, Mapper};
+use super::attempt::Attempt;
+use super::codec::malformed;
+use super::layout;
+use super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, FieldError, Result};
 use crate::group::Child;
 use crate::key::{EntityId, Key};
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::store::{DocumentStore, Transaction};
 use rand::Rng;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -35,12 +38,9 @@ impl<S: DocumentStore> Mapper<S> {
         let name = entity.id().to_key_name();
         let mut retrying = self.retrying("insert child");
         loop {
-            retrying.begin();
             let sub_group = rand::rng().random_range(0..shards);
-            let outcome = self
-                .try_insert_child(entity, &root, &name, shards, sub_group)
-                .await;
-            if let ControlFlow::Break(()) = retrying.end(outcome).await? {
+            let attempt = self.try_insert_child(entity, &root, &name, shards, sub_group);
+            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                 return Ok(());
             }
         }
@@ -55,11 +55,11 @@ impl<S: DocumentStore> Mapper<S> {
         shards: u32,
         sub_group: u32,
     ) -> Result<Attempt<()>> {
-        let anchor = root.sub_group(sub_group);
+        let anchor = layout::sub_group(root, sub_group);
         let key = anchor.child(E::KIND, name);
         let doc = entity.to_document().map_err(malformed(&key))?;
         let mut keys = vec![root.clone(), anchor.clone()];
-        keys.extend(candidates(root, E::KIND, name, shards));
+        keys.extend(layout::child_candidates(root, E::KIND, name, shards));
         let found = self.get_exactly(&keys).await?;
         if found[0].is_none() {
             return Err(Error::NotFound { key: root.clone() });
@@ -175,16 +175,7 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// The children of kind `C` stored in sub-group `k` of `root`, every page.
     async fn scan_children<C: Child>(&self, root: &Key, k: u32) -> Result<Vec<(Key, Versioned)>> {
-        let mut scan = Scan::new(C::KIND, Some(root.sub_group(k)));
-        let mut out = Vec::new();
-        loop {
-            let page = self.store.scan(&scan).await?;
-            out.extend(page.items);
-            match page.next {
-                Some(cursor) => scan.cursor = Some(cursor),
-                None => return Ok(out),
-            }
-        }
+        self.scan_all(layout::children_scan(root, C::KIND, k)).await
     }
 
     /// A group transaction: reads the children `ids` of the root `parent`, which must all
@@ -237,11 +228,8 @@ impl<S: DocumentStore> Mapper<S> {
         };
         let mut retrying = self.retrying("update children");
         loop {
-            retrying.begin();
-            let outcome = self
-                .try_update_children(&root, &anchor, &keys, ids, &mut change)
-                .await;
-            if let ControlFlow::Break(result) = retrying.end(outcome).await? {
+            let attempt = self.try_update_children(&root, &anchor, &keys, ids, &mut change);
+            if let ControlFlow::Break(result) = retrying.attempt(attempt).await? {
                 return Ok(result);
             }
         }
@@ -282,9 +270,7 @@ impl<S: DocumentStore> Mapper<S> {
         })
         .await?
         .ok_or_else(|| Error::NotFound {
-            key: C::Parent::key_for(parent)
-                .sub_group(0)
-                .child(C::KIND, id.to_key_name()),
+            key: layout::sub_group(&C::Parent::key_for(parent), 0).child(C::KIND, id.to_key_name()),
         })
     }
 
@@ -327,12 +313,7 @@ impl<S: DocumentStore> Mapper<S> {
             txn = txn.put(key.clone(), doc);
         }
         txn = txn.put(anchor.clone(), Document::new());
-        self.commit_attempt(&txn)
-            .await
-            .map(|attempt| match attempt {
-                Attempt::Committed(()) => Attempt::Committed(result),
-                Attempt::Conflict(key) => Attempt::Conflict(key),
-            })
+        Ok(self.commit_attempt(&txn).await?.map(|()| result))
     }
 
     /// Deletes the child of kind `C` with id `id` under the root `parent` (with a rewrite
@@ -349,8 +330,7 @@ impl<S: DocumentStore> Mapper<S> {
         };
         let mut retrying = self.retrying("delete child");
         loop {
-            retrying.begin();
-            let outcome = async {
+            let attempt = async {
                 let found = self.get_exactly(&[anchor.clone(), key.clone()]).await?;
                 let Some(child) = &found[1] else {
                     return Ok(Attempt::Committed(false));
@@ -360,13 +340,9 @@ impl<S: DocumentStore> Mapper<S> {
                     .expect(key.clone(), Some(child.version))
                     .put(anchor.clone(), Document::new())
                     .delete(key.clone());
-                Ok(match self.commit_attempt(&txn).await? {
-                    Attempt::Committed(()) => Attempt::Committed(true),
-                    Attempt::Conflict(key) => Attempt::Conflict(key),
-                })
-            }
-            .await;
-            if let ControlFlow::Break(existed) = retrying.end(outcome).await? {
+                Ok(self.commit_attempt(&txn).await?.map(|()| true))
+            };
+            if let ControlFlow::Break(existed) = retrying.attempt(attempt).await? {
                 return Ok(existed);
             }
         }
@@ -403,21 +379,15 @@ impl<S: DocumentStore> Mapper<S> {
         tracing::debug!(root = %root, kind = C::KIND, "delete group");
         let existed = self.delete::<C::Parent>(parent).await?;
         for k in 0..shards {
-            let anchor = root.sub_group(k);
-            let mut scan = Scan::new(C::KIND, Some(anchor.clone()));
-            loop {
-                let page = self.store.scan(&scan).await?;
-                if !page.items.is_empty() {
+            let anchor = layout::sub_group(&root, k);
+            let mut pages = self.pages(layout::children_scan(&root, C::KIND, k));
+            while let Some(page) = pages.next().await? {
+                if !page.is_empty() {
                     let txn = page
-                        .items
                         .into_iter()
                         .fold(Transaction::new(), |txn, (key, _)| txn.delete(key));
                     // No expectations: a delete cannot conflict.
                     let _ = self.store.commit(&txn).await?;
-                }
-                match page.next {
-                    Some(cursor) => scan.cursor = Some(cursor),
-                    None => break,
                 }
             }
             self.store.delete(&anchor).await?;
@@ -428,7 +398,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// Finds the one sub-group that holds child `id` of `root`.
     async fn locate<C: Child>(&self, root: &Key, id: &C::Id) -> Result<(Key, Versioned)> {
         let shards = group_shards::<C>()?;
-        let keys = candidates(root, C::KIND, &id.to_key_name(), shards);
+        let keys = layout::child_candidates(root, C::KIND, &id.to_key_name(), shards);
         let found = self.get_exactly(&keys).await?;
         let mut hits = keys
             .into_iter()
@@ -436,7 +406,7 @@ impl<S: DocumentStore> Mapper<S> {
             .filter_map(|(k, f)| Some((k, f?)));
         let Some(hit) = hits.next() else {
             return Err(Error::NotFound {
-                key: root.sub_group(0).child(C::KIND, id.to_key_name()),
+                key: layout::sub_group(root, 0).child(C::KIND, id.to_key_name()),
             });
         };
         if let Some((other, _)) = hits.next() {
@@ -463,7 +433,7 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let all: Vec<Key> = names
             .iter()
-            .flat_map(|name| candidates(root, C::KIND, name, shards))
+            .flat_map(|name| layout::child_candidates(root, C::KIND, name, shards))
             .collect();
         let found = self.get_exactly(&all).await?;
         let per_child = all
@@ -495,27 +465,6 @@ impl<S: DocumentStore> Mapper<S> {
         }
         Ok(keys)
     }
-
-    /// `get_many`, checking that the store answered one entry per key.
-    async fn get_exactly(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        let found = self.store.get_many(keys).await?;
-        if found.len() == keys.len() {
-            Ok(found)
-        } else {
-            Err(Error::backend(
-                format!("get_many of {} keys", keys.len()),
-                format!("the store answered {} entries", found.len()),
-            ))
-        }
-    }
-
-    /// Commits `txn` as one optimistic attempt.
-    async fn commit_attempt(&self, txn: &Transaction) -> Result<Attempt<()>> {
-        Ok(match self.store.commit(txn).await? {
-            Commit::Committed => Attempt::Committed(()),
-            Commit::Conflict { key } => Attempt::Conflict(key),
-        })
-    }
 }
 
 /// `Err(Invalid)` for an operation on a root's documents that was asked of a child kind;
@@ -540,13 +489,6 @@ fn group_shards<E: Entity>() -> Result<u32> {
         ))),
         k => Ok(k),
     }
-}
-
-/// The key child `name` of `kind` would have in each sub-group of `root`.
-fn candidates(root: &Key, kind: &str, name: &str, shards: u32) -> Vec<Key> {
-    (0..shards)
-        .map(|k| root.sub_group(k).child(kind, name))
-        .collect()
 }
 
 /// Decodes the child stored at `key`, checking that it names `root` as its parent.

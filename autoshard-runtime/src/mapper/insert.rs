@@ -5,11 +5,11 @@
 //! are invisible (`load` needs the main document) and the next `insert` of that id
 //! overwrites them.
 
-use super::dynamic::{compacted_key, dynamic_scan};
+use super::codec::malformed;
 use super::layout::{
-    dynamic_properties, properties_in_shard, static_shard_count, static_shard_keys,
+    self, dynamic_properties, properties_in_shard, static_shard_count, static_shard_keys,
 };
-use super::{malformed, Mapper};
+use super::Mapper;
 use crate::document::Document;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
@@ -103,15 +103,10 @@ impl<S: DocumentStore> Mapper<S> {
         }
         if !E::PROPERTIES.is_empty() {
             // Dynamic shards, also of a property that was dynamic before a redeploy.
-            let mut scan = dynamic_scan(&main);
-            loop {
-                let page = self.store.scan(&scan).await?;
-                for (key, _) in page.items {
+            let mut pages = self.pages(layout::dynamic_shards_scan(&main));
+            while let Some(page) = pages.next().await? {
+                for (key, _) in page {
                     self.store.delete(&key).await?;
-                }
-                match page.next {
-                    Some(cursor) => scan.cursor = Some(cursor),
-                    None => break,
                 }
             }
         }
@@ -121,13 +116,12 @@ impl<S: DocumentStore> Mapper<S> {
 
 /// The static shard documents of a new entity, and its compacted dynamic shard holding
 /// the start value of each dynamic property. The compacted document is written for every
-/// sharded entity, even when empty (a static-only entity): a load that finds it in its one
-/// scan page needs no second read to check for racing compaction (see `dynamic`), and it
-/// overwrites one left behind by an interrupted delete.
+/// sharded entity, even when empty (a static-only entity), so that it overwrites one left
+/// behind by an interrupted delete.
 fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
     let mut docs = static_shard_documents(entity, main)?;
     if !E::PROPERTIES.is_empty() {
-        let key = compacted_key(main);
+        let key = layout::compacted(main);
         let mut doc = Document::new();
         for (index, p) in dynamic_properties::<E>() {
             let value = entity.aggregate_value(index).map_err(malformed(&key))?;
@@ -143,7 +137,7 @@ fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Docume
 fn static_shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
     (0..static_shard_count::<E>())
         .map(|shard| {
-            let key = main.shard(shard);
+            let key = layout::static_shard(main, shard);
             let mut doc = Document::new();
             for p in properties_in_shard::<E>(shard) {
                 let value = if shard == 0 {

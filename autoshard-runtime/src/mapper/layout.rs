@@ -1,11 +1,99 @@
-//! Where an entity's documents live: the main document and, per sharded property, its
-//! shard documents. Every operation asks here instead of matching on [`Sharding`] itself,
-//! so new placements (dynamic shards, entity-group sharding) are added in one place.
-//! Dynamic shards (their keys, the compacted document, how loads find them) are
-//! described in `dynamic`.
+//! Where an entity's documents live: the one owner of placement. Every operation asks
+//! here for a key or a scan instead of building one, so the document layout is decided
+//! in one place and the reserved `~` kinds below are named nowhere else.
+//!
+//! For the entity whose main document is at `main` (`{Question:42}`):
+//! - static shard `i`: [`static_shard`], `{Question:42/~shard:i}`, an entity group of its
+//!   own, so the shards of one hot entity spread over Redis Cluster slots. It holds one
+//!   field per statically sharded property with more than `i` shards.
+//! - dynamic shards: one entity group, [`dynamic_group`] (`{Question:42/~dyn:}`), so that
+//!   compaction folds and deletes them in one atomic commit (one slot). Inside it, one
+//!   document per dynamic save ([`new_dynamic_shard`], `…/~d:<uuid>`) and the compacted
+//!   document ([`compacted`], `…/~d:`, the empty name); [`dynamic_shards_scan`] lists
+//!   them all, the compacted document included.
+//! - entity-group sharding: sub-group `k` of a root ([`sub_group`],
+//!   `{Question:42/~group:k}`), its own entity group; a child lives under one sub-group
+//!   ([`child_candidates`] lists the `K` places a child with a given id may be).
+//!
+//! Entity kinds are Rust type names, so they never start with `~`: a derived key never
+//! equals an entity's key, and [`crate::Key`]'s encoding keeps ids from forging one.
 
 use crate::entity::{Entity, ShardedProperty, Sharding};
 use crate::key::Key;
+use crate::store::Scan;
+
+/// Kind of a static shard document.
+const SHARD: &str = "~shard";
+/// Kind of the group that holds an entity's dynamic shards.
+const DYNAMIC_GROUP: &str = "~dyn";
+/// Kind of one dynamic shard document (and of the compacted one).
+const DYNAMIC_SHARD: &str = "~d";
+/// Name of the compacted dynamic shard document.
+const COMPACTED: &str = "";
+/// Kind of a sub-group of an entity group.
+const SUB_GROUP: &str = "~group";
+
+/// The key of static shard `index` of the entity at `main`.
+#[must_use]
+pub fn static_shard(main: &Key, index: u32) -> Key {
+    main.child_group(SHARD, index.to_string())
+}
+
+/// Every static shard document under `main`, whatever its index (shards of an older,
+/// larger annotation included).
+#[must_use]
+pub fn static_shards_scan(main: &Key) -> Scan {
+    Scan::new(SHARD, Some(main.clone()))
+}
+
+/// The index of a static shard key from [`static_shards_scan`].
+pub(crate) fn static_shard_index(key: &Key) -> Option<u32> {
+    key.name().parse().ok()
+}
+
+/// The entity group that holds the dynamic shards of the entity at `main`.
+#[must_use]
+pub fn dynamic_group(main: &Key) -> Key {
+    main.child_group(DYNAMIC_GROUP, "")
+}
+
+/// The compacted dynamic shard document of the entity at `main`.
+#[must_use]
+pub fn compacted(main: &Key) -> Key {
+    dynamic_group(main).child(DYNAMIC_SHARD, COMPACTED)
+}
+
+/// A new dynamic shard document of the entity at `main`, under a fresh UUID v4 name.
+pub(crate) fn new_dynamic_shard(main: &Key) -> Key {
+    dynamic_group(main).child(DYNAMIC_SHARD, uuid::Uuid::new_v4().hyphenated().to_string())
+}
+
+/// Every dynamic shard document of the entity at `main`, the compacted one included, in
+/// no promised order.
+#[must_use]
+pub fn dynamic_shards_scan(main: &Key) -> Scan {
+    Scan::new(DYNAMIC_SHARD, Some(dynamic_group(main)))
+}
+
+/// Sub-group `k` of the entity group of the root at `root`; its key is also the
+/// sub-group's anchor document, rewritten by every commit in the sub-group.
+#[must_use]
+pub fn sub_group(root: &Key, k: u32) -> Key {
+    root.child_group(SUB_GROUP, k.to_string())
+}
+
+/// The keys a child of `kind` named `name` may have under `root` with `k` sub-groups,
+/// sub-group 0 first.
+pub(crate) fn child_candidates(root: &Key, kind: &str, name: &str, k: u32) -> Vec<Key> {
+    (0..k)
+        .map(|i| sub_group(root, i).child(kind, name))
+        .collect()
+}
+
+/// The children of `kind` in sub-group `k` of `root`.
+pub(crate) fn children_scan(root: &Key, kind: &str, k: u32) -> Scan {
+    Scan::new(kind, Some(sub_group(root, k)))
+}
 
 /// A sharded property with its index in [`Entity::PROPERTIES`] and number of static
 /// shards.
@@ -47,7 +135,7 @@ pub(super) fn static_shard_count<E: Entity>() -> u32 {
 /// The keys of all static shard documents of the entity at `main`, shard 0 first.
 pub(super) fn static_shard_keys<E: Entity>(main: &Key) -> Vec<Key> {
     (0..static_shard_count::<E>())
-        .map(|i| main.shard(i))
+        .map(|i| static_shard(main, i))
         .collect()
 }
 

@@ -2,9 +2,9 @@
 //! property folded over its shards (paper, section 4, "Loading"); concurrently, the
 //! dynamic shards (see `dynamic`).
 
-use super::dynamic::fold_document;
+use super::codec::{fold_document, malformed};
 use super::layout::static_shard_keys;
-use super::{malformed, Mapper};
+use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::store::DocumentStore;
@@ -82,15 +82,4 @@ impl<S: DocumentStore> Mapper<S> {
         }
         Ok(entity)
     }
-}
-
-/// Makes sure a field error names the property (generated code may leave it empty).
-pub(super) fn with_property(
-    mut e: crate::error::FieldError,
-    name: &str,
-) -> crate::error::FieldError {
-    if e.field.is_empty() {
-        name.clone_into(&mut e.field);
-    }
-    e
 }

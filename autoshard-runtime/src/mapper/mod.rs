@@ -7,25 +7,24 @@
 //! shards and entity groups slot in there. Child entities of entity groups have their own
 //! operations in `group`.
 
+mod attempt;
+mod codec;
 mod compact;
 mod dynamic;
 mod group;
 mod insert;
-mod layout;
+pub(crate) mod layout;
 mod load;
 mod save;
 mod update;
 
-pub use compact::{DEFAULT_BATCH, DEFAULT_ROUNDS};
+pub use compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 
-use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::store::DocumentStore;
 use std::fmt;
-use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Persists [`Entity`](crate::Entity) values in a [`DocumentStore`], sharding hot properties as the
 /// `AutoShard` paper describes (section 4): `load` folds all shards, `save` folds the local
@@ -89,75 +88,6 @@ impl<S: DocumentStore> Mapper<S> {
     pub fn store(&self) -> &S {
         &self.store
     }
-
-    /// The retry loop of one optimistic operation (`what` names it in logs).
-    fn retrying(&self, what: &'static str) -> Retrying<'_> {
-        Retrying {
-            policy: &self.retry,
-            metrics: &self.metrics,
-            what,
-            started: Instant::now(),
-            attempts: 0,
-        }
-    }
-}
-
-/// Counts the attempts of one optimistic operation and decides, per the policy, whether
-/// to try again. Callers loop: `begin()`, run one attempt, hand its outcome to `end()`.
-struct Retrying<'m> {
-    policy: &'m RetryPolicy,
-    metrics: &'m Metrics,
-    what: &'static str,
-    started: Instant,
-    attempts: u32,
-}
-
-impl Retrying<'_> {
-    fn begin(&mut self) {
-        self.metrics.attempt(self.attempts > 0);
-        self.attempts += 1;
-    }
-
-    /// `Break(value)` when the attempt committed; `Continue` after sleeping when it
-    /// conflicted and the policy allows another attempt; the error otherwise.
-    async fn end<T>(&mut self, outcome: Result<Attempt<T>>) -> Result<ControlFlow<T>> {
-        let (what, attempts) = (self.what, self.attempts);
-        match outcome {
-            Ok(Attempt::Committed(value)) => {
-                self.metrics.commit();
-                tracing::debug!(what, attempts, "committed");
-                Ok(ControlFlow::Break(value))
-            }
-            Ok(Attempt::Conflict(key)) => {
-                self.metrics.conflict();
-                if let Some(delay) = self
-                    .policy
-                    .delay_before_retry(attempts, self.started.elapsed())
-                {
-                    tracing::debug!(what, key = %key, attempts, ?delay, "conflict; retrying");
-                    if delay > Duration::ZERO {
-                        tokio::time::sleep(delay).await;
-                    }
-                    Ok(ControlFlow::Continue(()))
-                } else {
-                    self.metrics.failure();
-                    tracing::debug!(what, key = %key, attempts, "conflict; giving up");
-                    Err(crate::Error::Contention { key, attempts })
-                }
-            }
-            Err(e) => {
-                self.metrics.failure();
-                tracing::debug!(what, attempts, error = %e, "attempt failed");
-                Err(e)
-            }
-        }
-    }
-}
-
-/// The outcome of one optimistic attempt.
-enum Attempt<T> {
-    Committed(T),
-    Conflict(crate::key::Key),
 }
 
 impl<S: Clone> Clone for Mapper<S> {
@@ -178,9 +108,4 @@ impl<S: fmt::Debug> fmt::Debug for Mapper<S> {
             .field("metrics", &self.metrics)
             .finish()
     }
-}
-
-/// Attaches the key to an entity hook's [`crate::FieldError`].
-fn malformed(key: &crate::key::Key) -> impl Fn(crate::error::FieldError) -> crate::Error + '_ {
-    move |e| crate::Error::malformed(key, e)
 }

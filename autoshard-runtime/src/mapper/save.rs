@@ -2,13 +2,15 @@
 //! uniformly random shard inside an optimistic transaction (paper, section 4, "Saving",
 //! and Figure 5).
 
-use super::layout::{has_change, static_properties, StaticProperty};
-use super::load::with_property;
-use super::{malformed, Attempt, Mapper};
+use super::attempt::Attempt;
+use super::codec::malformed;
+use super::codec::with_property;
+use super::layout::{self, has_change, static_properties, StaticProperty};
+use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::store::{DocumentStore, Transaction};
 use rand::Rng;
 use std::ops::ControlFlow;
 
@@ -89,11 +91,10 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let mut retrying = self.retrying("save shard");
         loop {
-            retrying.begin();
             // A fresh shard on every attempt: the one that conflicted is likely still hot.
-            let key = main.shard(random_shard(p.shards));
-            let outcome = self.fold_into_shard(entity, &key, p).await;
-            if let ControlFlow::Break(()) = retrying.end(outcome).await? {
+            let key = layout::static_shard(main, random_shard(p.shards));
+            let attempt = self.fold_into_shard(entity, &key, p);
+            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                 return Ok(());
             }
         }
@@ -122,10 +123,7 @@ impl<S: DocumentStore> Mapper<S> {
         let txn = Transaction::new()
             .expect(key.clone(), version)
             .put(key.clone(), doc);
-        Ok(match self.store.commit(&txn).await? {
-            Commit::Committed => Attempt::Committed(()),
-            Commit::Conflict { key } => Attempt::Conflict(key),
-        })
+        self.commit_attempt(&txn).await
     }
 }
 

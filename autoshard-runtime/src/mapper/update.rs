@@ -2,11 +2,13 @@
 //! the plain optimistic transaction on the main document (the paper's naive baseline);
 //! for a sharded one, load-modify-save.
 
-use super::{malformed, Attempt, Mapper};
+use super::attempt::Attempt;
+use super::codec::malformed;
+use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -48,9 +50,8 @@ impl<S: DocumentStore> Mapper<S> {
         let key = E::key_for(id);
         let mut retrying = self.retrying("update");
         loop {
-            retrying.begin();
-            let outcome = self.read_modify_write(id, &key, &mut change).await;
-            if let ControlFlow::Break(result) = retrying.end(outcome).await? {
+            let attempt = self.read_modify_write(id, &key, &mut change);
+            if let ControlFlow::Break(result) = retrying.attempt(attempt).await? {
                 return Ok(result);
             }
         }
@@ -77,9 +78,6 @@ impl<S: DocumentStore> Mapper<S> {
         let txn = Transaction::new()
             .expect(key.clone(), Some(current.version))
             .put(key.clone(), doc);
-        Ok(match self.store.commit(&txn).await? {
-            Commit::Committed => Attempt::Committed(result),
-            Commit::Conflict { key } => Attempt::Conflict(key),
-        })
+        Ok(self.commit_attempt(&txn).await?.map(|()| result))
     }
 }

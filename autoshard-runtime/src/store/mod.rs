@@ -24,15 +24,67 @@ pub use memory::MemoryStore;
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
 /// Object-safe: `Arc<dyn DocumentStore>` and `Box<dyn DocumentStore>` are stores too.
-/// Every backend passes the same conformance suite
-/// (`autoshard_runtime::conformance`, feature `conformance`).
+/// Every backend and every decorator passes the same conformance suite
+/// (`autoshard_runtime::conformance`, feature `conformance`), which has a case for each
+/// promise below.
+///
+/// # Contract
+/// Keys belong to entity groups ([`Key::group`]): the unit a store reads and commits
+/// atomically. The mapper relies on exactly these promises and on nothing else.
+///
+/// **Versions.** Every write of a document (`insert`, `put`, a committed `Put`) gives it
+/// a new [`Version`], and a version is never handed out again for that key, also not
+/// after a delete and re-insert: equal versions mean no write happened in between (no
+/// ABA). Versions carry no order that callers may rely on.
+///
+/// **Reads.**
+/// - `get` and `get_many` return the latest committed state; `get_many` answers one
+///   entry per key, in the order asked (repeated keys repeated, `None` for missing ones).
+/// - The entries of one `get_many` for keys of **one** group are one atomic read of that
+///   group (a snapshot). Entries of different groups are not read atomically together.
+///
+/// **Scans.**
+/// - A scan lists the documents of one kind whose parent ([`Key::parent`]) is the given
+///   key (root documents for `None`), both those in the parent's group ([`Key::child`])
+///   and those in groups of their own ([`Key::child_group`]); never other kinds, never
+///   grandchildren.
+/// - Over all its pages, a document that exists for the whole scan is listed exactly
+///   once; one written or deleted meanwhile may or may not be.
+/// - One page holds at most [`Scan::limit`] documents and may hold fewer; a store may
+///   split a scan into pages as it likes.
+/// - A page listing children that share their parent's group is one atomic read of that
+///   group. Nothing is promised about several pages taken together.
+/// - **No order is promised**, within a page or across pages.
+///
+/// **Writes.**
+/// - `insert` fails with [`Error::AlreadyExists`](crate::Error::AlreadyExists) naming
+///   the key when a document is there, and then changes nothing.
+/// - `commit` applies all of a [`Transaction`]'s writes atomically if every expected
+///   version still holds (`None`: the key is absent), and answers
+///   [`Commit::Committed`]; otherwise it applies nothing and answers
+///   [`Commit::Conflict`] naming one key whose expectation failed. A conflict is a
+///   definite outcome: nothing was written. Of two transactions expecting the same
+///   version of a key, at most one commits.
+/// - A transaction whose keys all share one group commits atomically on every store. One
+///   that spans groups does so only where [`DocumentStore::cross_group_transactions`]
+///   says so; elsewhere it is rejected with [`Error::Invalid`](crate::Error::Invalid)
+///   and nothing is applied.
+///
+/// **Errors.** [`Error::Backend`](crate::Error::Backend) from a read means nothing was
+/// read. From a write (`insert`, `put`, `delete`, `commit`) it is **ambiguous**: the
+/// request may have been applied in full or not at all, never in part (a commit is
+/// atomic either way). A caller that must not apply a write twice cannot retry it blindly.
+///
+/// **Not promised:** any order of scan results; atomicity across groups (without
+/// cross-group transactions) or across several calls; that a scan over several pages
+/// is a snapshot; how long a version or key stays valid beyond what is written above.
 #[async_trait]
 pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// Reads one document.
     async fn get(&self, key: &Key) -> Result<Option<Versioned>>;
 
     /// Reads many documents in one round trip per entity group at most; the answer has
-    /// one entry per key, in order.
+    /// one entry per key, in order. The entries of keys in one group are one snapshot.
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>>;
 
     /// Stores a new document; [`crate::Error::AlreadyExists`] when `key` is taken.
@@ -45,8 +97,8 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     async fn delete(&self, key: &Key) -> Result<bool>;
 
     /// Lists documents of `scan.kind` whose parent is `scan.parent` (root documents when
-    /// `None`), one page at a time. A document that exists for the whole scan is returned
-    /// exactly once; one written or deleted meanwhile may or may not be.
+    /// `None`), one page at a time, in no promised order (see the contract above: what
+    /// a page and a whole scan guarantee).
     async fn scan(&self, scan: &Scan) -> Result<ScanPage>;
 
     /// Applies `txn` atomically if every read it lists still has the version it expects;
@@ -116,10 +168,10 @@ pub enum Write {
 /// ```
 /// use autoshard_runtime::{Key, Transaction, Version};
 ///
-/// let shard = Key::new("Question", "42").shard(3);
+/// let counter = Key::new("Counter", "42");
 /// let txn = Transaction::new()
-///     .expect(shard.clone(), Some(Version(7)))
-///     .put(shard, [("shard_votes".to_owned(), 8.into())].into());
+///     .expect(counter.clone(), Some(Version(7)))
+///     .put(counter, [("n".to_owned(), 8.into())].into());
 /// assert_eq!(txn.reads().len(), 1);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -109,13 +109,14 @@ mod tests {
         let (root_index, same) = layout.index_of(&q);
         assert!(!same);
         assert_eq!(root_index, "ns:{#root:Question}#i");
-        let shard_slots: std::collections::HashSet<u16> =
-            (0..10).map(|i| slot(&layout.doc(&q.shard(i)))).collect();
-        assert!(shard_slots.len() > 5, "{shard_slots:?}");
-        let dyn_shard = q.dynamic_shard("u1");
-        let (index, same) = layout.index_of(&dyn_shard);
+        let group_slots: std::collections::HashSet<u16> = (0..10)
+            .map(|i| slot(&layout.doc(&q.child_group("Part", i.to_string()))))
+            .collect();
+        assert!(group_slots.len() > 5, "{group_slots:?}");
+        let in_group = q.child_group("Parts", "").child("Part", "u1");
+        let (index, same) = layout.index_of(&in_group);
         assert!(same);
-        assert_eq!(slot(&index), slot(&layout.doc(&dyn_shard)));
+        assert_eq!(slot(&index), slot(&layout.doc(&in_group)));
     }
 
     #[test]

@@ -55,7 +55,12 @@
 //! # Round trips
 //! `get`, `insert`, `put`, `delete` and `commit` are one script call each (plus the index
 //! steps above on a cluster); `get_many` is one read script on a standalone server and one
-//! per slot, in parallel, on a cluster; a scan page is a `ZRANGEBYLEX` plus a `get_many`.
+//! per slot, in parallel, on a cluster. A scan page is one read script that lists the
+//! page and reads its documents in one atomic step; on a cluster it reads there only the
+//! documents in the index's own entity group (children of the parent's group, dynamic
+//! shards), and those in groups of their own (root documents, static shards) with a
+//! `get_many` after it, which is not atomic with the listing (the store contract promises
+//! a snapshot only for the former).
 
 mod connection;
 mod layout;
@@ -662,33 +667,66 @@ impl DocumentStore for RedisStore {
             .cursor
             .as_ref()
             .map_or_else(|| "-".to_owned(), |c| format!("({c}"));
-        let mut cmd = ::redis::cmd("ZRANGEBYLEX");
-        cmd.arg(&index)
+        let what = format!("scan of `{index}`");
+        // One script lists the page and reads its documents: atomic for the members in
+        // the index's own entity group (all of them on a standalone server).
+        let mut invocation = self.read_script.prepare_invoke();
+        invocation
+            .key(&index)
+            .arg("scan")
+            .arg(self.layout.prefix())
             .arg(min)
-            .arg("+")
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit);
-        let members: Vec<String> = self.query(&cmd, &format!("scan of `{index}`")).await?;
+            .arg(limit)
+            .arg(if self.is_cluster() { "0" } else { "1" });
+        let mut conn = self.conns.get();
+        let reply: Value = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.backend(&what, e))?;
+        let bad = || self.backend(&what, reply::unexpected("the read script", &reply));
+        let (members, entries) = match reply::array(&reply) {
+            Some([members, entries]) => (
+                reply::array(members).ok_or_else(bad)?,
+                reply::array(entries).ok_or_else(bad)?,
+            ),
+            _ => return Err(bad()),
+        };
+        if members.len() != entries.len() {
+            return Err(bad());
+        }
         let next = if members.len() == limit {
-            members.last().cloned()
+            members.last().and_then(reply::text).map(str::to_owned)
         } else {
             None
         };
-        let mut keys = Vec::with_capacity(members.len());
-        for member in &members {
-            let key = Key::decode(member)
-                .map_err(|e| self.backend(format_args!("scan of `{index}`"), e))?;
-            if key.kind() == scan.kind && key.parent() == scan.parent {
-                keys.push(key);
-            } else {
+        let mut found = Vec::with_capacity(members.len());
+        let mut elsewhere = Vec::new();
+        for (member, entry) in members.iter().zip(entries) {
+            let member = reply::text(member).ok_or_else(bad)?;
+            let key = Key::decode(member).map_err(|e| self.backend(&what, e))?;
+            if key.kind() != scan.kind || key.parent() != scan.parent {
                 tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
+                continue;
+            }
+            let not_read = reply::array(entry)
+                .is_some_and(|items| items.first().and_then(reply::int) == Some(3));
+            if not_read {
+                elsewhere.push(found.len());
+                found.push((key, None));
+            } else {
+                let doc = self.decode_entry(&key, entry)?;
+                found.push((key, doc));
             }
         }
-        let docs = self.get_many(&keys).await?;
-        let items = keys
+        if !elsewhere.is_empty() {
+            // Documents in groups of their own (cluster only): read after the listing.
+            let keys: Vec<Key> = elsewhere.iter().map(|&i| found[i].0.clone()).collect();
+            for (&i, doc) in elsewhere.iter().zip(self.read(&keys).await?) {
+                found[i].1 = doc;
+            }
+        }
+        let items = found
             .into_iter()
-            .zip(docs)
             .filter_map(|(key, doc)| doc.map(|doc| (key, doc)))
             .collect();
         Ok(ScanPage { items, next })

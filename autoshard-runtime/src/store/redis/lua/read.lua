@@ -1,24 +1,54 @@
--- autoshard: read documents (server side, so a foreign value is reported, not an error).
+-- autoshard: read documents, or one scan page, in one atomic step (server side, so a
+-- foreign value is reported, not an error).
 --
--- KEYS: the documents to read. Reply: one entry per key, in order:
+-- Two call forms:
+--   read   KEYS: the documents to read.  ARGV: none.
+--          Reply: one entry per key, in order.
+--   scan   KEYS: {index}, a sorted set of encoded document keys (scores 0).
+--          ARGV: {'scan', prefix, min, limit, all}: the namespace prefix of document
+--          names, the ZRANGEBYLEX start (`-` or `(cursor`), the page size, and `1` to
+--          read every member's document here, or `0` to read only the members in the
+--          index's own hash tag (on a cluster a script may touch no other slot).
+--          Reply: {members, entries}: the page's members in order, and one entry per
+--          member.
+--
+-- An entry is one of:
 --   {0}                      absent
 --   {1, version, json}       an autoshard document
 --   {2, reason}              a value that is not ours
+--   {3}                      not read here (another hash tag; the caller reads it)
 
-local out = {}
-for i, key in ipairs(KEYS) do
+local function entry(key)
   local t = redis.call('TYPE', key)['ok']
   if t == 'none' then
-    out[i] = { 0 }
+    return { 0 }
   elseif t ~= 'hash' then
-    out[i] = { 2, 'a Redis ' .. t .. ' value, not an autoshard document' }
+    return { 2, 'a Redis ' .. t .. ' value, not an autoshard document' }
+  end
+  local f = redis.call('HMGET', key, 'v', 'd')
+  if f[1] and f[2] and string.match(f[1], '^%d+$') then
+    return { 1, f[1], f[2] }
+  end
+  return { 2, 'a Redis hash without the autoshard fields `v` and `d`' }
+end
+
+if ARGV[1] ~= 'scan' then
+  local out = {}
+  for i, key in ipairs(KEYS) do
+    out[i] = entry(key)
+  end
+  return out
+end
+
+local prefix, all = ARGV[2], ARGV[5] == '1'
+local members = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[3], '+', 'LIMIT', 0, tonumber(ARGV[4]))
+local tag = string.match(KEYS[1], '{([^}]*)}')
+local entries = {}
+for i, member in ipairs(members) do
+  if all or string.match(member, '^{([^}]*)}') == tag then
+    entries[i] = entry(prefix .. member)
   else
-    local f = redis.call('HMGET', key, 'v', 'd')
-    if f[1] and f[2] and string.match(f[1], '^%d+$') then
-      out[i] = { 1, f[1], f[2] }
-    else
-      out[i] = { 2, 'a Redis hash without the autoshard fields `v` and `d`' }
-    end
+    entries[i] = { 3 }
   end
 end
-return out
+return { members, entries }

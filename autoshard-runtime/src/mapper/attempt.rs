@@ -1,0 +1,188 @@
+//! One place for the mechanics every operation shares: one optimistic attempt
+//! ([`Attempt`]) and the loop that retries it per the [`RetryPolicy`] with metrics and
+//! logs ([`Retrying`]); reads that check the store's answer ([`Mapper::get_exactly`]);
+//! paging through a scan ([`Mapper::scan_all`]). Operations never write these loops
+//! themselves.
+
+use super::Mapper;
+use crate::document::Versioned;
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::metrics::Metrics;
+use crate::retry::RetryPolicy;
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use std::future::Future;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
+
+/// The outcome of one optimistic attempt.
+pub(super) enum Attempt<T> {
+    Committed(T),
+    Conflict(Key),
+}
+
+impl<T> Attempt<T> {
+    /// The same outcome with `f` applied to a committed value.
+    pub(super) fn map<U>(self, f: impl FnOnce(T) -> U) -> Attempt<U> {
+        match self {
+            Attempt::Committed(value) => Attempt::Committed(f(value)),
+            Attempt::Conflict(key) => Attempt::Conflict(key),
+        }
+    }
+}
+
+impl From<Commit> for Attempt<()> {
+    fn from(commit: Commit) -> Self {
+        match commit {
+            Commit::Committed => Attempt::Committed(()),
+            Commit::Conflict { key } => Attempt::Conflict(key),
+        }
+    }
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// The retry loop of one optimistic operation (`what` names it in logs).
+    pub(super) fn retrying(&self, what: &'static str) -> Retrying<'_> {
+        Retrying {
+            policy: &self.retry,
+            metrics: &self.metrics,
+            what,
+            started: Instant::now(),
+            attempts: 0,
+        }
+    }
+
+    /// `get_many`, checking that the store answered one entry per key.
+    pub(super) async fn get_exactly(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+        let found = self.store.get_many(keys).await?;
+        if found.len() == keys.len() {
+            Ok(found)
+        } else {
+            Err(Error::backend(
+                format!("get_many of {} keys", keys.len()),
+                format!("the store answered {} entries", found.len()),
+            ))
+        }
+    }
+
+    /// Commits `txn` as one optimistic attempt.
+    pub(super) async fn commit_attempt(&self, txn: &Transaction) -> Result<Attempt<()>> {
+        Ok(self.store.commit(txn).await?.into())
+    }
+
+    /// Every document of `scan`, all pages.
+    pub(super) async fn scan_all(&self, scan: Scan) -> Result<Vec<(Key, Versioned)>> {
+        let mut pages = self.pages(scan);
+        let mut items = Vec::new();
+        while let Some(page) = pages.next().await? {
+            items.extend(page);
+        }
+        Ok(items)
+    }
+
+    /// The pages of `scan`, one [`Pages::next`] at a time.
+    pub(super) fn pages(&self, scan: Scan) -> Pages<'_, S> {
+        Pages {
+            store: &self.store,
+            scan: Some(scan),
+        }
+    }
+}
+
+/// The pages of one scan, read one at a time.
+pub(super) struct Pages<'m, S> {
+    store: &'m S,
+    /// The request for the next page; `None` after the last one.
+    scan: Option<Scan>,
+}
+
+impl<S: DocumentStore> Pages<'_, S> {
+    /// The next page's documents; `None` after the last page.
+    pub(super) async fn next(&mut self) -> Result<Option<Vec<(Key, Versioned)>>> {
+        let Some(scan) = &mut self.scan else {
+            return Ok(None);
+        };
+        let page = self.store.scan(scan).await?;
+        match page.next {
+            Some(cursor) => scan.cursor = Some(cursor),
+            None => self.scan = None,
+        }
+        Ok(Some(page.items))
+    }
+}
+
+/// Counts the attempts of one optimistic operation and decides, per the policy, whether
+/// to try again: [`Retrying::run`] runs attempts until one commits, the policy gives up
+/// ([`Error::Contention`]) or one fails.
+pub(super) struct Retrying<'m> {
+    policy: &'m RetryPolicy,
+    metrics: &'m Metrics,
+    what: &'static str,
+    started: Instant,
+    attempts: u32,
+}
+
+impl Retrying<'_> {
+    /// Runs one attempt: `Break(value)` when it committed; `Continue` after sleeping
+    /// when it conflicted and the policy allows another attempt; the error when the
+    /// policy gives up ([`Error::Contention`] naming the conflicting key) or the attempt
+    /// failed (never retried: a failed write may have been applied, see the store
+    /// contract). Callers loop until `Break`:
+    ///
+    /// ```text
+    /// let mut retrying = self.retrying("update");
+    /// loop {
+    ///     if let Break(value) = retrying.attempt(self.one_attempt()).await? {
+    ///         return Ok(value);
+    ///     }
+    /// }
+    /// ```
+    pub(super) async fn attempt<T>(
+        &mut self,
+        attempt: impl Future<Output = Result<Attempt<T>>>,
+    ) -> Result<ControlFlow<T>> {
+        self.begin();
+        let outcome = attempt.await;
+        self.end(outcome).await
+    }
+
+    fn begin(&mut self) {
+        self.metrics.attempt(self.attempts > 0);
+        self.attempts += 1;
+    }
+
+    /// `Break(value)` when the attempt committed; `Continue` after sleeping when it
+    /// conflicted and the policy allows another attempt; the error otherwise.
+    async fn end<T>(&mut self, outcome: Result<Attempt<T>>) -> Result<ControlFlow<T>> {
+        let (what, attempts) = (self.what, self.attempts);
+        match outcome {
+            Ok(Attempt::Committed(value)) => {
+                self.metrics.commit();
+                tracing::debug!(what, attempts, "committed");
+                Ok(ControlFlow::Break(value))
+            }
+            Ok(Attempt::Conflict(key)) => {
+                self.metrics.conflict();
+                if let Some(delay) = self
+                    .policy
+                    .delay_before_retry(attempts, self.started.elapsed())
+                {
+                    tracing::debug!(what, key = %key, attempts, ?delay, "conflict; retrying");
+                    if delay > Duration::ZERO {
+                        tokio::time::sleep(delay).await;
+                    }
+                    Ok(ControlFlow::Continue(()))
+                } else {
+                    self.metrics.failure();
+                    tracing::debug!(what, key = %key, attempts, "conflict; giving up");
+                    Err(Error::Contention { key, attempts })
+                }
+            }
+            Err(e) => {
+                self.metrics.failure();
+                tracing::debug!(what, attempts, error = %e, "attempt failed");
+                Err(e)
+            }
+        }
+    }
+}
