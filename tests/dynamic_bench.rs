@@ -11,14 +11,12 @@
 //! cargo test --release --test dynamic_bench -- --ignored --nocapture
 //! ```
 
-mod support;
-
 use autoshard::{Compactor, Mapper, MetricsSnapshot, RedisOptions, RedisStore, RetryPolicy};
+use autoshard_test_support::entities::{Counter, Question};
+use autoshard_test_support::redis::{namespace, Standalone};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::entities::{Counter, Question};
-use support::redis::{namespace, Standalone};
 
 const TASKS: usize = 64;
 const RUN: Duration = Duration::from_secs(3);

@@ -8,16 +8,14 @@
 //! - a property moved static -> dynamic -> static keeps its value;
 //! - a save on a dynamic property is one insert and no read.
 
-mod support;
-
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::{Compactor, Scan};
+#[cfg(feature = "redis")]
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-#[cfg(feature = "redis")]
-use support::redis::{namespace, Cluster, Standalone};
 
 /// A dynamically sharded counter, kind `Hits`.
 #[autoshard::sharded]

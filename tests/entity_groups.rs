@@ -9,15 +9,13 @@
 //!   and a transaction across sub-groups is refused;
 //! - load, delete of one child, delete of a root with its children, misuse errors.
 
-mod support;
-
 use autoshard::prelude::*;
 use autoshard::{Child, LatencyStore, MetricsSnapshot, Scan};
+#[cfg(feature = "redis")]
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-#[cfg(feature = "redis")]
-use support::redis::{namespace, Cluster, Standalone};
 use uuid::Uuid;
 
 type Db = Mapper<Arc<dyn DocumentStore>>;
@@ -64,19 +62,19 @@ struct HotResponse {
 }
 
 /// A root of the tests: built from an id.
-trait Root: Entity<Id = u64> {
+trait TestRoot: autoshard::Root<Id = u64> {
     fn make(id: u64) -> Self;
 }
 
 /// A response kind of the tests, with the root `Self::Parent`.
-trait Resp: Child<Id = Uuid, Parent: Root> + Clone + std::fmt::Debug {
+trait Resp: Child<Id = Uuid, Parent: TestRoot> + Clone + std::fmt::Debug {
     fn make(question: u64, id: Uuid, points: i64) -> Self;
     fn points_mut(&mut self) -> &mut i64;
 }
 
 macro_rules! test_kinds {
     ($($root:ident / $resp:ident),*) => {$(
-        impl Root for $root {
+        impl TestRoot for $root {
             fn make(id: u64) -> Self {
                 $root { id, text: format!("question {id}") }
             }
@@ -349,14 +347,24 @@ async fn lifecycle<R: Resp>(store: Arc<dyn DocumentStore>, label: &str) {
     );
     let mut fifth = db.load_child::<R>(&3, &ids[5]).await.unwrap();
     assert_eq!(*fifth.points_mut(), 5, "{label}");
-    let missing = db.load_child::<R>(&3, &Uuid::new_v4()).await;
-    assert!(matches!(missing, Err(Error::NotFound { .. })), "{label}");
-    let elsewhere = db.load_child::<R>(&4, &ids[5]).await;
-    assert!(matches!(elsewhere, Err(Error::NotFound { .. })), "{label}");
-    let wrong_api = db.load::<R>(&ids[5]).await;
+    let unknown = Uuid::new_v4();
+    let missing = db.load_child::<R>(&3, &unknown).await;
     assert!(
-        matches!(&wrong_api, Err(Error::Invalid(m)) if m.contains("load_child")),
-        "{label}: {wrong_api:?}"
+        matches!(&missing, Err(Error::ChildNotFound { root, kind, id })
+            if *root == <R::Parent as Entity>::key_for(&3) && kind == R::KIND
+                && *id == unknown.to_string()),
+        "{label}: {missing:?}"
+    );
+    let elsewhere = db.load_child::<R>(&4, &ids[5]).await;
+    assert!(
+        matches!(&elsewhere, Err(Error::ChildNotFound { root, .. })
+            if *root == <R::Parent as Entity>::key_for(&4)),
+        "{label}: {elsewhere:?}"
+    );
+    let no_child = db.update_child(&3, &unknown, |r: &mut R| *r.points_mut() += 1);
+    assert!(
+        matches!(no_child.await, Err(Error::ChildNotFound { .. })),
+        "{label}"
     );
 
     let doubled = db

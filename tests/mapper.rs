@@ -32,9 +32,7 @@ impl Question {
     }
 }
 
-#[path = "support/board.rs"]
-mod board;
-use board::Board;
+use autoshard_test_support::board::Board;
 
 fn question(id: u64, votes: i64) -> Question {
     Question::new(id, "Why shard?".into(), "Phil R".into(), votes)

@@ -3,13 +3,11 @@
 //! standalone server and on a 3-node cluster. Totals must be exact: the stored votes
 //! equal the votes reported saved, and with (patient) retries every vote is saved.
 
-mod support;
-
 use autoshard::{DocumentStore, Mapper, RedisOptions, RedisStore, RetryPolicy};
+use autoshard_test_support::entities::{NaiveQuestion, Question};
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::sync::Arc;
 use std::time::Duration;
-use support::entities::{NaiveQuestion, Question};
-use support::redis::{namespace, Cluster, Standalone};
 
 const TASKS: u64 = 64;
 const VOTES: u64 = 500;

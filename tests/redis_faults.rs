@@ -1,13 +1,11 @@
 //! Faults: an unreachable server, and a server killed in the middle of a run (with
 //! `appendfsync always`, so a restart brings back everything it acknowledged).
 
-mod support;
-
 use autoshard::{Document, DocumentStore, Error, Key, RedisOptions, RedisStore};
+use autoshard_test_support::redis::{namespace, Standalone};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::redis::{namespace, Standalone};
 
 fn doc(n: u64) -> Document {
     [("n".to_owned(), n.into())].into()

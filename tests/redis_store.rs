@@ -2,14 +2,12 @@
 //! layout on the server, foreign values, cluster slot placement, group-only commits, and
 //! concurrent optimistic commits through shared connections.
 
-mod support;
-
 use autoshard::{
     Commit, Document, DocumentStore, Error, Key, RedisOptions, RedisStore, Scan, Transaction,
 };
+use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
 use std::collections::HashSet;
 use std::sync::Arc;
-use support::redis::{namespace, Cluster, RedisServer, Standalone};
 
 fn doc(n: i64) -> Document {
     [("n".to_owned(), n.into())].into()

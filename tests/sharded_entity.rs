@@ -8,9 +8,7 @@ use autoshard::prelude::*;
 use autoshard::{FieldError, Sharding, Value};
 use serde_json::json;
 
-#[path = "support/board.rs"]
-mod board;
-use board::Board;
+use autoshard_test_support::board::Board;
 
 const SCORE: usize = 0;
 const PEAK: usize = 1;
@@ -223,10 +221,11 @@ fn folds_stored_values_and_shadows() {
 #[test]
 fn bad_values_and_indices_are_field_errors() {
     let mut board = start();
+    // Errors name the property (the key of the document names where it is stored).
     let err = board.fold_stored(SCORE, &json!("many")).unwrap_err();
-    assert_eq!(err.field, "shard_score");
+    assert_eq!(err.field, "score");
     let err = Board::fold_values(PEAK, &json!(-1), &json!(2)).unwrap_err();
-    assert_eq!(err.field, "shard_peak");
+    assert_eq!(err.field, "peak");
     assert!(board.shadow_value(3).is_err());
     assert!(board.fold_stored(3, &json!(1)).is_err());
     assert!(Board::neutral_value(99).is_err());

@@ -142,7 +142,7 @@ const _: () = {
                 0usize => {
                     let __autoshard_stored = ::autoshard::__private::decode::<
                         i64,
-                    >("shard_votes", __autoshard_stored)?;
+                    >("votes", __autoshard_stored)?;
                     let __autoshard_aggregate = ::core::mem::replace(
                         &mut self.votes,
                         Self::__autoshard_neutral_votes(),
@@ -179,14 +179,11 @@ const _: () = {
                 0usize => {
                     match self.__autoshard_shard_votes.get() {
                         ::core::option::Option::Some(__autoshard_value) => {
-                            ::autoshard::__private::encode(
-                                "shard_votes",
-                                __autoshard_value,
-                            )
+                            ::autoshard::__private::encode("votes", __autoshard_value)
                         }
                         ::core::option::Option::None => {
                             ::autoshard::__private::encode(
-                                "shard_votes",
+                                "votes",
                                 &Self::__autoshard_neutral_votes(),
                             )
                         }
@@ -215,7 +212,7 @@ const _: () = {
                         ::core::option::Option::Some(__autoshard_stored) => {
                             ::autoshard::__private::decode::<
                                 i64,
-                            >("shard_votes", __autoshard_stored)?
+                            >("votes", __autoshard_stored)?
                         }
                         ::core::option::Option::None => Self::__autoshard_neutral_votes(),
                     };
@@ -229,7 +226,7 @@ const _: () = {
                         let __autoshard_fold: fn(i64, i64) -> i64 = Self::__autoshard_fold_votes;
                         __autoshard_fold(__autoshard_stored, __autoshard_shadow)
                     };
-                    ::autoshard::__private::encode("shard_votes", &__autoshard_folded)
+                    ::autoshard::__private::encode("votes", &__autoshard_folded)
                 }
                 _ => {
                     ::core::result::Result::Err(
@@ -248,7 +245,7 @@ const _: () = {
             ::autoshard::__private::FieldError,
         > {
             match __autoshard_property {
-                0usize => ::autoshard::__private::encode("shard_votes", &self.votes),
+                0usize => ::autoshard::__private::encode("votes", &self.votes),
                 _ => {
                     ::core::result::Result::Err(
                         ::autoshard::__private::no_such_property::<
@@ -267,7 +264,7 @@ const _: () = {
             match __autoshard_property {
                 0usize => {
                     ::autoshard::__private::encode(
-                        "shard_votes",
+                        "votes",
                         &Self::__autoshard_neutral_votes(),
                     )
                 }
@@ -292,15 +289,15 @@ const _: () = {
                 0usize => {
                     let __autoshard_a = ::autoshard::__private::decode::<
                         i64,
-                    >("shard_votes", __autoshard_a)?;
+                    >("votes", __autoshard_a)?;
                     let __autoshard_b = ::autoshard::__private::decode::<
                         i64,
-                    >("shard_votes", __autoshard_b)?;
+                    >("votes", __autoshard_b)?;
                     let __autoshard_folded = {
                         let __autoshard_fold: fn(i64, i64) -> i64 = Self::__autoshard_fold_votes;
                         __autoshard_fold(__autoshard_a, __autoshard_b)
                     };
-                    ::autoshard::__private::encode("shard_votes", &__autoshard_folded)
+                    ::autoshard::__private::encode("votes", &__autoshard_folded)
                 }
                 _ => {
                     ::core::result::Result::Err(
@@ -352,6 +349,8 @@ const _: () = {
             }
         }
     }
+    #[automatically_derived]
+    impl ::autoshard::__private::Root for Question {}
 };
 impl Question {
     /// Creates a `Question` from all its fields, in declaration order; no sharded field has an unsaved change yet.

@@ -169,13 +169,17 @@ pub fn expand(entity: &Entity) -> Expanded {
     if let Some((_, Some(shards))) = &group.group_shards {
         out.impl_items = quote!(const GROUP_SHARDS: u32 = #shards;);
     }
+    let ident = entity.ident;
     let (Some(parent), Some(field)) = (
         &group.parent,
         entity.fields.iter().find(|f| f.parent.is_some()),
     ) else {
+        out.beside = quote! {
+            #[automatically_derived]
+            impl ::autoshard::__private::Root for #ident {}
+        };
         return out;
     };
-    let ident = entity.ident;
     let kind = entity.kind();
     let parent_name = quote!(#parent).to_string().replace(' ', "");
     let field_ident = field.ident;

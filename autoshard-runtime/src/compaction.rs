@@ -23,8 +23,8 @@
 //! This module does not decide the storage layout; see the mapper's `dynamic` module
 //! docs (re-stated on [`Mapper::compact`]).
 
-use crate::entity::Entity;
 use crate::error::Result;
+use crate::group::Root;
 use crate::key::EntityId;
 use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Scan};
@@ -39,11 +39,33 @@ pub use crate::mapper::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 /// Sweeps all entities of kind `E` and compacts their dynamic shards.
 ///
 /// ```
-/// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+/// use autoshard::prelude::*;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity, Debug, Clone)]
+/// struct Counter {
+///     #[id]
+///     id: u64,
+///     #[shardable(neutral = 0)] // no `shards`: a new shard document per save
+///     hits: i64,
+/// }
+///
+/// impl Counter {
+///     #[shard_method]
+///     fn hit(&mut self) {
+///         self.hits += 1;
+///     }
+///
+///     #[shard_fold]
+///     fn fold_hits(a: i64, b: i64) -> i64 {
+///         a + b
+///     }
+/// }
+///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> autoshard_runtime::Result<()> {
-/// use autoshard_runtime::compaction::Compactor;
-/// use autoshard_runtime::{Mapper, MemoryStore};
+/// # async fn main() -> autoshard::Result<()> {
+/// use autoshard::compaction::Compactor;
+/// use autoshard::{Mapper, MemoryStore};
 /// use std::time::Duration;
 ///
 /// let db = Mapper::new(MemoryStore::new());
@@ -75,7 +97,7 @@ pub struct Compactor<E, S> {
     _kind: PhantomData<fn() -> E>,
 }
 
-impl<E: Entity, S: DocumentStore> Compactor<E, S> {
+impl<E: Root, S: DocumentStore> Compactor<E, S> {
     /// A compactor of kind `E` over `mapper`'s store (and retry policy, for conflicts
     /// with other compactors), with batches of [`DEFAULT_BATCH`] and at most
     /// [`DEFAULT_ROUNDS`] commits per entity and sweep.
@@ -149,7 +171,7 @@ impl<E: Entity, S: DocumentStore> Compactor<E, S> {
     }
 }
 
-impl<E: Entity, S: DocumentStore + 'static> Compactor<E, S> {
+impl<E: Root, S: DocumentStore + 'static> Compactor<E, S> {
     /// Runs a sweep now and then every `interval` (measured from the end of one sweep to
     /// the start of the next) on a tokio task, until [`CompactorHandle::shutdown`]. A
     /// failed sweep is logged and retried at the next tick.

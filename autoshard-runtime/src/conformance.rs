@@ -4,7 +4,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use autoshard_runtime::{conformance, MemoryStore};
+//! use autoshard::{conformance, MemoryStore};
 //!
 //! conformance::run_all(&MemoryStore::new()).await;
 //! # }

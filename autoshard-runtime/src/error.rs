@@ -15,6 +15,17 @@ pub enum Error {
         /// The key that was looked up.
         key: Key,
     },
+    /// No child of this kind and id in any sub-group of the root `root` (a child lives in
+    /// one of its root's sub-groups; see [`crate::group`]).
+    #[error("no `{kind}` with id `{id}` under `{root}`")]
+    ChildNotFound {
+        /// The root the child was looked for under.
+        root: Key,
+        /// The child's kind.
+        kind: String,
+        /// The child's id, as key text.
+        id: String,
+    },
     /// `insert` found a document already stored at `key`.
     #[error("a document already exists at `{key}`")]
     AlreadyExists {

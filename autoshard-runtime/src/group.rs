@@ -51,10 +51,23 @@
 
 use crate::entity::Entity;
 
+/// A root entity: one that is not a child of an entity group. The mapper's `load`,
+/// `save`, `update`, `delete` and `compact` take roots only; children are reached through
+/// their root (`load_child`, `update_child`, ...), since they live in one of its
+/// sub-groups. Implemented by `#[derive(Entity)]` for every entity without
+/// `#[entity(parent = ...)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a root entity: a child entity lives in a sub-group of its root, not in a place of its own",
+    label = "not a root entity",
+    note = "reach a child through its root: `load_child`, `update_child`, `update_children`, `delete_child`, `children`"
+)]
+pub trait Root: Entity {}
+
 /// A child entity: `#[entity(parent = Question)]` on the struct and `#[parent]` on the
 /// field holding the parent's id. Implemented by `#[derive(Entity)]`.
 pub trait Child: Entity {
-    /// The root entity type whose group this child belongs to.
+    /// The root entity type whose group this child belongs to (entity groups have one
+    /// level: the parent is a root, never another child; the derive checks this).
     type Parent: Entity;
 
     /// The id of the root this child belongs to (the `#[parent]` field).

@@ -40,7 +40,7 @@ impl Segment {
 /// The key of one document.
 ///
 /// ```
-/// use autoshard_runtime::Key;
+/// use autoshard::Key;
 ///
 /// let question = Key::new("Question", "42");
 /// assert_eq!(question.encode(), "{Question:42}");

@@ -24,7 +24,7 @@ pub mod layout {
     //! derived kinds are not part of the API: build keys with these functions only.
     //!
     //! ```
-    //! use autoshard_runtime::{layout, Key};
+    //! use autoshard::{layout, Key};
     //!
     //! let main = Key::new("Question", "42");
     //! let shard = layout::static_shard(&main, 3);
@@ -49,7 +49,7 @@ pub use compaction::{CompactionReport, Compactor, CompactorHandle};
 pub use document::{Document, Value, Version, Versioned};
 pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};
-pub use group::Child;
+pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use mapper::Mapper;
 pub use metrics::{Metrics, MetricsSnapshot};
@@ -68,13 +68,9 @@ pub mod __private {
         no_such_property, Entity, EntityState, Shadow, ShardedProperty, Sharding,
     };
     pub use crate::error::FieldError;
-    pub use crate::group::{Child, ParentId};
-    pub use crate::key::{EntityId, Key};
+    pub use crate::group::{Child, ParentId, Root};
+    pub use crate::key::Key;
     pub use crate::macro_support::{
         decode, decode_field, encode, MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields,
     };
-    pub use async_trait;
-    pub use serde;
-    pub use serde_json;
-    pub use uuid;
 }

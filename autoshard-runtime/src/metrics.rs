@@ -78,7 +78,7 @@ impl Metrics {
     /// The current counts.
     ///
     /// ```
-    /// let m = autoshard_runtime::Metrics::new();
+    /// let m = autoshard::Metrics::new();
     /// assert_eq!(m.snapshot().attempts, 0);
     /// ```
     #[must_use]

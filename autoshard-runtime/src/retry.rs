@@ -33,7 +33,7 @@ pub enum Backoff {
 /// stalling a caller for long.
 ///
 /// ```
-/// use autoshard_runtime::RetryPolicy;
+/// use autoshard::RetryPolicy;
 /// use std::time::Duration;
 ///
 /// let none = RetryPolicy::none();

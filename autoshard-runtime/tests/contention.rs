@@ -2,12 +2,8 @@
 //! one under the same concurrent workload on a store with a modelled commit latency.
 //! Run with `cargo test -p autoshard-runtime --test contention -- --ignored --nocapture`.
 
-#[allow(dead_code)]
-#[path = "support/entities.rs"]
-mod entities;
-
 use autoshard_runtime::{Error, LatencyStore, Mapper, MemoryStore, MetricsSnapshot, RetryPolicy};
-use entities::{NaiveQuestion, Question};
+use autoshard_test_support::entities::{NaiveQuestion, Question};
 use std::time::{Duration, Instant};
 
 const TASKS: usize = 64;

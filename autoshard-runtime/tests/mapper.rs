@@ -1,15 +1,11 @@
-//! The mapper against hand-written entities (what the macros generate): the issue's
-//! "must hold" list.
-
-#[allow(dead_code)]
-#[path = "support/entities.rs"]
-mod entities;
+//! The mapper end to end, with entities declared by the real macros: the behaviour every
+//! save, load and update must keep.
 
 use autoshard_runtime::{
     Commit, Document, DocumentStore, Entity, Error, Key, LatencyStore, Mapper, MemoryStore, Result,
     RetryPolicy, Scan, ScanPage, Transaction, Version, Versioned,
 };
-use entities::{NaiveQuestion, Question};
+use autoshard_test_support::entities::{NaiveQuestion, Question};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -58,6 +58,7 @@ pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
                     ::core::unreachable!()
                 }
             }
+            impl ::autoshard::__private::Root for #ident {}
             #fields_impl
         };
     }

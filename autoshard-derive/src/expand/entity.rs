@@ -216,21 +216,22 @@ impl Prop<'_> {
         }}
     }
 
-    /// Decodes `value` (a `&Value`) as the field's type, or returns a `FieldError`.
+    /// Decodes `value` (a `&Value`) as the field's type, or returns a `FieldError` naming
+    /// the property.
     fn decode(&self, value: &TokenStream) -> TokenStream {
         let ty = self.field.ty;
-        let stored_as = &self.stored_as;
+        let name = self.field.name();
         let decode = quote_spanned! {ty.span()=>
-            ::autoshard::__private::decode::<#ty>(#stored_as, #value)
+            ::autoshard::__private::decode::<#ty>(#name, #value)
         };
         quote!(#decode?)
     }
 
-    /// Encodes `value` (a `&T`) as a `Result<Value, FieldError>`.
+    /// Encodes `value` (a `&T`) as a `Result<Value, FieldError>` naming the property.
     fn encode(&self, value: &TokenStream) -> TokenStream {
-        let stored_as = &self.stored_as;
+        let name = self.field.name();
         quote_spanned! {self.field.ty.span()=>
-            ::autoshard::__private::encode(#stored_as, #value)
+            ::autoshard::__private::encode(#name, #value)
         }
     }
 }

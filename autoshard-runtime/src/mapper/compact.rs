@@ -30,6 +30,7 @@ use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::key::Key;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::time::Instant;
@@ -91,10 +92,32 @@ impl<S: DocumentStore> Mapper<S> {
     /// saves, the entity has one dynamic shard document (if it had any).
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Counter {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(neutral = 0)] // no `shards`: a new shard document per save
+    ///     hits: i64,
+    /// }
+    ///
+    /// impl Counter {
+    ///     #[shard_method]
+    ///     fn hit(&mut self) {
+    ///         self.hits += 1;
+    ///     }
+    ///
+    ///     #[shard_fold]
+    ///     fn fold_hits(a: i64, b: i64) -> i64 {
+    ///         a + b
+    ///     }
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Counter::new(1, 5)).await?; // main document + compacted shard
@@ -109,14 +132,14 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn compact<E: Entity>(&self, id: &E::Id) -> Result<CompactionReport> {
+    pub async fn compact<E: Root>(&self, id: &E::Id) -> Result<CompactionReport> {
         self.compact_in_batches::<E>(id, DEFAULT_BATCH, DEFAULT_ROUNDS)
             .await
     }
 
     /// [`Mapper::compact`] folding at most `batch` documents per commit (at least 2) and
     /// making at most `rounds` commits.
-    pub async fn compact_in_batches<E: Entity>(
+    pub async fn compact_in_batches<E: Root>(
         &self,
         id: &E::Id,
         batch: usize,

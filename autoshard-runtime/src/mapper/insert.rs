@@ -13,6 +13,7 @@ use super::Mapper;
 use crate::document::Document;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::key::Key;
 use crate::store::{Commit, DocumentStore, Transaction};
 
@@ -37,14 +38,37 @@ impl<S: DocumentStore> Mapper<S> {
     /// `AlreadyExists`).
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(neutral = 0, shards = 10)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    ///
+    ///     #[shard_fold]
+    ///     fn fold_votes(a: i64, b: i64) -> i64 {
+    ///         a + b
+    ///     }
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Error, Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Error, Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
-    /// db.insert(&mut Question::new(1, "First?", 0)).await?;
-    /// let again = db.insert(&mut Question::new(1, "Again?", 0)).await;
+    /// db.insert(&mut Question::new(1, "First?".into(), 0)).await?;
+    /// let again = db.insert(&mut Question::new(1, "Again?".into(), 0)).await;
     /// assert!(matches!(again, Err(Error::AlreadyExists { .. })));
     /// # Ok(())
     /// # }
@@ -92,8 +116,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// Deletes the entity with this id: its main document, then its shard documents.
     /// Answers whether the main document was there. The children of an entity-group root
     /// stay; [`Mapper::delete_group`] deletes a root with its children.
-    pub async fn delete<E: Entity>(&self, id: &E::Id) -> Result<bool> {
-        super::group::reject_child::<E>("delete", "delete_child")?;
+    pub async fn delete<E: Root>(&self, id: &E::Id) -> Result<bool> {
         let main = E::key_for(id);
         tracing::debug!(key = %main, "delete");
         let existed = self.store.delete(&main).await?;

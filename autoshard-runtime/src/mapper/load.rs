@@ -5,8 +5,8 @@
 use super::codec::{fold_document, malformed};
 use super::layout::static_shard_keys;
 use super::Mapper;
-use crate::entity::Entity;
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::store::DocumentStore;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -24,20 +24,42 @@ impl<S: DocumentStore> Mapper<S> {
     /// naming the key and property when a stored document does not decode.
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(neutral = 0, shards = 10)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    ///
+    ///     #[shard_fold]
+    ///     fn fold_votes(a: i64, b: i64) -> i64 {
+    ///         a + b
+    ///     }
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Error, Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Error, Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
-    /// db.insert(&mut Question::new(7, "Why?", 3)).await?;
+    /// db.insert(&mut Question::new(7, "Why?".into(), 3)).await?;
     /// assert_eq!(db.load::<Question>(&7).await?.votes, 3);
     /// assert!(matches!(db.load::<Question>(&8).await, Err(Error::NotFound { .. })));
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn load<E: Entity>(&self, id: &E::Id) -> Result<E> {
-        super::group::reject_child::<E>("load", "load_child")?;
+    pub async fn load<E: Root>(&self, id: &E::Id) -> Result<E> {
         let main = E::key_for(id);
         let mut keys = vec![main.clone()];
         keys.extend(static_shard_keys::<E>(&main));

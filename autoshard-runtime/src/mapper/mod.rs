@@ -8,10 +8,10 @@
 //! operations in `group`.
 
 mod attempt;
+mod children;
 mod codec;
 mod compact;
 mod dynamic;
-mod group;
 mod insert;
 pub(crate) mod layout;
 mod load;
@@ -34,13 +34,36 @@ use std::sync::Arc;
 /// [`Metrics`].
 ///
 /// ```
-/// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
-/// use autoshard_runtime::{Mapper, MemoryStore};
+/// use autoshard::prelude::*;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity, Debug, Clone)]
+/// struct Question {
+///     #[id]
+///     id: u64,
+///     text: String,
+///     #[shardable(neutral = 0, shards = 10)]
+///     votes: i64,
+/// }
+///
+/// impl Question {
+///     #[shard_method]
+///     fn vote_up(&mut self) {
+///         self.votes += 1;
+///     }
+///
+///     #[shard_fold]
+///     fn fold_votes(a: i64, b: i64) -> i64 {
+///         a + b
+///     }
+/// }
+///
+/// use autoshard::{Mapper, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> autoshard_runtime::Result<()> {
+/// # async fn main() -> autoshard::Result<()> {
 /// let db = Mapper::new(MemoryStore::new());
-/// let mut question = Question::new(42, "Sharding?", 76); // votes sharded over 10 shards
+/// let mut question = Question::new(42, "Sharding?".into(), 76); // votes sharded over 10 shards
 /// db.insert(&mut question).await?; // main document + 10 shards; shard 0 holds 76
 ///
 /// let mut q: Question = db.load(&42).await?; // votes = fold of all shards

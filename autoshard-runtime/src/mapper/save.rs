@@ -9,6 +9,7 @@ use super::layout::{self, has_change, static_properties, StaticProperty};
 use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::key::Key;
 use crate::store::{DocumentStore, Transaction};
 use rand::Rng;
@@ -34,13 +35,36 @@ impl<S: DocumentStore> Mapper<S> {
     /// committed before stay reset (their change is stored).
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(neutral = 0, shards = 10)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    ///
+    ///     #[shard_fold]
+    ///     fn fold_votes(a: i64, b: i64) -> i64 {
+    ///         a + b
+    ///     }
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{DocumentStore, Entity, Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{DocumentStore, Entity, Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
-    /// db.insert(&mut Question::new(3, "Votes only?", 0)).await?;
+    /// db.insert(&mut Question::new(3, "Votes only?".into(), 0)).await?;
     /// let mut q: Question = db.load(&3).await?;
     /// let main_version = db.store().get(&q.key()).await?.unwrap().version;
     /// q.vote_up();
@@ -49,8 +73,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn save<E: Entity>(&self, entity: &mut E) -> Result<()> {
-        super::group::reject_child::<E>("save", "update_child")?;
+    pub async fn save<E: Root>(&self, entity: &mut E) -> Result<()> {
         let main = entity.key();
         let doc = entity.to_document().map_err(malformed(&main))?;
         let dirty = entity

@@ -7,6 +7,7 @@ use super::codec::malformed;
 use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::key::Key;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
@@ -22,10 +23,25 @@ impl<S: DocumentStore> Mapper<S> {
     ///   properties are last-writer-wins, as with `save`.
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct NaiveQuestion {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl NaiveQuestion {
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut NaiveQuestion { id: 1, text: "Naive?".into(), votes: 0 }).await?;
@@ -36,11 +52,10 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn update<E, R, F>(&self, id: &E::Id, mut change: F) -> Result<R>
     where
-        E: Entity,
+        E: Root,
         F: FnMut(&mut E) -> R + Send,
         R: Send,
     {
-        super::group::reject_child::<E>("update", "update_child")?;
         if !E::PROPERTIES.is_empty() {
             let mut entity: E = self.load(id).await?;
             let result = change(&mut entity);

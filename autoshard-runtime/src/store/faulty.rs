@@ -27,8 +27,8 @@ pub enum Fault {
 /// [`Fault::After`] the inner store ran it. Clones share the counter and the plan.
 ///
 /// ```
-/// use autoshard_runtime::store::faulty::{Fault, FaultyStore};
-/// use autoshard_runtime::{DocumentStore, Key, MemoryStore};
+/// use autoshard::store::faulty::{Fault, FaultyStore};
+/// use autoshard::{DocumentStore, Key, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

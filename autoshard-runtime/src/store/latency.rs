@@ -37,11 +37,11 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 /// Clones share the locks, so clones of one decorator model one store.
 ///
 /// ```
-/// use autoshard_runtime::{DocumentStore, Key, LatencyStore, MemoryStore};
+/// use autoshard::{DocumentStore, Key, LatencyStore, MemoryStore};
 /// use std::time::{Duration, Instant};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> autoshard_runtime::Result<()> {
+/// # async fn main() -> autoshard::Result<()> {
 /// let store = LatencyStore::new(MemoryStore::new(), Duration::from_millis(5));
 /// let key = Key::new("Counter", "hits");
 /// let started = Instant::now();

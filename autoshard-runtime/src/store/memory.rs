@@ -21,10 +21,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// share one state, like clones of a connection handle.
 ///
 /// ```
-/// use autoshard_runtime::{Commit, DocumentStore, Key, MemoryStore, Transaction};
+/// use autoshard::{Commit, DocumentStore, Key, MemoryStore, Transaction};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> autoshard_runtime::Result<()> {
+/// # async fn main() -> autoshard::Result<()> {
 /// let store = MemoryStore::new();
 /// let key = Key::new("Counter", "hits");
 /// let v1 = store.insert(&key, [("n".to_owned(), 1.into())].into()).await?;

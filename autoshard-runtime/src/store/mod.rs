@@ -25,7 +25,7 @@ pub use memory::MemoryStore;
 ///
 /// Object-safe: `Arc<dyn DocumentStore>` and `Box<dyn DocumentStore>` are stores too.
 /// Every backend and every decorator passes the same conformance suite
-/// (`autoshard_runtime::conformance`, feature `conformance`), which has a case for each
+/// (`autoshard::conformance`, feature `conformance`), which has a case for each
 /// promise below.
 ///
 /// # Contract
@@ -166,7 +166,7 @@ pub enum Write {
 /// them changed.
 ///
 /// ```
-/// use autoshard_runtime::{Key, Transaction, Version};
+/// use autoshard::{Key, Transaction, Version};
 ///
 /// let counter = Key::new("Counter", "42");
 /// let txn = Transaction::new()

@@ -2,9 +2,6 @@
 //! and on Redis servers started here (never any other). They check exact totals, never
 //! timings.
 
-#[path = "../../../tests/support/redis.rs"]
-mod redis_support;
-
 use autoshard::prelude::*;
 use autoshard_moderator::app::{self, AppConfig};
 use autoshard_moderator::backend::{Backend, ModelledLatency};
@@ -12,7 +9,7 @@ use autoshard_moderator::bench::{self, BenchConfig, VariantResult};
 use autoshard_moderator::hotspot::{self, HotspotConfig};
 use autoshard_moderator::progress::Progress;
 use autoshard_moderator::{chart, report};
-use redis_support::{namespace, Cluster, Standalone};
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;

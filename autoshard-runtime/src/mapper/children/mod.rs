@@ -7,6 +7,8 @@
 //! expecting the anchor version it read: the sub-group's one commit log. This module never
 //! touches property shards; children have none.
 
+mod lookup;
+
 use super::attempt::Attempt;
 use super::codec::malformed;
 use super::layout;
@@ -14,9 +16,10 @@ use super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, FieldError, Result};
-use crate::group::Child;
+use crate::group::{Child, Root};
 use crate::key::{EntityId, Key};
 use crate::store::{DocumentStore, Transaction};
+use lookup::{decode_child, duplicate, group_shards, not_found};
 use rand::Rng;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -84,10 +87,30 @@ impl<S: DocumentStore> Mapper<S> {
     /// document does not decode or names another parent.
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(group_shards = 8)]
+    /// struct Topic {
+    ///     #[id]
+    ///     id: u64,
+    ///     title: String,
+    /// }
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(parent = Topic)]
+    /// struct Reply {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[parent]
+    ///     topic: u64,
+    ///     text: String,
+    ///     likes: i64,
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 42, title: "Heated?".into() }).await?; // 8 sub-groups
@@ -109,10 +132,30 @@ impl<S: DocumentStore> Mapper<S> {
     /// ([`Key::same_group`]). Errors as [`Mapper::load_child`].
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(group_shards = 8)]
+    /// struct Topic {
+    ///     #[id]
+    ///     id: u64,
+    ///     title: String,
+    /// }
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(parent = Topic)]
+    /// struct Reply {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[parent]
+    ///     topic: u64,
+    ///     text: String,
+    ///     likes: i64,
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Key, Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Key, Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 3, title: "Where?".into() }).await?;
@@ -134,10 +177,30 @@ impl<S: DocumentStore> Mapper<S> {
     /// is sub-group by sub-group, otherwise unspecified.
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(group_shards = 8)]
+    /// struct Topic {
+    ///     #[id]
+    ///     id: u64,
+    ///     title: String,
+    /// }
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(parent = Topic)]
+    /// struct Reply {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[parent]
+    ///     topic: u64,
+    ///     text: String,
+    ///     likes: i64,
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 1, title: "Hot".into() }).await?;
@@ -191,10 +254,27 @@ impl<S: DocumentStore> Mapper<S> {
     /// parent id.
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Thread {
+    ///     #[id]
+    ///     id: u64,
+    /// }
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(parent = Thread)]
+    /// struct Post {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[parent]
+    ///     thread: u64,
+    ///     points: i64,
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Thread { id: 1 }).await?; // one group (K = 1)
@@ -238,10 +318,30 @@ impl<S: DocumentStore> Mapper<S> {
     /// [`Mapper::update_children`] for one child.
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(group_shards = 8)]
+    /// struct Topic {
+    ///     #[id]
+    ///     id: u64,
+    ///     title: String,
+    /// }
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(parent = Topic)]
+    /// struct Reply {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[parent]
+    ///     topic: u64,
+    ///     text: String,
+    ///     likes: i64,
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 5, title: "Likes".into() }).await?;
@@ -269,9 +369,7 @@ impl<S: DocumentStore> Mapper<S> {
             children.first_mut().map(&mut change)
         })
         .await?
-        .ok_or_else(|| Error::NotFound {
-            key: layout::sub_group(&C::Parent::key_for(parent), 0).child(C::KIND, id.to_key_name()),
-        })
+        .ok_or_else(|| not_found::<C>(&C::Parent::key_for(parent), &id.to_key_name()))
     }
 
     /// One attempt of [`Mapper::update_children`] on the located `keys`.
@@ -322,7 +420,7 @@ impl<S: DocumentStore> Mapper<S> {
         let root = C::Parent::key_for(parent);
         let key = match self.locate::<C>(&root, id).await {
             Ok((key, _)) => key,
-            Err(Error::NotFound { .. }) => return Ok(false),
+            Err(Error::ChildNotFound { .. }) => return Ok(false),
             Err(e) => return Err(e),
         };
         let Some(anchor) = key.parent() else {
@@ -359,10 +457,30 @@ impl<S: DocumentStore> Mapper<S> {
     /// kinds needs one call per kind (the first one deletes the root).
     ///
     /// ```
-    /// # include!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/group_entities.rs"));
+    /// use autoshard::prelude::*;
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(group_shards = 8)]
+    /// struct Topic {
+    ///     #[id]
+    ///     id: u64,
+    ///     title: String,
+    /// }
+    ///
+    /// #[derive(Entity, Debug, Clone)]
+    /// #[entity(parent = Topic)]
+    /// struct Reply {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[parent]
+    ///     topic: u64,
+    ///     text: String,
+    ///     likes: i64,
+    /// }
+    ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard_runtime::Result<()> {
-    /// use autoshard_runtime::{Mapper, MemoryStore};
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
     ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 9, title: "Gone soon".into() }).await?;
@@ -373,7 +491,11 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn delete_group<C: Child>(&self, parent: &ParentId<C>) -> Result<bool> {
+    pub async fn delete_group<C>(&self, parent: &ParentId<C>) -> Result<bool>
+    where
+        C: Child,
+        C::Parent: Root,
+    {
         let shards = group_shards::<C>()?;
         let root = C::Parent::key_for(parent);
         tracing::debug!(root = %root, kind = C::KIND, "delete group");
@@ -394,128 +516,4 @@ impl<S: DocumentStore> Mapper<S> {
         }
         Ok(existed)
     }
-
-    /// Finds the one sub-group that holds child `id` of `root`.
-    async fn locate<C: Child>(&self, root: &Key, id: &C::Id) -> Result<(Key, Versioned)> {
-        let shards = group_shards::<C>()?;
-        let keys = layout::child_candidates(root, C::KIND, &id.to_key_name(), shards);
-        let found = self.get_exactly(&keys).await?;
-        let mut hits = keys
-            .into_iter()
-            .zip(found)
-            .filter_map(|(k, f)| Some((k, f?)));
-        let Some(hit) = hits.next() else {
-            return Err(Error::NotFound {
-                key: layout::sub_group(root, 0).child(C::KIND, id.to_key_name()),
-            });
-        };
-        if let Some((other, _)) = hits.next() {
-            return Err(duplicate(&hit.0, &other));
-        }
-        Ok(hit)
-    }
-
-    /// The keys of the children `ids` of `root`, which must share one sub-group; one
-    /// `get_many` for all candidates.
-    async fn locate_in_one_sub_group<C: Child>(
-        &self,
-        root: &Key,
-        ids: &[C::Id],
-    ) -> Result<Vec<Key>> {
-        let shards = group_shards::<C>()?;
-        let names: Vec<String> = ids.iter().map(EntityId::to_key_name).collect();
-        for (i, name) in names.iter().enumerate() {
-            if names[..i].contains(name) {
-                return Err(Error::Invalid(format!(
-                    "a group transaction lists child `{name}` of `{root}` twice"
-                )));
-            }
-        }
-        let all: Vec<Key> = names
-            .iter()
-            .flat_map(|name| layout::child_candidates(root, C::KIND, name, shards))
-            .collect();
-        let found = self.get_exactly(&all).await?;
-        let per_child = all
-            .chunks(shards as usize)
-            .zip(found.chunks(shards as usize));
-        let mut keys = Vec::with_capacity(ids.len());
-        for (candidates, found) in per_child {
-            let mut hits = candidates.iter().zip(found).filter(|(_, f)| f.is_some());
-            let Some((key, _)) = hits.next() else {
-                return Err(Error::NotFound {
-                    key: candidates[0].clone(),
-                });
-            };
-            if let Some((other, _)) = hits.next() {
-                return Err(duplicate(key, other));
-            }
-            keys.push(key.clone());
-        }
-        if let Some(first) = keys.first() {
-            if let Some(other) = keys.iter().find(|k| !k.same_group(first)) {
-                return Err(Error::Invalid(format!(
-                    "a group transaction must stay in one sub-group, but `{first}` and \
-                     `{other}` are in different sub-groups of `{root}` (`{}` spreads its \
-                     group over {shards} sub-groups; only children of one sub-group can be \
-                     changed atomically)",
-                    C::Parent::KIND
-                )));
-            }
-        }
-        Ok(keys)
-    }
-}
-
-/// `Err(Invalid)` for an operation on a root's documents that was asked of a child kind;
-/// `what` names the operation, `instead` the child operation to use.
-pub(super) fn reject_child<E: Entity>(what: &str, instead: &str) -> Result<()> {
-    match E::PARENT_KIND {
-        None => Ok(()),
-        Some(parent) => Err(Error::Invalid(format!(
-            "`{}` is a child of `{parent}` and lives in a sub-group of its root, so `{what}` \
-             cannot find it; use `{instead}`",
-            E::KIND
-        ))),
-    }
-}
-
-/// `K` of `E`'s group, at least 1.
-fn group_shards<E: Entity>() -> Result<u32> {
-    match E::GROUP_SHARDS {
-        0 => Err(Error::Invalid(format!(
-            "`{}` declares 0 group shards",
-            E::KIND
-        ))),
-        k => Ok(k),
-    }
-}
-
-/// Decodes the child stored at `key`, checking that it names `root` as its parent.
-fn decode_child<C: Entity>(root: &Key, key: &Key, id: C::Id, doc: &Document) -> Result<C> {
-    let child = C::from_document(id, doc).map_err(malformed(key))?;
-    if child.parent_key().as_ref() != Some(root) {
-        return Err(Error::malformed(
-            key,
-            FieldError::new(
-                "(parent)",
-                format!(
-                    "names parent `{}`, but the document is stored under `{root}`",
-                    child
-                        .parent_key()
-                        .map_or_else(|| "none".to_owned(), |k| k.encode())
-                ),
-            ),
-        ));
-    }
-    Ok(child)
-}
-
-/// Two sub-groups hold the same child id.
-fn duplicate(a: &Key, b: &Key) -> Error {
-    Error::Invalid(format!(
-        "child `{}` is stored twice, at `{a}` and `{b}` (two concurrent inserts of one id); \
-         delete one of them",
-        a.name()
-    ))
 }

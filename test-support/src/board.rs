@@ -8,55 +8,55 @@ use std::collections::BTreeSet;
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(kind = "Scoreboard")]
-pub(crate) struct Board {
+pub struct Board {
     #[id]
-    pub(crate) id: String,
-    pub(crate) title: String,
-    pub(crate) note: Option<String>,
+    pub id: String,
+    pub title: String,
+    pub note: Option<String>,
     #[shardable(neutral = 0, shards = 4)]
-    pub(crate) score: i64,
+    pub score: i64,
     #[shardable(neutral = 0)]
-    pub(crate) peak: u64,
+    pub peak: u64,
     #[shardable(neutral = BTreeSet::new(), shards = 3)]
-    pub(crate) tags: BTreeSet<String>,
+    pub tags: BTreeSet<String>,
 }
 
 impl Board {
     #[shard_method]
-    pub(crate) fn add(&mut self, delta: i64) {
+    pub fn add(&mut self, delta: i64) {
         self.score += delta;
     }
 
     #[shard_method]
-    pub(crate) fn observe(&mut self, value: u64) {
+    pub fn observe(&mut self, value: u64) {
         self.peak = self.peak.max(value);
     }
 
     /// Returns whether the tag was new to the aggregate (the second run's answer).
     #[shard_method]
-    pub(crate) fn tag(&mut self, tag: &str) -> bool {
+    pub fn tag(&mut self, tag: &str) -> bool {
         self.tags.insert(tag.to_owned())
     }
 
     /// Refuses to take the score below zero; on the (neutral) shadow that can panic.
     #[shard_method]
-    pub(crate) fn add_checked(&mut self, delta: i64) {
+    pub fn add_checked(&mut self, delta: i64) {
         assert!(self.score + delta >= 0, "score would go negative");
         self.score += delta;
     }
 
     #[shard_fold]
-    pub(crate) fn fold_score(a: i64, b: i64) -> i64 {
+    pub fn fold_score(a: i64, b: i64) -> i64 {
         a + b
     }
 
     #[shard_fold]
-    pub(crate) fn fold_peak(a: u64, b: u64) -> u64 {
+    pub fn fold_peak(a: u64, b: u64) -> u64 {
         a.max(b)
     }
 
     #[shard_fold(tags)]
-    pub(crate) fn union(mut a: BTreeSet<String>, b: BTreeSet<String>) -> BTreeSet<String> {
+    pub fn union(mut a: BTreeSet<String>, b: BTreeSet<String>) -> BTreeSet<String> {
         a.extend(b);
         a
     }

@@ -1,0 +1,253 @@
+//! Commits: planning the KEYS and ARGV of one `lua/commit.lua` call for a
+//! [`Transaction`], running it (with the out-of-slot index steps of `index` on a cluster),
+//! and decoding its reply. The call format is specified in the script's header.
+
+use super::index::OutOfSlotIndex;
+use super::{reply, RedisStore, WHOLE_DOCUMENT};
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::{Transaction, Write};
+use ::redis::Value;
+use std::collections::{HashMap, HashSet};
+
+/// What the commit script did to one write.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WriteOutcome {
+    pub(super) version: u64,
+    pub(super) existed: bool,
+}
+
+pub(super) enum Applied {
+    Committed(Vec<WriteOutcome>),
+    Conflict(Key),
+}
+
+/// What a position in a script's KEYS holds, to name it in errors.
+enum Role {
+    Doc(Key),
+    Counter(Key),
+    Index,
+}
+
+/// The KEYS and ARGV of one commit script call.
+#[derive(Default)]
+struct Call {
+    keys: Vec<String>,
+    roles: Vec<Role>,
+    positions: HashMap<String, usize>,
+    args: Vec<String>,
+}
+
+impl Call {
+    /// The 1-based KEYS position of `name`, adding it when new.
+    fn key(&mut self, name: String, role: Role) -> usize {
+        if let Some(&pos) = self.positions.get(&name) {
+            return pos;
+        }
+        self.keys.push(name.clone());
+        self.roles.push(role);
+        let pos = self.keys.len();
+        self.positions.insert(name, pos);
+        pos
+    }
+}
+
+/// The operation of one write in the script's ARGV.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Put,
+    Delete,
+}
+
+impl Op {
+    /// The op code `lua/commit.lua` reads.
+    fn code(self) -> &'static str {
+        match self {
+            Op::Put => "p",
+            Op::Delete => "d",
+        }
+    }
+}
+
+impl RedisStore {
+    /// The commit script call for `txn`, and the index updates it leaves to the caller
+    /// (out-of-slot indexes on a cluster).
+    fn plan(&self, txn: &Transaction) -> Result<(Call, Vec<OutOfSlotIndex>)> {
+        let cluster = self.is_cluster();
+        let mut call = Call::default();
+        let mut checked = HashSet::new();
+        let mut expects_existing = HashSet::new();
+        let mut checks = Vec::new();
+        for (key, expected) in txn.reads() {
+            let pos = call.key(self.layout.doc(key), Role::Doc(key.clone()));
+            checked.insert(pos);
+            if expected.is_some() {
+                expects_existing.insert(key);
+            }
+            checks.push((
+                pos,
+                expected.map_or_else(|| "-".to_owned(), |v| v.0.to_string()),
+            ));
+        }
+        for (key, _) in txn.writes() {
+            let pos = call.key(self.layout.doc(key), Role::Doc(key.clone()));
+            if checked.insert(pos) {
+                checks.push((pos, "*".to_owned()));
+            }
+        }
+        call.args.push(checks.len().to_string());
+        for (pos, expected) in checks {
+            call.args.push(pos.to_string());
+            call.args.push(expected);
+        }
+        call.args.push(txn.writes().len().to_string());
+        let mut out_of_slot = Vec::new();
+        for (i, (key, write)) in txn.writes().iter().enumerate() {
+            let doc = self.layout.doc(key);
+            let pos = call.key(doc.clone(), Role::Doc(key.clone()));
+            let counter = call.key(self.layout.counter(key), Role::Counter(key.group()));
+            let (index, same_group) = self.layout.index_of(key);
+            let (op, body) = match write {
+                Write::Put(doc) => (
+                    Op::Put,
+                    serde_json::to_string(doc).map_err(|e| Error::Malformed {
+                        key: key.clone(),
+                        field: WHOLE_DOCUMENT.to_owned(),
+                        reason: format!("cannot be encoded as JSON: {e}"),
+                    })?,
+                ),
+                Write::Delete => (Op::Delete, String::new()),
+            };
+            let index_pos = if cluster && !same_group {
+                out_of_slot.push(OutOfSlotIndex {
+                    write: i,
+                    index,
+                    member: key.encode(),
+                    doc,
+                    put: op == Op::Put,
+                    may_create: !expects_existing.contains(key),
+                });
+                0
+            } else {
+                call.key(index, Role::Index)
+            };
+            call.args.extend([
+                pos.to_string(),
+                counter.to_string(),
+                op.code().to_owned(),
+                body,
+                index_pos.to_string(),
+            ]);
+        }
+        call.args.push(self.layout.prefix().len().to_string());
+        Ok((call, out_of_slot))
+    }
+
+    /// Runs `txn` through the commit script, with the out-of-slot index steps on a
+    /// cluster (module docs).
+    pub(super) async fn apply(&self, txn: &Transaction, what: &str) -> Result<Applied> {
+        if self.is_cluster() && !txn.single_group() {
+            return Err(Error::Invalid(format!(
+                "a Redis Cluster commits within one entity group only; this transaction \
+                 spans several: {}",
+                txn.keys().map(Key::encode).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        if txn.reads().is_empty() && txn.writes().is_empty() {
+            return Ok(Applied::Committed(Vec::new()));
+        }
+        let (call, out_of_slot) = self.plan(txn)?;
+
+        // Step 1 on a cluster: index entries of documents this write may create.
+        let pre = out_of_slot
+            .iter()
+            .filter(|o| o.put && o.may_create)
+            .map(|o| self.index_add(o));
+        futures::future::try_join_all(pre).await?;
+
+        let mut invocation = self.commit_script.prepare_invoke();
+        for name in &call.keys {
+            invocation.key(name);
+        }
+        for arg in &call.args {
+            invocation.arg(arg);
+        }
+        let mut conn = self.conns.get();
+        let first = &call.keys[0];
+        let reply: Value = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.backend(format_args!("{what} of `{first}`"), e))?;
+        let applied = self.decode_commit(&call, txn.writes().len(), &reply, what)?;
+
+        // Step 2 on a cluster: entries of created documents again, deleted ones out.
+        if let Applied::Committed(outcomes) = &applied {
+            let post = out_of_slot.iter().filter_map(|o| {
+                let existed = outcomes.get(o.write).is_some_and(|w| w.existed);
+                match (o.put, existed) {
+                    (true, false) => Some(futures::future::Either::Left(self.index_add(o))),
+                    (false, true) => Some(futures::future::Either::Right(self.index_remove(o))),
+                    _ => None,
+                }
+            });
+            futures::future::try_join_all(post).await?;
+        }
+        Ok(applied)
+    }
+
+    fn decode_commit(
+        &self,
+        call: &Call,
+        writes: usize,
+        reply: &Value,
+        what: &str,
+    ) -> Result<Applied> {
+        let bad = || self.backend(what, reply::unexpected("the commit script", reply));
+        let items = reply::array(reply).ok_or_else(bad)?;
+        match items.first().and_then(reply::text) {
+            Some("ok") if items.len() == 1 + 2 * writes => {
+                let mut outcomes = Vec::with_capacity(writes);
+                for pair in items[1..].chunks_exact(2) {
+                    outcomes.push(WriteOutcome {
+                        version: reply::uint(&pair[0]).ok_or_else(bad)?,
+                        existed: reply::int(&pair[1]).ok_or_else(bad)? != 0,
+                    });
+                }
+                Ok(Applied::Committed(outcomes))
+            }
+            Some("conflict") if items.len() == 2 => {
+                let pos = reply::position(&items[1], call.keys.len()).ok_or_else(bad)?;
+                match &call.roles[pos] {
+                    Role::Doc(key) => Ok(Applied::Conflict(key.clone())),
+                    _ => Err(bad()),
+                }
+            }
+            Some("malformed") if items.len() == 3 => {
+                let pos = reply::position(&items[1], call.keys.len()).ok_or_else(bad)?;
+                let reason = reply::text(&items[2]).unwrap_or("not ours").to_owned();
+                match &call.roles[pos] {
+                    Role::Doc(key) => Err(Error::Malformed {
+                        key: key.clone(),
+                        field: WHOLE_DOCUMENT.to_owned(),
+                        reason,
+                    }),
+                    Role::Counter(group) => Err(Error::Malformed {
+                        key: group.clone(),
+                        field: "(version counter)".to_owned(),
+                        reason: format!("`{}`: {reason}", call.keys[pos]),
+                    }),
+                    Role::Index => Err(bad()),
+                }
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// The outcome of the one write of a single-write transaction.
+    pub(super) fn single(&self, outcomes: &[WriteOutcome], what: &str) -> Result<WriteOutcome> {
+        outcomes
+            .first()
+            .copied()
+            .ok_or_else(|| self.backend(what, "the commit script reported no write"))
+    }
+}

@@ -1,0 +1,97 @@
+//! [`RedisOptions`]: how a [`super::RedisStore`] connects and names its keys.
+
+use super::layout::Layout;
+use crate::error::{Error, Result};
+use std::time::Duration;
+
+/// Options of a [`RedisStore`](super::RedisStore); start from [`RedisOptions::default`].
+///
+/// ```
+/// use autoshard::store::redis::RedisOptions;
+/// use std::time::Duration;
+///
+/// let options = RedisOptions::default()
+///     .namespace("votes-app")
+///     .pool_size(4)
+///     .response_timeout(Duration::from_secs(2));
+/// assert_eq!(options.namespace, "votes-app");
+/// ```
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct RedisOptions {
+    /// Prefix of every Redis key the store uses, followed by `:` (none when empty).
+    /// Must not contain `{` or `}`. Default `autoshard`.
+    pub namespace: String,
+    /// Multiplexed connections to a standalone server, used round-robin. Default 2.
+    /// (A cluster connection multiplexes over one connection per node.)
+    pub pool_size: usize,
+    /// Timeout of each connection attempt. Default 2 s.
+    pub connect_timeout: Duration,
+    /// Timeout of each request. Default 5 s.
+    pub response_timeout: Duration,
+    /// Reconnection attempts after a connection drops (and at connect). Default 2.
+    pub reconnect_retries: usize,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            namespace: "autoshard".to_owned(),
+            pool_size: 2,
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(5),
+            reconnect_retries: 2,
+        }
+    }
+}
+
+impl RedisOptions {
+    /// Sets [`RedisOptions::namespace`].
+    #[must_use]
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
+    /// Sets [`RedisOptions::pool_size`] (at least 1).
+    #[must_use]
+    pub fn pool_size(mut self, pool_size: usize) -> Self {
+        self.pool_size = pool_size.max(1);
+        self
+    }
+
+    /// Sets [`RedisOptions::connect_timeout`].
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`RedisOptions::response_timeout`].
+    #[must_use]
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// Sets [`RedisOptions::reconnect_retries`].
+    #[must_use]
+    pub fn reconnect_retries(mut self, retries: usize) -> Self {
+        self.reconnect_retries = retries;
+        self
+    }
+
+    pub(super) fn layout(&self) -> Result<Layout> {
+        let prefix = if self.namespace.is_empty() {
+            String::new()
+        } else {
+            format!("{}:", self.namespace)
+        };
+        Layout::new(&prefix).ok_or_else(|| {
+            Error::Invalid(format!(
+                "Redis namespace `{}` must not contain `{{` or `}}` (it would move hash tags)",
+                self.namespace
+            ))
+        })
+    }
+}

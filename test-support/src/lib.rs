@@ -1,0 +1,18 @@
+//! What autoshard's own tests share (not published): test servers that the tests start
+//! and stop themselves, and test entities declared with the real macros.
+//!
+//! - [`redis`]: a standalone `redis-server` or a 3-node Redis Cluster on free loopback
+//!   ports in a temporary directory, killed when dropped; never a server someone else
+//!   started.
+//! - [`entities`]: `Question` (10 static shards), `NaiveQuestion` (votes in the main
+//!   document), `Counter` (dynamic shards).
+//! - [`groups`]: entity groups: `Topic`/`Reply` (8 sub-groups), `Thread`/`Post` (one).
+//! - [`board`]: `Board`, three properties with three folds (sum, max, union).
+
+// Test plumbing: a server that cannot start fails the test that asked for it.
+#![allow(clippy::missing_panics_doc, clippy::must_use_candidate, missing_docs)]
+
+pub mod board;
+pub mod entities;
+pub mod groups;
+pub mod redis;

@@ -1,4 +1,0 @@
-//! Helpers shared by the facade's integration tests.
-
-pub mod entities;
-pub mod redis;
