@@ -1,4 +1,4 @@
-//! Dynamic property sharding and compaction (issue 5), each scenario on the memory store,
+//! Dynamic property sharding and compaction, each scenario on the memory store,
 //! a standalone Redis and a 3-node Redis Cluster started here:
 //! - 32 writers save while compaction runs again and again: the total is exact, and a
 //!   compaction leaves one shard document plus at most the saves that raced it;

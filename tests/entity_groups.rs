@@ -1,4 +1,4 @@
-//! Entity groups and entity-group sharding (issue 6) through the macros, on the memory
+//! Entity groups and entity-group sharding through the macros, on the memory
 //! store with a modelled commit latency, a standalone Redis server and a 3-node Redis
 //! Cluster:
 //! - 64 tasks insert responses to one question at once, with the group as one sub-group

@@ -53,6 +53,8 @@ const _: () = {
             0
         }
     }
+    impl ::autoshard::__private::HasShardedProperty<14875331854042037874u64>
+    for Question {}
     #[allow(dead_code)]
     trait __AutoshardFoldFallback {
         fn __autoshard_fold_votes(_: i64, _: i64) -> i64
@@ -388,6 +390,7 @@ impl Question {
     #[doc(hidden)]
     #[inline]
     pub(crate) fn __autoshard_fold_votes(__autoshard_a: i64, __autoshard_b: i64) -> i64 {
+        ::autoshard::__private::sharded_property::<Self, 14875331854042037874u64>();
         Self::fold_votes(__autoshard_a, __autoshard_b)
     }
 }

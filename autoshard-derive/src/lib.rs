@@ -1,16 +1,13 @@
 //! Procedural macros of autoshard. Use them through the `autoshard` crate, which documents
 //! them: `#[derive(Entity)]`, `#[autoshard::sharded]`, `#[shard_method]`, `#[shard_fold]`.
 //!
-//! Layout (after `serde_derive`): `attr.rs` parses the attributes, `ast.rs` builds the
-//! model of an entity, `check.rs` checks rules across fields, `expand/` generates code.
+//! Layout (after `serde_derive`): `internals/` parses the attributes (`attr`), builds the
+//! model of an entity (`ast`) and checks the rules across fields (`check`), reading every
+//! name from one table (`symbol`); `expand/` generates code from the checked model only.
 //! Errors are collected in a `Ctxt` so a build reports every mistake at once.
 
-mod ast;
-mod attr;
-mod check;
-mod ctxt;
 mod expand;
-mod group;
+mod internals;
 
 use proc_macro::TokenStream;
 

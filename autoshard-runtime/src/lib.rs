@@ -71,6 +71,7 @@ pub mod __private {
     pub use crate::group::{Child, ParentId, Root};
     pub use crate::key::Key;
     pub use crate::macro_support::{
-        decode, decode_field, encode, MissingShardFold, ShadowRun, ShardMethodArg, ShardedFields,
+        decode, decode_field, encode, sharded_property, HasShardedProperty, MissingShardFold,
+        ShadowRun, ShardMethodArg, ShardedFields,
     };
 }

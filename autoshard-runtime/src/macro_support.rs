@@ -76,6 +76,19 @@ impl<T: Clone> ShardMethodArg for T {
     }
 }
 
+/// Implemented by `#[derive(Entity)]` for each `#[shardable]` field, with `NAME` a hash
+/// of the field's name; a `#[shard_fold]` requires it for the property it folds, so a
+/// fold of a field that is not sharded (or a typo) is reported on the fold's name.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no `#[shardable]` field that this `#[shard_fold]` could fold",
+    label = "no `#[shardable]` field of this name",
+    note = "a `#[shard_fold]` function `fold_<field>` (or one marked `#[shard_fold(<field>)]`) folds the `#[shardable]` field `<field>`: check the name, and that the field is `#[shardable]`"
+)]
+pub trait HasShardedProperty<const NAME: u64> {}
+
+/// Compiles only when `E` has the sharded property whose name hashes to `NAME`.
+pub const fn sharded_property<E: HasShardedProperty<NAME> + ?Sized, const NAME: u64>() {}
+
 /// Never implemented: the bound of the fallback fold that `#[derive(Entity)]` generates
 /// for each sharded property, so a property without a `#[shard_fold]` function is
 /// reported with this message on its field.

@@ -6,6 +6,9 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::{Data, DeriveInput};
 
+use crate::internals::names;
+use crate::internals::symbol::{ID, SHARDABLE};
+
 /// A placeholder `Entity` impl (and `ShardedFields` for a rewritten struct), or nothing
 /// when the item is not a plain struct it could be written for.
 pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
@@ -19,7 +22,7 @@ pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
     let id_ty = data
         .fields
         .iter()
-        .find(|f| f.attrs.iter().any(|a| a.path().is_ident("id")))
+        .find(|f| f.attrs.iter().any(|a| a.path() == ID))
         .map_or_else(
             || quote!(::std::string::String),
             |f| {
@@ -27,6 +30,17 @@ pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
                 quote!(#ty)
             },
         );
+    // The `#[shardable]` fields' properties, so a `#[shard_fold]` of one of them does not
+    // also report a missing property.
+    let markers = data
+        .fields
+        .iter()
+        .filter(|f| f.attrs.iter().any(|a| a.path() == SHARDABLE))
+        .filter_map(|f| f.ident.as_ref())
+        .map(|field| {
+            let hash = names::property_hash(field);
+            quote!(impl ::autoshard::__private::HasShardedProperty<#hash> for #ident {})
+        });
     let fields_impl = sharded.then(|| {
         quote! {
             impl ::autoshard::__private::ShardedFields for #ident {
@@ -59,6 +73,7 @@ pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
                 }
             }
             impl ::autoshard::__private::Root for #ident {}
+            #(#markers)*
             #fields_impl
         };
     }

@@ -7,13 +7,13 @@ use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::{FnArg, ImplItemFn, ReturnType, Signature};
 
-use crate::attr;
-use crate::ctxt::Ctxt;
-use crate::expand::names;
+use crate::internals::attr;
+use crate::internals::ctxt::Ctxt;
+use crate::internals::names;
 
 pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
-    let mut cx = Ctxt::new();
-    let property = attr::shard_fold_args(&mut cx, args);
+    let cx = Ctxt::new();
+    let property = attr::shard_fold_args(&cx, args);
     let Ok(item) = syn::parse2::<ImplItemFn>(input.clone()) else {
         cx.error_at(
             Span::call_site(),
@@ -24,7 +24,7 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
         return quote!(#errors #input);
     };
     let sig = &item.sig;
-    check(&mut cx, sig);
+    check(&cx, sig);
     let property = property.or_else(|| {
         let name = sig.ident.unraw().to_string();
         if let Some(field) = name.strip_prefix("fold_").filter(|f| !f.is_empty()) {
@@ -40,7 +40,7 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
             None
         }
     });
-    if cx.has_errors() {
+    if let Err(error) = cx.check() {
         // Keep the fold's name defined, so the struct does not also report a missing fold.
         let placeholder = property.map(|property| {
             let hidden = names::fold_fn(&property);
@@ -52,13 +52,14 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
                 }
             }
         });
-        let errors = cx.into_compile_errors();
+        let errors = error.into_compile_error();
         return quote!(#errors #item #placeholder);
     }
     let Some(property) = property else {
         return quote!(#item);
     };
     let hidden = names::fold_fn(&property);
+    let hash = names::property_hash(&property);
     let user = &sig.ident;
     let types = sig.inputs.iter().filter_map(|input| match input {
         FnArg::Typed(typed) => Some(&typed.ty),
@@ -71,10 +72,16 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
             quote!(#name: #ty)
         });
     let output = &sig.output;
+    // The derive implements `HasShardedProperty<hash>` for each sharded field: this fails
+    // on the property's name when no sharded field has it.
+    let exists = quote_spanned! {property.span()=>
+        ::autoshard::__private::sharded_property::<Self, #hash>();
+    };
     let hidden_fn = quote_spanned! {property.span()=>
         #[doc(hidden)]
         #[inline]
         pub(crate) fn #hidden(#(#params),*) #output {
+            #exists
             Self::#user(__autoshard_a, __autoshard_b)
         }
     };
@@ -85,7 +92,7 @@ pub fn shard_fold(args: TokenStream, input: &TokenStream) -> TokenStream {
 }
 
 /// The shape of a fold: no receiver, two parameters, a return type, not async or generic.
-fn check(cx: &mut Ctxt, sig: &Signature) {
+fn check(cx: &Ctxt, sig: &Signature) {
     if let Some(receiver) = sig.receiver() {
         cx.error_spanned_by(
             receiver,

@@ -4,17 +4,17 @@
 //! a hidden method beside the wrapper.
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{FnArg, ImplItemFn, Pat, Type};
 
-use crate::attr;
-use crate::ctxt::Ctxt;
-use crate::expand::names;
+use crate::internals::attr;
+use crate::internals::ctxt::Ctxt;
+use crate::internals::names;
 
 pub fn shard_method(args: TokenStream, input: &TokenStream) -> TokenStream {
-    let mut cx = Ctxt::new();
-    attr::shard_method_args(&mut cx, args);
+    let cx = Ctxt::new();
+    attr::shard_method_args(&cx, args);
     let Ok(item) = syn::parse2::<ImplItemFn>(input.clone()) else {
         cx.error_at(
             Span::call_site(),
@@ -23,16 +23,16 @@ pub fn shard_method(args: TokenStream, input: &TokenStream) -> TokenStream {
         let errors = cx.into_compile_errors();
         return quote!(#errors #input);
     };
-    check(&mut cx, &item);
-    if cx.has_errors() {
+    check(&cx, &item);
+    if let Err(error) = cx.check() {
         // The method stays as written, so the only errors are the ones above.
-        let errors = cx.into_compile_errors();
+        let errors = error.into_compile_error();
         return quote!(#errors #item);
     }
     expand(&item)
 }
 
-fn check(cx: &mut Ctxt, item: &ImplItemFn) {
+fn check(cx: &Ctxt, item: &ImplItemFn) {
     let sig = &item.sig;
     match sig.receiver() {
         None => cx.error_spanned_by(
@@ -94,12 +94,12 @@ fn expand(item: &ImplItemFn) -> TokenStream {
         let FnArg::Typed(typed) = input else {
             continue;
         };
+        let (arg, clone) = names::method_arg(index);
         let name = match &*typed.pat {
             Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => pat.ident.clone(),
-            _ => format_ident!("__autoshard_arg{}", index),
+            _ => arg,
         };
         *typed.pat = syn::parse_quote!(#name);
-        let clone = format_ident!("__autoshard_clone{}", index);
         let ty = &typed.ty;
         clones.push(quote_spanned! {ty.span()=>
             let #clone = ::autoshard::__private::ShardMethodArg::clone_for_shadow_run(&#name);

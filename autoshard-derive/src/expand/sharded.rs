@@ -8,13 +8,15 @@ use quote::{format_ident, quote};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Data, DeriveInput, Fields, FieldsNamed, Path, Token};
 
-use crate::attr::{Constructor, ShardedArgs, SHARDED_MARKER};
-use crate::ctxt::Ctxt;
-use crate::expand::names;
+use crate::internals::attr::{Constructor, ShardedArgs};
+use crate::internals::check;
+use crate::internals::ctxt::Ctxt;
+use crate::internals::names;
+use crate::internals::symbol::{SHARDABLE, SHARDED_MARKER, STRIPPED_WITHOUT_DERIVE};
 
 pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
-    let mut cx = Ctxt::new();
-    let args = ShardedArgs::parse(&mut cx, args);
+    let cx = Ctxt::new();
+    let args = ShardedArgs::parse(&cx, args);
     let Ok(mut item) = syn::parse2::<DeriveInput>(input.clone()) else {
         cx.error_at(
             Span::call_site(),
@@ -25,7 +27,7 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
         return quote!(#errors #input);
     };
     let derives = Derives::of(&item.attrs);
-    check_shape(&mut cx, &item);
+    check_shape(&cx, &item);
     if !derives.entity {
         cx.error_at(
             Span::call_site(),
@@ -55,11 +57,11 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
             );
         }
     }
-    if cx.has_errors() {
-        let errors = cx.into_compile_errors();
+    if let Err(error) = cx.check() {
+        let errors = error.into_compile_error();
         if derives.entity {
             // Tell the derive to stay quiet; the error above says it all.
-            let marker = format_ident!("{}", SHARDED_MARKER);
+            let marker = format_ident!("{}", SHARDED_MARKER.0);
             item.attrs.push(syn::parse_quote!(#[#marker(failed)]));
         } else {
             strip_helper_attrs(&mut item);
@@ -71,7 +73,7 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
     };
     let constructor = constructor(&args, &item.ident, &item.vis, named);
     add_hidden_fields(named, &item.vis, derives.serde);
-    let marker = format_ident!("{}", SHARDED_MARKER);
+    let marker = format_ident!("{}", SHARDED_MARKER.0);
     item.attrs.push(syn::parse_quote!(#[#marker]));
     quote! {
         #item
@@ -80,7 +82,7 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
 }
 
 /// Rejects what the rewrite cannot handle, spanned on the offending tokens.
-fn check_shape(cx: &mut Ctxt, item: &DeriveInput) {
+fn check_shape(cx: &Ctxt, item: &DeriveInput) {
     match &item.data {
         Data::Struct(data) => match &data.fields {
             Fields::Named(_) => {}
@@ -104,12 +106,18 @@ fn check_shape(cx: &mut Ctxt, item: &DeriveInput) {
             "`#[autoshard::sharded]` supports only structs with named fields, not unions",
         ),
     }
-    let generics = &item.generics;
-    if !generics.params.is_empty() || generics.where_clause.is_some() {
-        cx.error_spanned_by(
-            generics,
-            "`#[autoshard::sharded]` does not support generic structs; \
-             give the entity concrete field types",
+    check::generics(cx, &item.generics, "#[autoshard::sharded]");
+    if item
+        .attrs
+        .iter()
+        .any(|a| a.path() == SHARDED_MARKER && a.parse_args::<syn::Ident>().is_err())
+    {
+        cx.error_at(
+            Span::call_site(),
+            format_args!(
+                "`#[autoshard::sharded]` is already on `{}`: write it once",
+                item.ident
+            ),
         );
     }
 }
@@ -144,17 +152,13 @@ impl Derives {
 }
 
 fn is_shardable(attrs: &[Attribute]) -> bool {
-    attrs.iter().any(|a| a.path().is_ident("shardable"))
+    attrs.iter().any(|a| a.path() == SHARDABLE)
 }
 
 /// Without `#[derive(Entity)]` nothing registers the field attributes; drop them so the
 /// only error is the one saying to add the derive.
 fn strip_helper_attrs(item: &mut DeriveInput) {
-    let helper = |a: &Attribute| {
-        ["id", "shardable", "entity"]
-            .iter()
-            .any(|name| a.path().is_ident(name))
-    };
+    let helper = |a: &Attribute| STRIPPED_WITHOUT_DERIVE.iter().any(|&name| a.path() == name);
     item.attrs.retain(|a| !helper(a));
     if let Data::Struct(data) = &mut item.data {
         for field in &mut data.fields {

@@ -24,6 +24,7 @@
 //! This module only compacts one entity; sweeping a kind is [`crate::compaction`], which
 //! builds on it (never the reverse).
 
+use super::attempt::Attempt;
 use super::codec::with_property;
 use super::layout;
 use super::Mapper;
@@ -32,8 +33,8 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Transaction};
-use std::time::Instant;
+use crate::store::{DocumentStore, Transaction};
+use std::ops::ControlFlow;
 
 /// What a compaction did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,14 +74,12 @@ pub const DEFAULT_BATCH: usize = 256;
 /// entity that writers keep growing still ends.
 pub const DEFAULT_ROUNDS: u32 = 64;
 
-/// What one round did.
+/// What one round that did not conflict did.
 enum Round {
     /// Nothing to fold (no shard, or only the compacted document).
     Idle,
     /// Folded this many shard documents; `more` when the page was full.
     Folded { shards: u64, more: bool },
-    /// A concurrent compaction changed what was read; nothing was applied.
-    Conflict(Key),
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -151,13 +150,23 @@ impl<S: DocumentStore> Mapper<S> {
             entities: 1,
             ..CompactionReport::default()
         };
-        let started = Instant::now();
-        let mut conflicts_in_a_row = 0;
+        let mut retrying = self.retrying("compact");
         while report.commits < u64::from(rounds) {
-            match self.compact_round::<E>(&main, batch).await? {
+            let round = match retrying
+                .attempt(self.compact_round::<E>(&main, batch))
+                .await?
+            {
+                ControlFlow::Break(round) => round,
+                ControlFlow::Continue(()) => {
+                    report.conflicts += 1;
+                    continue;
+                }
+            };
+            // A round that committed starts the policy afresh for the next one.
+            retrying = self.retrying("compact");
+            match round {
                 Round::Idle => break,
                 Round::Folded { shards, more } => {
-                    conflicts_in_a_row = 0;
                     report.commits += 1;
                     report.shards_folded += shards;
                     tracing::debug!(key = %main, shards, more, "compact: round committed");
@@ -165,28 +174,13 @@ impl<S: DocumentStore> Mapper<S> {
                         break;
                     }
                 }
-                Round::Conflict(key) => {
-                    conflicts_in_a_row += 1;
-                    report.conflicts += 1;
-                    let Some(delay) = self
-                        .retry
-                        .delay_before_retry(conflicts_in_a_row, started.elapsed())
-                    else {
-                        return Err(Error::Contention {
-                            key,
-                            attempts: conflicts_in_a_row,
-                        });
-                    };
-                    tracing::debug!(key = %key, ?delay, "compact: conflict; scanning again");
-                    tokio::time::sleep(delay).await;
-                }
             }
         }
         Ok(report)
     }
 
     /// One round: scan a page, fold it, commit (module docs).
-    async fn compact_round<E: Entity>(&self, main: &Key, batch: usize) -> Result<Round> {
+    async fn compact_round<E: Entity>(&self, main: &Key, batch: usize) -> Result<Attempt<Round>> {
         let compacted = layout::compacted(main);
         let page = self
             .store
@@ -195,7 +189,7 @@ impl<S: DocumentStore> Mapper<S> {
         let more = page.next.is_some();
         let listed = page.items.iter().find(|(key, _)| *key == compacted);
         if page.items.len() <= usize::from(listed.is_some()) {
-            return Ok(Round::Idle);
+            return Ok(Attempt::Committed(Round::Idle));
         }
         let current = match listed {
             Some((_, current)) => Some(current.clone()),
@@ -242,7 +236,7 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         if shards.is_empty() {
-            return Ok(Round::Idle);
+            return Ok(Attempt::Committed(Round::Idle));
         }
 
         let mut doc = kept;
@@ -256,12 +250,10 @@ impl<S: DocumentStore> Mapper<S> {
             txn = txn.expect(key.clone(), Some(*version)).delete(key.clone());
         }
         txn = txn.put(compacted, doc);
-        Ok(match self.store.commit(&txn).await? {
-            Commit::Committed => Round::Folded {
-                shards: shards.len() as u64,
-                more,
-            },
-            Commit::Conflict { key } => Round::Conflict(key),
-        })
+        let folded = shards.len() as u64;
+        Ok(self.commit_attempt(&txn).await?.map(|()| Round::Folded {
+            shards: folded,
+            more,
+        }))
     }
 }

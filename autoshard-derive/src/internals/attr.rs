@@ -1,0 +1,364 @@
+//! Parsing of the macros' own attributes into plain structs: `#[entity(...)]`, `#[id]`,
+//! `#[parent]`, `#[shardable(...)]`, the arguments of `#[autoshard::sharded(...)]`,
+//! `#[shard_method]` and `#[shard_fold(...)]`. Every value goes through an [`Attr`]
+//! slot, the one place that reports a duplicate, at the second token. Errors go to the
+//! [`Ctxt`], spanned on the offending token; no cross-field rule is checked here (that
+//! is `check.rs`).
+
+use proc_macro2::TokenStream;
+use quote::ToTokens;
+use syn::meta::ParseNestedMeta;
+use syn::{Attribute, Expr, Ident, Lit, LitStr, Meta, Path};
+
+use super::ctxt::Ctxt;
+use super::symbol::{
+    Symbol, CONSTRUCTOR, ENTITY, GROUP_SHARDS, ID, KIND, NEUTRAL, PARENT, SHARDABLE, SHARDED,
+    SHARDS,
+};
+
+/// One value of an attribute or option; a second `set` reports a duplicate.
+pub struct Attr<'c, T> {
+    cx: &'c Ctxt,
+    duplicate: String,
+    value: Option<T>,
+}
+
+impl<'c, T> Attr<'c, T> {
+    /// The slot of option `name` of attribute `attr`: "duplicate `attr` option `name`".
+    fn option(cx: &'c Ctxt, attr: Symbol, name: Symbol) -> Self {
+        Attr {
+            cx,
+            duplicate: format!("duplicate `{attr}` option `{name}`"),
+            value: None,
+        }
+    }
+
+    /// The slot of a field attribute: "duplicate `#[name]` attribute on one field".
+    fn field_attribute(cx: &'c Ctxt, name: Symbol) -> Self {
+        Attr {
+            cx,
+            duplicate: format!("duplicate `#[{name}]` attribute on one field"),
+            value: None,
+        }
+    }
+
+    /// Stores `value`, or reports a duplicate on `tokens` and keeps the first value.
+    fn set<A: ToTokens>(&mut self, tokens: A, value: T) {
+        if self.value.is_some() {
+            self.cx.error_spanned_by(tokens, &self.duplicate);
+        } else {
+            self.value = Some(value);
+        }
+    }
+
+    /// Marks the slot as given without a usable value: a later one is still a duplicate.
+    fn set_seen<A: ToTokens>(&mut self, tokens: A)
+    where
+        T: Default,
+    {
+        self.set(tokens, T::default());
+    }
+
+    fn get(self) -> Option<T> {
+        self.value
+    }
+}
+
+/// Options of `#[entity(...)]` on the struct.
+#[derive(Default)]
+pub struct EntityAttr {
+    /// `kind = "..."`: overrides the document kind.
+    pub kind: Option<LitStr>,
+    /// `parent = Root`: this kind is a child of `Root`'s entity group.
+    pub parent: Option<Path>,
+    /// `group_shards = K`: the value's tokens (for spans) and `K`, the root's group spread
+    /// over `K >= 1` sub-groups (`None` when the value was rejected).
+    pub group_shards: Option<(TokenStream, Option<u32>)>,
+}
+
+impl EntityAttr {
+    pub fn from_attrs(cx: &Ctxt, attrs: &[Attribute]) -> Self {
+        let mut kind = Attr::option(cx, ENTITY, KIND);
+        let mut parent = Attr::option(cx, ENTITY, PARENT);
+        let mut group_shards = Attr::option(cx, ENTITY, GROUP_SHARDS);
+        for attr in attrs.iter().filter(|attr| attr.path() == ENTITY) {
+            let result = attr.parse_nested_meta(|meta| {
+                if meta.path == KIND {
+                    let value: Expr = meta.value()?.parse()?;
+                    match value {
+                        Expr::Lit(syn::ExprLit {
+                            lit: Lit::Str(lit), ..
+                        }) => kind.set(&meta.path, lit),
+                        other => cx.error_spanned_by(
+                            other,
+                            "`kind` takes a string literal: `#[entity(kind = \"Question\")]`",
+                        ),
+                    }
+                } else if meta.path == PARENT {
+                    parent.set(&meta.path, meta.value()?.parse::<Path>()?);
+                } else if meta.path == GROUP_SHARDS {
+                    let value: Expr = meta.value()?.parse()?;
+                    let shards = parse_positive_count(
+                        cx,
+                        &value,
+                        GROUP_SHARDS,
+                        "`group_shards` must be an integer literal such as `group_shards = 8`: \
+                         the number of sub-groups the entity group is spread over",
+                        "`group_shards` must be at least 1; `group_shards = 1` (the default) \
+                         is a plain entity group",
+                    );
+                    group_shards.set(&meta.path, (value.into_token_stream(), shards));
+                } else {
+                    return Err(unknown(
+                        &meta,
+                        ENTITY,
+                        "expected `kind`, `parent` or `group_shards`",
+                    ));
+                }
+                Ok(())
+            });
+            if let Err(error) = result {
+                cx.syn_error(error);
+            }
+        }
+        EntityAttr {
+            kind: kind.get(),
+            parent: parent.get(),
+            group_shards: group_shards.get(),
+        }
+    }
+}
+
+/// The helper attributes of one field.
+pub struct FieldAttrs<'a> {
+    /// `#[id]`.
+    pub id: Option<&'a Attribute>,
+    /// `#[parent]`: the field holds the parent's id.
+    pub parent: Option<&'a Attribute>,
+    /// `#[shardable(...)]`.
+    pub shardable: Option<ShardableAttr<'a>>,
+}
+
+impl<'a> FieldAttrs<'a> {
+    pub fn from_attrs(cx: &Ctxt, attrs: &'a [Attribute]) -> Self {
+        let mut id = Attr::field_attribute(cx, ID);
+        let mut parent = Attr::field_attribute(cx, PARENT);
+        let mut shardable = Attr::field_attribute(cx, SHARDABLE);
+        for attr in attrs {
+            let path = attr.path();
+            if path == ID {
+                if !matches!(attr.meta, Meta::Path(_)) {
+                    cx.error_spanned_by(&attr.meta, "`#[id]` takes no arguments; write `#[id]`");
+                }
+                id.set(attr, attr);
+            } else if path == PARENT {
+                if !matches!(attr.meta, Meta::Path(_)) {
+                    cx.error_spanned_by(
+                        &attr.meta,
+                        "`#[parent]` takes no arguments; name the parent kind on the struct \
+                         with `#[entity(parent = Question)]`",
+                    );
+                }
+                parent.set(attr, attr);
+            } else if path == SHARDABLE {
+                if shardable.value.is_some() {
+                    shardable.set(attr, ShardableAttr::empty(attr));
+                } else {
+                    shardable.set(attr, ShardableAttr::parse(cx, attr));
+                }
+            }
+        }
+        FieldAttrs {
+            id: id.get(),
+            parent: parent.get(),
+            shardable: shardable.get(),
+        }
+    }
+}
+
+/// Options of `#[shardable(neutral = EXPR, shards = N)]` on a field.
+pub struct ShardableAttr<'a> {
+    /// The attribute itself, for spans.
+    pub attr: &'a Attribute,
+    /// `neutral = EXPR`: the identity of the property's fold.
+    pub neutral: Option<Expr>,
+    /// `shards = N`: static sharding over `N >= 1` shards; `None` is dynamic sharding
+    /// (or a rejected value).
+    pub shards: Option<u32>,
+}
+
+impl<'a> ShardableAttr<'a> {
+    fn empty(attr: &'a Attribute) -> Self {
+        ShardableAttr {
+            attr,
+            neutral: None,
+            shards: None,
+        }
+    }
+
+    fn parse(cx: &Ctxt, attr: &'a Attribute) -> Self {
+        if matches!(attr.meta, Meta::Path(_)) {
+            // `#[shardable]` alone: the missing `neutral` is reported by `check`.
+            return ShardableAttr::empty(attr);
+        }
+        let mut neutral = Attr::option(cx, SHARDABLE, NEUTRAL);
+        let mut shards: Attr<Option<u32>> = Attr::option(cx, SHARDABLE, SHARDS);
+        let result = attr.parse_nested_meta(|meta| {
+            if meta.path == NEUTRAL {
+                neutral.set(&meta.path, meta.value()?.parse::<Expr>()?);
+            } else if meta.path == SHARDS {
+                let value: Expr = meta.value()?.parse()?;
+                let count = parse_positive_count(
+                    cx,
+                    &value,
+                    SHARDS,
+                    "`shards` must be an integer literal such as `shards = 10`; \
+                     leave `shards` out to shard dynamically",
+                    "`shards` must be at least 1; leave `shards` out to shard dynamically",
+                );
+                if count.is_some() {
+                    shards.set(&meta.path, count);
+                } else {
+                    shards.set_seen(&meta.path);
+                }
+            } else {
+                return Err(unknown(&meta, SHARDABLE, "expected `neutral` or `shards`"));
+            }
+            Ok(())
+        });
+        if let Err(error) = result {
+            cx.syn_error(error);
+        }
+        ShardableAttr {
+            attr,
+            neutral: neutral.get(),
+            shards: shards.get().flatten(),
+        }
+    }
+}
+
+/// Parses the value of a count option (`shards`, `group_shards`): an integer literal from
+/// 1 to `u32::MAX`. Reports `not_literal` on the expression, `zero` on a `0` literal.
+fn parse_positive_count(
+    cx: &Ctxt,
+    value: &Expr,
+    option: Symbol,
+    not_literal: &str,
+    zero: &str,
+) -> Option<u32> {
+    let Expr::Lit(syn::ExprLit {
+        lit: Lit::Int(lit), ..
+    }) = value
+    else {
+        cx.error_spanned_by(value, not_literal);
+        return None;
+    };
+    match lit.base10_parse::<u32>() {
+        Ok(0) => {
+            cx.error_spanned_by(lit, zero);
+            None
+        }
+        Ok(count) => Some(count),
+        Err(_) => {
+            cx.error_spanned_by(lit, format!("`{option}` must fit in a `u32`"));
+            None
+        }
+    }
+}
+
+/// What `constructor = ...` asks of `#[autoshard::sharded]`.
+pub enum Constructor {
+    /// Generate `fn <name>(<every field>) -> Self`.
+    Named(Ident),
+    /// `constructor = false`: generate none.
+    Skip,
+}
+
+/// Arguments of `#[autoshard::sharded(...)]`.
+pub struct ShardedArgs {
+    pub constructor: Constructor,
+}
+
+impl ShardedArgs {
+    pub fn parse(cx: &Ctxt, args: TokenStream) -> Self {
+        let mut constructor = Attr::option(cx, SHARDED, CONSTRUCTOR);
+        let parser = syn::meta::parser(|meta| {
+            if meta.path == CONSTRUCTOR {
+                let value: Expr = meta.value()?.parse()?;
+                match value {
+                    Expr::Lit(syn::ExprLit {
+                        lit: Lit::Bool(b), ..
+                    }) if !b.value => constructor.set(&meta.path, Constructor::Skip),
+                    Expr::Path(path) if path.path.get_ident().is_some() => {
+                        if let Some(ident) = path.path.get_ident() {
+                            constructor.set(&meta.path, Constructor::Named(ident.clone()));
+                        }
+                    }
+                    other => cx.error_spanned_by(
+                        other,
+                        "`constructor` takes a function name (`constructor = with_fields`) \
+                         or `false` (no constructor)",
+                    ),
+                }
+                Ok(())
+            } else {
+                Err(unknown(&meta, SHARDED, "expected `constructor`"))
+            }
+        });
+        if let Err(error) = syn::parse::Parser::parse2(parser, args) {
+            cx.syn_error(error);
+        }
+        ShardedArgs {
+            constructor: constructor.get().unwrap_or_else(|| {
+                Constructor::Named(Ident::new("new", proc_macro2::Span::call_site()))
+            }),
+        }
+    }
+}
+
+/// Arguments of `#[shard_fold(...)]`: the property it folds, when not given by its name.
+/// With several names, the first is taken after reporting the error, so the fold still
+/// counts for it.
+pub fn shard_fold_args(cx: &Ctxt, args: TokenStream) -> Option<Ident> {
+    if args.is_empty() {
+        return None;
+    }
+    if let Ok(ident) = syn::parse2::<Ident>(args.clone()) {
+        return Some(ident);
+    }
+    let names = syn::parse::Parser::parse2(
+        syn::punctuated::Punctuated::<Ident, syn::Token![,]>::parse_terminated,
+        args.clone(),
+    );
+    match names {
+        Ok(names) if names.len() > 1 => {
+            cx.error_spanned_by(
+                &args,
+                "`#[shard_fold(...)]` folds one sharded field; write one `#[shard_fold]` \
+                 function per field",
+            );
+            names.into_iter().next()
+        }
+        _ => {
+            cx.error_spanned_by(
+                args,
+                "`#[shard_fold(...)]` takes the name of the sharded field it folds, \
+                 e.g. `#[shard_fold(votes)]`",
+            );
+            None
+        }
+    }
+}
+
+/// Whether `#[shard_method]` got arguments (it takes none).
+pub fn shard_method_args(cx: &Ctxt, args: TokenStream) {
+    if !args.is_empty() {
+        cx.error_spanned_by(args, "`#[shard_method]` takes no arguments");
+    }
+}
+
+fn unknown(meta: &ParseNestedMeta, attr: Symbol, expected: &str) -> syn::Error {
+    let path = &meta.path;
+    let name = quote::quote!(#path).to_string().replace(' ', "");
+    meta.error(format_args!("unknown `{attr}` option `{name}`; {expected}"))
+}

@@ -1,0 +1,196 @@
+//! Every rule across fields and attributes, checked on the model before expansion: the
+//! item's shape, exactly one `#[id]`, `#[shardable]` only under `#[autoshard::sharded]`, a
+//! neutral value for every sharded field, the kind, reserved names, and the entity-group
+//! rules. Nothing is generated here.
+
+use quote::quote;
+use syn::Generics;
+
+use super::ast::Entity;
+use super::ctxt::Ctxt;
+use super::names::HIDDEN_PREFIX;
+
+pub fn check(cx: &Ctxt, entity: &Entity) {
+    generics(cx, &entity.input.generics, "#[derive(Entity)]");
+    kind(cx, entity);
+    reserved_field_names(cx, entity);
+    id(cx, entity);
+    sharded(cx, entity);
+    group(cx, entity);
+}
+
+/// Entities have no generic parameters (both the derive and the rewrite say so).
+pub fn generics(cx: &Ctxt, generics: &Generics, what: &str) {
+    if !generics.params.is_empty() || generics.where_clause.is_some() {
+        cx.error_spanned_by(
+            generics,
+            format_args!(
+                "`{what}` does not support generic structs; give the entity concrete field types"
+            ),
+        );
+    }
+}
+
+fn kind(cx: &Ctxt, entity: &Entity) {
+    let Some(kind) = &entity.attrs.kind else {
+        return;
+    };
+    let value = kind.value();
+    if value.is_empty() {
+        cx.error_spanned_by(kind, "`kind` must not be empty");
+    } else if value.starts_with('~') {
+        cx.error_spanned_by(
+            kind,
+            "a `kind` must not start with `~`: such kinds name autoshard's own documents \
+             (shards, sub-groups)",
+        );
+    }
+}
+
+fn reserved_field_names(cx: &Ctxt, entity: &Entity) {
+    for field in entity.fields.iter().filter(|f| !f.hidden) {
+        if field.ident.to_string().starts_with(HIDDEN_PREFIX) {
+            cx.error_spanned_by(
+                field.ident,
+                format_args!(
+                    "field names starting with `{HIDDEN_PREFIX}` are reserved for the fields \
+                     the autoshard macros generate; rename `{}`",
+                    field.ident
+                ),
+            );
+        }
+    }
+}
+
+fn id(cx: &Ctxt, entity: &Entity) {
+    let mut ids = entity.fields.iter().filter(|f| f.id.is_some());
+    let Some(first) = ids.next() else {
+        cx.error_spanned_by(
+            entity.ident,
+            format_args!(
+                "`{}` has no `#[id]` field; mark the field that identifies an entity with `#[id]` \
+                 (an integer, `String` or `uuid::Uuid`)",
+                entity.ident
+            ),
+        );
+        return;
+    };
+    for extra in ids {
+        cx.error_spanned_by(
+            extra.id,
+            format_args!(
+                "duplicate `#[id]`: `{}` is already the id of `{}`; an entity has exactly one \
+                 `#[id]` field",
+                first.ident, entity.ident
+            ),
+        );
+    }
+    for field in &entity.fields {
+        if let (Some(_), Some(shardable)) = (field.id, &field.shardable) {
+            cx.error_spanned_by(
+                shardable.attr,
+                "the `#[id]` field cannot be `#[shardable]`: shards are found by the id",
+            );
+        }
+    }
+}
+
+fn sharded(cx: &Ctxt, entity: &Entity) {
+    if entity.sharded.is_none() {
+        if let Some((_, shardable)) = entity.sharded_fields().next() {
+            cx.error_spanned_by(
+                shardable.attr,
+                format_args!(
+                    "`#[shardable]` fields need `#[autoshard::sharded]` on the struct: \
+                     add `#[autoshard::sharded]` above `#[derive(Entity)]` on `{}`, \
+                     it adds the fields that hold each property's unsaved shard value",
+                    entity.ident
+                ),
+            );
+        }
+        return;
+    }
+    for (field, shardable) in entity.sharded_fields() {
+        if shardable.neutral.is_none() {
+            cx.error_spanned_by(
+                shardable.attr,
+                format_args!(
+                    "`#[shardable]` needs `neutral = ...`: the value of `{}` that its fold \
+                     leaves unchanged, e.g. `neutral = 0` for a sum",
+                    field.ident
+                ),
+            );
+        }
+    }
+}
+
+/// Rules of entity groups: the `#[entity(parent = ..)]` / `group_shards` options and the
+/// `#[parent]` fields.
+fn group(cx: &Ctxt, entity: &Entity) {
+    let attrs = &entity.attrs;
+    let mut parents = entity.fields.iter().filter(|f| f.parent.is_some());
+    let first = parents.next();
+    for extra in parents {
+        if let Some(first) = first {
+            cx.error_spanned_by(
+                extra.parent,
+                format_args!(
+                    "duplicate `#[parent]`: `{}` already holds the parent's id; a child has \
+                     exactly one `#[parent]` field",
+                    first.ident
+                ),
+            );
+        }
+    }
+    match (&attrs.parent, first) {
+        (Some(parent), None) => cx.error_spanned_by(
+            parent,
+            format_args!(
+                "`{}` names a parent kind but no field holds the parent's id; mark that \
+                 field `#[parent]` (its type is the `#[id]` type of `{}`)",
+                entity.ident,
+                quote!(#parent).to_string().replace(' ', "")
+            ),
+        ),
+        (None, Some(field)) => cx.error_spanned_by(
+            field.parent,
+            format_args!(
+                "`#[parent]` needs the parent kind on the struct: add \
+                 `#[entity(parent = Question)]` (the root entity type) to `{}`",
+                entity.ident
+            ),
+        ),
+        _ => {}
+    }
+    if let Some(field) = first {
+        if let Some(id) = field.id {
+            cx.error_spanned_by(
+                id,
+                "the `#[id]` field cannot also be the `#[parent]`: a child has an id of its \
+                 own besides its parent's id",
+            );
+        }
+        if let Some(shardable) = &field.shardable {
+            cx.error_spanned_by(
+                shardable.attr,
+                "the `#[parent]` field cannot be `#[shardable]`",
+            );
+        }
+    }
+    if let (Some(_), Some((shards, _))) = (&attrs.parent, &attrs.group_shards) {
+        cx.error_spanned_by(
+            shards,
+            "`group_shards` belongs on the root entity, not on a child: the child's group is \
+             its root's, spread over the root's `group_shards` sub-groups",
+        );
+    }
+    if attrs.parent.is_some() {
+        if let Some((_, shardable)) = entity.sharded_fields().next() {
+            cx.error_spanned_by(
+                shardable.attr,
+                "a child entity (`#[entity(parent = ...)]`) cannot have `#[shardable]` \
+                 fields; shard the group instead with `group_shards` on the root",
+            );
+        }
+    }
+}

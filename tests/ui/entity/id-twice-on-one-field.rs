@@ -1,0 +1,10 @@
+use autoshard::prelude::*;
+
+#[derive(Entity)]
+struct Question {
+    #[id]
+    #[id]
+    id: u64,
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+use autoshard::prelude::*;
+
+// Names starting with `__autoshard_` belong to the fields `#[autoshard::sharded]` adds.
+#[autoshard::sharded]
+#[derive(Entity)]
+struct Question {
+    #[id]
+    id: u64,
+    __autoshard_note: String,
+    #[shardable(neutral = 0)]
+    votes: i64,
+}
+
+impl Question {
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+fn main() {}
