@@ -382,7 +382,50 @@ async fn static_load_is_two_concurrent_calls<S: DocumentStore + Clone>(store: S,
     assert_eq!(faulty.calls() - before, 2, "{label}: a static load");
 }
 
+/// A shard document whose value does not decode: compaction fails naming that document,
+/// and moves or deletes nothing; once the value is repaired, it compacts.
+async fn compaction_refuses_undecodable_values<S: DocumentStore + Clone>(store: S, label: &str) {
+    let db = Mapper::new(store.clone());
+    db.insert(&mut hits(12, 0)).await.unwrap(); // the compacted document holds no value
+    let main = Counter::key_for(&12);
+    // Named to be listed before the saves' UUIDs on stores that list in key order.
+    let bad = autoshard::layout::dynamic_shard(&main, "0-bad");
+    store
+        .put(&bad, [("shard_hits".to_owned(), "many".into())].into())
+        .await
+        .unwrap();
+    // Loads fail on the bad value too; saves write new documents beside it.
+    let mut counter = hits(12, 0);
+    for _ in 0..3 {
+        counter.hit(2);
+        db.save(&mut counter).await.unwrap();
+    }
+    let before = dynamic_docs(&store, 12).await;
+    match db.compact::<Counter>(&12).await {
+        Err(Error::Malformed { key, field, .. }) => {
+            assert_eq!(key, bad, "{label}");
+            assert_eq!(field, "hits", "{label}");
+        }
+        other => panic!("{label}: expected Malformed at {bad}, got {other:?}"),
+    }
+    assert_eq!(
+        dynamic_docs(&store, 12).await,
+        before,
+        "{label}: nothing moved"
+    );
+    assert!(store.get(&bad).await.unwrap().is_some(), "{label}");
+    store
+        .put(&bad, [("shard_hits".to_owned(), 4.into())].into())
+        .await
+        .unwrap();
+    db.compact::<Counter>(&12).await.unwrap();
+    assert_eq!(dynamic_docs(&store, 12).await, 1, "{label}");
+    assert_eq!(db.load::<Counter>(&12).await.unwrap().hits, 10, "{label}");
+    assert!(db.delete::<Counter>(&12).await.unwrap(), "{label}");
+}
+
 async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
+    compaction_refuses_undecodable_values(store.clone(), label).await;
     save_is_one_insert(store.clone(), label).await;
     static_load_is_two_concurrent_calls(store.clone(), label).await;
     static_dynamic_migration(store.clone(), label).await;

@@ -56,7 +56,7 @@ impl Segment {
 /// assert_ne!(tricky.encode(), part.encode());
 /// assert_eq!(Key::decode(&tricky.encode()).unwrap(), tricky);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
     path: Vec<Segment>,
     /// How many leading segments form the entity group (>= 1).
@@ -198,6 +198,13 @@ impl Key {
             }
         }
         Ok(Key { path, group_len })
+    }
+}
+
+/// The readable encoded form, as in errors and logs: `Key({Question:42}/Response:7)`.
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Key({})", self.encode())
     }
 }
 
@@ -360,6 +367,12 @@ mod tests {
         assert!(q.child("A", "a").same_group(&q.child("A", "b")));
         assert_eq!(r.parent(), Some(g2));
         assert_eq!(r.encoded_group(), "Question:1/Group:2");
+    }
+
+    #[test]
+    fn debug_shows_the_encoded_key() {
+        let key = Key::new("Question", "4/2").child("Response", "7");
+        assert_eq!(format!("{key:?}"), "Key({Question:4%2F2}/Response:7)");
     }
 
     #[test]

@@ -32,7 +32,8 @@ pub mod layout {
     //! assert!(layout::compacted(&main).same_group(&layout::dynamic_group(&main)));
     //! ```
     pub use crate::mapper::layout::{
-        compacted, dynamic_group, dynamic_shards_scan, static_shard, static_shards_scan, sub_group,
+        compacted, dynamic_group, dynamic_shard, dynamic_shards_scan, static_shard,
+        static_shards_scan, sub_group,
     };
 }
 #[doc(hidden)]

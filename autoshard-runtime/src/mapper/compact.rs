@@ -17,6 +17,11 @@
 //! - a crash (or an error, or a dropped future) before the commit changes nothing, and
 //!   after it the state is complete: there is no step in between.
 //!
+//! Every value folded is decoded with the property's fold (the first one folded with the
+//! neutral value): a value that does not decode fails the round with
+//! [`Error::Malformed`] naming the document that holds it, and the round commits nothing,
+//! so a bad value is never moved into the compacted document or deleted.
+//!
 //! A shard document holding a property `E` does not know (a field removed since it was
 //! written) is left in place rather than folded without its value; the compacted
 //! document keeps such properties as they are.
@@ -25,7 +30,7 @@
 //! builds on it (never the reverse).
 
 use super::attempt::Attempt;
-use super::codec::with_property;
+use super::codec::{malformed, with_property};
 use super::layout;
 use super::Mapper;
 use crate::document::{Document, Value};
@@ -227,11 +232,15 @@ impl<S: DocumentStore> Mapper<S> {
                 let Some(value) = stored.doc.get(p.stored_as) else {
                     continue;
                 };
-                let next = match folded[index].take() {
-                    None => value.clone(),
-                    Some(acc) => E::fold_values(index, &acc, value)
-                        .map_err(|e| Error::malformed(key, with_property(e, p.name)))?,
+                // Every value goes through the property's fold, the first one with the
+                // neutral value, so one that does not decode is reported with its own key
+                // and nothing is committed: it is never moved or deleted.
+                let acc = match folded[index].take() {
+                    Some(acc) => acc,
+                    None => E::neutral_value(index).map_err(malformed(key))?,
                 };
+                let next = E::fold_values(index, &acc, value)
+                    .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
                 folded[index] = Some(next);
             }
         }

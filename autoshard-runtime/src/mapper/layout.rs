@@ -60,12 +60,19 @@ pub fn dynamic_group(main: &Key) -> Key {
 /// The compacted dynamic shard document of the entity at `main`.
 #[must_use]
 pub fn compacted(main: &Key) -> Key {
-    dynamic_group(main).child(DYNAMIC_SHARD, COMPACTED)
+    dynamic_shard(main, COMPACTED)
+}
+
+/// The dynamic shard document of the entity at `main` named `name` (saves name theirs
+/// with a fresh UUID; the empty name is the compacted document).
+#[must_use]
+pub fn dynamic_shard(main: &Key, name: &str) -> Key {
+    dynamic_group(main).child(DYNAMIC_SHARD, name)
 }
 
 /// A new dynamic shard document of the entity at `main`, under a fresh UUID v4 name.
 pub(crate) fn new_dynamic_shard(main: &Key) -> Key {
-    dynamic_group(main).child(DYNAMIC_SHARD, uuid::Uuid::new_v4().hyphenated().to_string())
+    dynamic_shard(main, &uuid::Uuid::new_v4().hyphenated().to_string())
 }
 
 /// Every dynamic shard document of the entity at `main`, the compacted one included, in
