@@ -43,7 +43,7 @@ async fn shard_votes(store: &MemoryStore, main: &Key) -> Vec<i64> {
     let mut votes = Vec::new();
     for i in 0..10 {
         let doc = store
-            .get(&autoshard::layout::static_shard(main, i))
+            .get(&autoshard::layout::static_shard(main, "votes", i))
             .await
             .unwrap();
         let shard = doc.expect("every static shard exists after insert");
@@ -107,7 +107,7 @@ async fn design_example_round_trip() {
     );
     assert_eq!(
         db.store()
-            .get(&autoshard::layout::static_shard(&main, 3))
+            .get(&autoshard::layout::static_shard(&main, "votes", 3))
             .await
             .unwrap(),
         None
@@ -147,16 +147,19 @@ async fn several_folds_through_the_store() {
     assert_eq!(b.title, "league");
 }
 
+/// The versions of every static shard document of a `Board` (score: 4, tags: 3).
 async fn shard_versions(store: &MemoryStore, main: &Key) -> Vec<Option<Version>> {
     let mut versions = Vec::new();
-    for i in 0..4 {
-        versions.push(
-            store
-                .get(&autoshard::layout::static_shard(main, i))
-                .await
-                .unwrap()
-                .map(|d| d.version),
-        );
+    for (property, shards) in [("score", 4), ("tags", 3)] {
+        for i in 0..shards {
+            versions.push(
+                store
+                    .get(&autoshard::layout::static_shard(main, property, i))
+                    .await
+                    .unwrap()
+                    .map(|d| d.version),
+            );
+        }
     }
     versions
 }

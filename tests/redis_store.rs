@@ -201,7 +201,7 @@ async fn cluster() {
     let mut owners = HashSet::new();
     let mut slots = HashSet::new();
     for i in 0..10 {
-        let shard = autoshard::layout::static_shard(&question, i);
+        let shard = autoshard::layout::static_shard(&question, "votes", i);
         store.insert(&shard, doc(0)).await.unwrap();
         let name = redis_key(&ns, &shard);
         slots.insert(node.cli(&["CLUSTER", "KEYSLOT", &name]).trim().to_owned());
@@ -230,9 +230,10 @@ async fn cluster() {
     assert_eq!(child_slot, main_slot);
 
     // A transaction across entity groups is refused, and nothing is written.
-    let txn = Transaction::new()
-        .put(question.clone(), doc(1))
-        .put(autoshard::layout::static_shard(&question, 0), doc(1));
+    let txn = Transaction::new().put(question.clone(), doc(1)).put(
+        autoshard::layout::static_shard(&question, "votes", 0),
+        doc(1),
+    );
     assert!(matches!(store.commit(&txn).await, Err(Error::Invalid(_))));
     assert!(store.get(&question).await.unwrap().is_none());
     // Within one group it commits.
@@ -244,7 +245,7 @@ async fn cluster() {
 
     // get_many across slots keeps order.
     let keys: Vec<Key> = (0..10)
-        .map(|i| autoshard::layout::static_shard(&question, i))
+        .map(|i| autoshard::layout::static_shard(&question, "votes", i))
         .chain([child.clone(), Key::new("None", "x")])
         .collect();
     let docs = store.get_many(&keys).await.unwrap();

@@ -27,7 +27,7 @@ pub mod layout {
     //! use autoshard::{layout, Key};
     //!
     //! let main = Key::new("Question", "42");
-    //! let shard = layout::static_shard(&main, 3);
+    //! let shard = layout::static_shard(&main, "votes", 3); // shard 3 of property `votes`
     //! assert!(!shard.same_group(&main)); // each static shard is a group of its own
     //! assert!(layout::compacted(&main).same_group(&layout::dynamic_group(&main)));
     //! ```

@@ -16,7 +16,10 @@ const COMMIT_LATENCY: Duration = Duration::from_millis(20);
 type Store = LatencyStore<MemoryStore>;
 
 async fn run(sharded: bool, policy: RetryPolicy) -> (MetricsSnapshot, i64, usize, Duration) {
-    let db = Mapper::new(LatencyStore::new(MemoryStore::new(), COMMIT_LATENCY)).with_retry(policy);
+    // Independent clients, as in the paper: no shard lanes.
+    let db = Mapper::new(LatencyStore::new(MemoryStore::new(), COMMIT_LATENCY))
+        .with_retry(policy)
+        .with_shard_lanes(false);
     if sharded {
         db.insert(&mut Question::new(1, "Hot?", 0))
             .await

@@ -219,7 +219,7 @@ async fn insert_writes_main_and_every_shard() {
     );
     for i in 0..10 {
         let shard = store
-            .get(&autoshard_runtime::layout::static_shard(&main, i))
+            .get(&autoshard_runtime::layout::static_shard(&main, "votes", i))
             .await
             .unwrap()
             .expect("shard");
@@ -331,14 +331,17 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
         .unwrap();
     store
         .put(
-            &autoshard_runtime::layout::static_shard(&main, 3),
+            &autoshard_runtime::layout::static_shard(&main, "votes", 3),
             Document::from([("shard_votes".to_owned(), "banana".into())]),
         )
         .await
         .unwrap();
     match db.load::<Question>(&1).await {
         Err(Error::Malformed { key, field, reason }) => {
-            assert_eq!(key, autoshard_runtime::layout::static_shard(&main, 3));
+            assert_eq!(
+                key,
+                autoshard_runtime::layout::static_shard(&main, "votes", 3)
+            );
             assert_eq!(field, "votes", "{reason}");
         }
         other => panic!("expected Malformed, got {other:?}"),
@@ -346,7 +349,7 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
     // Foreign shard documents (other fields only) count as neutral.
     store
         .put(
-            &autoshard_runtime::layout::static_shard(&main, 3),
+            &autoshard_runtime::layout::static_shard(&main, "votes", 3),
             Document::from([("other".to_owned(), 1.into())]),
         )
         .await
@@ -358,7 +361,7 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
     for i in 0..10 {
         store
             .put(
-                &autoshard_runtime::layout::static_shard(&main, i),
+                &autoshard_runtime::layout::static_shard(&main, "votes", i),
                 Document::from([("shard_votes".to_owned(), serde_json::json!({"a": 1}))]),
             )
             .await
@@ -478,6 +481,7 @@ async fn update_delete_and_the_default_store_type() {
             db.store()
                 .get(&autoshard_runtime::layout::static_shard(
                     &Question::key_for(&9),
+                    "votes",
                     i
                 ))
                 .await

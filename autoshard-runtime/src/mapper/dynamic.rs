@@ -44,9 +44,7 @@
 
 use super::attempt::Attempt;
 use super::codec::{malformed, with_property};
-use super::layout::{
-    self, dynamic_properties, has_dynamic, static_shard_count, static_shard_index,
-};
+use super::layout::{self, dynamic_properties, has_dynamic, is_former_static_shard};
 use super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::Entity;
@@ -119,14 +117,13 @@ impl<S: DocumentStore> Mapper<S> {
         if !has_dynamic::<E>() {
             return self.read_dynamic_shards(main).await;
         }
-        let current = static_shard_count::<E>();
         let old_static = async {
             let all = self
                 .scan_all(layout::static_shards_scan(main).limit(LOAD_PAGE))
                 .await?;
             Ok::<_, Error>(
                 all.into_iter()
-                    .filter(move |(key, _)| static_shard_index(key).is_some_and(|i| i >= current)),
+                    .filter(|(key, _)| is_former_static_shard::<E>(key)),
             )
         };
         let (mut dynamic, old_static) =

@@ -6,9 +6,7 @@
 //! overwrites them.
 
 use super::codec::malformed;
-use super::layout::{
-    self, dynamic_properties, properties_in_shard, static_shard_count, static_shard_keys,
-};
+use super::layout::{self, dynamic_properties, static_properties, static_shard_keys};
 use super::Mapper;
 use crate::document::Document;
 use crate::entity::Entity;
@@ -158,20 +156,18 @@ fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Docume
 }
 
 fn static_shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
-    (0..static_shard_count::<E>())
-        .map(|shard| {
-            let key = layout::static_shard(main, shard);
-            let mut doc = Document::new();
-            for p in properties_in_shard::<E>(shard) {
-                let value = if shard == 0 {
-                    entity.aggregate_value(p.index)
-                } else {
-                    E::neutral_value(p.index)
-                }
-                .map_err(malformed(&key))?;
-                doc.insert(p.property.stored_as.to_owned(), value);
+    let mut docs = Vec::new();
+    for p in static_properties::<E>() {
+        for shard in 0..p.shards {
+            let key = layout::static_shard(main, p.property.name, shard);
+            let value = if shard == 0 {
+                entity.aggregate_value(p.index)
+            } else {
+                E::neutral_value(p.index)
             }
-            Ok((key, doc))
-        })
-        .collect()
+            .map_err(malformed(&key))?;
+            docs.push((key, [(p.property.stored_as.to_owned(), value)].into()));
+        }
+    }
+    Ok(docs)
 }

@@ -3,9 +3,10 @@
 //! in one place and the reserved `~` kinds below are named nowhere else.
 //!
 //! For the entity whose main document is at `main` (`{Question:42}`):
-//! - static shard `i`: [`static_shard`], `{Question:42/~shard:i}`, an entity group of its
-//!   own, so the shards of one hot entity spread over Redis Cluster slots. It holds one
-//!   field per statically sharded property with more than `i` shards.
+//! - static shard `i` of property `votes`: [`static_shard`], `{Question:42/~shard:votes.i}`,
+//!   an entity group of its own, so the shards of one hot entity spread over Redis Cluster
+//!   slots. It holds that property's field only (`shard_votes`): every property spreads
+//!   its writes uniformly over its own shards, whatever the others' counts.
 //! - dynamic shards: one entity group, [`dynamic_group`] (`{Question:42/~dyn:}`), so that
 //!   compaction folds and deletes them in one atomic commit (one slot). Inside it, one
 //!   document per dynamic save ([`new_dynamic_shard`], `…/~d:<uuid>`) and the compacted
@@ -33,10 +34,11 @@ const COMPACTED: &str = "";
 /// Kind of a sub-group of an entity group.
 const SUB_GROUP: &str = "~group";
 
-/// The key of static shard `index` of the entity at `main`.
+/// The key of static shard `index` of sharded property `property` (its field name) of
+/// the entity at `main`.
 #[must_use]
-pub fn static_shard(main: &Key, index: u32) -> Key {
-    main.child_group(SHARD, index.to_string())
+pub fn static_shard(main: &Key, property: &str, index: u32) -> Key {
+    main.child_group(SHARD, format!("{property}.{index}"))
 }
 
 /// Every static shard document under `main`, whatever its index (shards of an older,
@@ -46,9 +48,10 @@ pub fn static_shards_scan(main: &Key) -> Scan {
     Scan::new(SHARD, Some(main.clone()))
 }
 
-/// The index of a static shard key from [`static_shards_scan`].
-pub(crate) fn static_shard_index(key: &Key) -> Option<u32> {
-    key.name().parse().ok()
+/// The property and index of a static shard key from [`static_shards_scan`].
+pub(crate) fn static_shard_of(key: &Key) -> Option<(&str, u32)> {
+    let (property, index) = key.name().rsplit_once('.')?;
+    Some((property, index.parse().ok()?))
 }
 
 /// The entity group that holds the dynamic shards of the entity at `main`.
@@ -126,24 +129,22 @@ pub(super) fn static_properties<E: Entity>() -> impl Iterator<Item = StaticPrope
         })
 }
 
-/// The statically sharded properties stored in shard document `shard`.
-pub(super) fn properties_in_shard<E: Entity>(shard: u32) -> impl Iterator<Item = StaticProperty> {
-    static_properties::<E>().filter(move |p| p.shards > shard)
-}
-
-/// How many static shard documents `E` has (the most any property uses).
-pub(super) fn static_shard_count<E: Entity>() -> u32 {
-    static_properties::<E>()
-        .map(|p| p.shards)
-        .max()
-        .unwrap_or(0)
-}
-
-/// The keys of all static shard documents of the entity at `main`, shard 0 first.
+/// The keys of all static shard documents of the entity at `main`: each static
+/// property's shards, shard 0 first, properties in field order.
 pub(super) fn static_shard_keys<E: Entity>(main: &Key) -> Vec<Key> {
-    (0..static_shard_count::<E>())
-        .map(|i| static_shard(main, i))
+    static_properties::<E>()
+        .flat_map(|p| (0..p.shards).map(move |i| static_shard(main, p.property.name, i)))
         .collect()
+}
+
+/// Whether the static shard document at `key` is outside `E`'s current annotation: its
+/// property is not statically sharded now, or has fewer shards (documents of an older
+/// annotation, which a load still folds so that no value is lost).
+pub(super) fn is_former_static_shard<E: Entity>(key: &Key) -> bool {
+    let Some((property, index)) = static_shard_of(key) else {
+        return false;
+    };
+    !static_properties::<E>().any(|p| p.property.name == property && index < p.shards)
 }
 
 /// The dynamically sharded properties of `E` with their indexes, in field order.

@@ -2,10 +2,11 @@
 //! to a [`DocumentStore`]; it holds no entity cache and no connection of its own.
 //!
 //! One module per operation: `insert` (and `delete`), `load`, `save`, `update`,
-//! `compact`; dynamic shards (layout, save, consistent reads) in `dynamic`. How a
-//! sharded property maps to documents is decided per property in `layout`, so dynamic
-//! shards and entity groups slot in there. Child entities of entity groups have their own
-//! operations in `group`.
+//! `compact`; dynamic shards (save, consistent reads) in `dynamic`; the operations on
+//! children of entity groups in `children`. What they share, below them: `layout` (the one
+//! owner of where every document lives), `attempt` (optimistic attempts, retries,
+//! paging), `codec` (folding documents into entities, decode errors) and `lanes` (at
+//! most one write per shard document at a time within a process).
 
 mod attempt;
 mod children;
@@ -13,6 +14,7 @@ mod codec;
 mod compact;
 mod dynamic;
 mod insert;
+mod lanes;
 pub(crate) mod layout;
 mod load;
 mod save;
@@ -78,6 +80,8 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     store: S,
     retry: RetryPolicy,
     metrics: Metrics,
+    /// Shard lanes, shared by clones (see `lanes`); `None` when turned off.
+    lanes: Option<Arc<lanes::Lanes>>,
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -87,6 +91,7 @@ impl<S: DocumentStore> Mapper<S> {
             store,
             retry: RetryPolicy::default(),
             metrics: Metrics::new(),
+            lanes: Some(Arc::new(lanes::Lanes::new())),
         }
     }
 
@@ -94,6 +99,25 @@ impl<S: DocumentStore> Mapper<S> {
     #[must_use]
     pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
+        self
+    }
+
+    /// The same mapper with its shard lanes on (the default) or off. With lanes, the
+    /// saves of this mapper and its clones fold into a given shard document one at a
+    /// time and prefer shards no other task is writing, so writers of one process queue
+    /// instead of conflicting; writers of different processes still meet in the
+    /// store's optimistic commit. Turn them off to model fully independent clients (the
+    /// paper's experiment does). Exactness never depends on them.
+    ///
+    /// ```
+    /// use autoshard::{Mapper, MemoryStore};
+    ///
+    /// let independent = Mapper::new(MemoryStore::new()).with_shard_lanes(false);
+    /// # let _ = independent;
+    /// ```
+    #[must_use]
+    pub fn with_shard_lanes(mut self, on: bool) -> Self {
+        self.lanes = on.then(|| Arc::new(lanes::Lanes::new()));
         self
     }
 
@@ -119,6 +143,7 @@ impl<S: Clone> Clone for Mapper<S> {
             store: self.store.clone(),
             retry: self.retry,
             metrics: self.metrics.clone(),
+            lanes: self.lanes.clone(),
         }
     }
 }
@@ -129,6 +154,6 @@ impl<S: fmt::Debug> fmt::Debug for Mapper<S> {
             .field("store", &self.store)
             .field("retry", &self.retry)
             .field("metrics", &self.metrics)
-            .finish()
+            .finish_non_exhaustive()
     }
 }

@@ -5,6 +5,7 @@
 use super::attempt::Attempt;
 use super::codec::malformed;
 use super::codec::with_property;
+use super::lanes;
 use super::layout::{self, has_change, static_properties, StaticProperty};
 use super::Mapper;
 use crate::entity::Entity;
@@ -12,7 +13,6 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::store::{DocumentStore, Transaction};
-use rand::Rng;
 use std::ops::ControlFlow;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -20,19 +20,23 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// 1. The main document is written only when it differs from the one last loaded or
     ///    saved (an unsharded entity, which keeps no such record, is always written).
-    /// 2. For each sharded property whose shadow holds a change (touched and not the
-    ///    neutral value, which would fold into nothing): read one shard chosen
-    ///    uniformly at random, fold the shadow into its value, and commit expecting the
-    ///    version read. A conflict retries per the [`crate::RetryPolicy`], on a freshly
-    ///    chosen shard. The shadow is reset only after its commit succeeded.
+    /// 2. For each statically sharded property whose shadow holds a change (touched and
+    ///    not the neutral value, which would fold into nothing): read one of its shards
+    ///    chosen uniformly at random, fold the shadow into its value, and commit
+    ///    expecting the version read. On a store with cross-group transactions
+    ///    ([`DocumentStore::cross_group_transactions`]) all such properties commit
+    ///    together, atomically; on a Redis Cluster each property commits on its own. A
+    ///    conflict retries per the [`crate::RetryPolicy`], on freshly chosen shards. A
+    ///    shadow is reset only after its commit succeeded.
     /// 3. The touched shadows of dynamic properties (`#[shardable]` without `shards`)
     ///    that differ from their neutral value go into ONE new shard document under a
     ///    fresh UUID key: one `insert`, no read, nothing to contend on. `compact` folds
     ///    these documents back into one.
     ///
-    /// When retries run out the error is [`Error::Contention`] and the failing property's
-    /// shadow keeps its change, so a later `save` can still write it; properties
-    /// committed before stay reset (their change is stored).
+    /// When retries run out the error is [`Error::Contention`] and the shadows that were
+    /// not committed keep their change, so a later `save` can still write them (all of
+    /// them on a store with cross-group transactions; on a cluster, properties committed
+    /// before the failing one stay reset, their change being stored).
     ///
     /// ```
     /// use autoshard::prelude::*;
@@ -89,68 +93,80 @@ impl<S: DocumentStore> Mapper<S> {
             tracing::trace!(key = %main, "save: main document unchanged");
         }
 
-        for p in static_properties::<E>() {
-            if has_change(entity, p.index) {
-                self.save_shadow(entity, &main, p).await?;
+        let touched: Vec<StaticProperty> = static_properties::<E>()
+            .filter(|p| has_change(entity, p.index))
+            .collect();
+        if touched.len() > 1 && self.store.cross_group_transactions() {
+            self.save_shadows(entity, &main, &touched).await?;
+        } else {
+            for &p in &touched {
+                self.save_shadows(entity, &main, &[p]).await?;
+                entity.reset_shadow(p.index);
             }
+        }
+        for p in static_properties::<E>() {
             entity.reset_shadow(p.index);
         }
         self.save_dynamic(entity, &main).await
     }
 
-    /// Folds the shadow of `p` into one random shard, with retries.
-    async fn save_shadow<E: Entity>(
+    /// Folds the shadow of every property in `props` into one random shard of that
+    /// property, all in one optimistic commit, with retries. Each attempt picks fresh
+    /// shards: the ones that conflicted are likely still hot.
+    async fn save_shadows<E: Entity>(
         &self,
         entity: &E,
         main: &Key,
-        p: StaticProperty,
+        props: &[StaticProperty],
     ) -> Result<()> {
-        if p.shards == 0 {
+        if let Some(p) = props.iter().find(|p| p.shards == 0) {
             return Err(Error::Invalid(format!(
                 "`{}.{}` declares 0 shards",
                 E::KIND,
                 p.property.name
             )));
         }
+        let counts: Vec<u32> = props.iter().map(|p| p.shards).collect();
         let mut retrying = self.retrying("save shard");
         loop {
-            // A fresh shard on every attempt: the one that conflicted is likely still hot.
-            let key = layout::static_shard(main, random_shard(p.shards));
-            let attempt = self.fold_into_shard(entity, &key, p);
+            let attempt = async {
+                // The shards' lanes are held from the read to the commit (see `lanes`),
+                // and released before any backoff.
+                let key =
+                    |i: usize, shard| layout::static_shard(main, props[i].property.name, shard);
+                let (keys, _held) = lanes::hold(self.lanes.as_deref(), &counts, key).await;
+                self.fold_into_shards(entity, &keys, props).await
+            };
             if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                 return Ok(());
             }
         }
     }
 
-    /// One attempt: read shard `key`, fold the shadow of `p` in, commit expecting the
-    /// version read.
-    async fn fold_into_shard<E: Entity>(
+    /// One attempt: read the shards `keys` (one per property of `props`), fold each
+    /// property's shadow into its shard, commit expecting the versions read.
+    async fn fold_into_shards<E: Entity>(
         &self,
         entity: &E,
-        key: &Key,
-        p: StaticProperty,
+        keys: &[Key],
+        props: &[StaticProperty],
     ) -> Result<Attempt<()>> {
-        let stored_as = p.property.stored_as;
-        let current = self.store.get(key).await?;
-        tracing::trace!(key = %key, version = ?current.as_ref().map(|c| c.version), "save: shard read");
-        let stored = current.as_ref().and_then(|c| c.doc.get(stored_as));
-        let value = entity
-            .fold_shadow_into(p.index, stored)
-            .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
-        let (mut doc, version) = match current {
-            Some(current) => (current.doc, Some(current.version)),
-            None => (crate::Document::new(), None),
-        };
-        doc.insert(stored_as.to_owned(), value);
-        let txn = Transaction::new()
-            .expect(key.clone(), version)
-            .put(key.clone(), doc);
+        let found = self.get_exactly(keys).await?;
+        let mut txn = Transaction::new();
+        for ((key, current), p) in keys.iter().zip(found).zip(props) {
+            let stored_as = p.property.stored_as;
+            tracing::trace!(key = %key, version = ?current.as_ref().map(|c| c.version), "save: shard read");
+            let stored = current.as_ref().and_then(|c| c.doc.get(stored_as));
+            let value = entity
+                .fold_shadow_into(p.index, stored)
+                .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
+            let (mut doc, version) = match current {
+                Some(current) => (current.doc, Some(current.version)),
+                None => (crate::Document::new(), None),
+            };
+            doc.insert(stored_as.to_owned(), value);
+            txn = txn.expect(key.clone(), version).put(key.clone(), doc);
+        }
         self.commit_attempt(&txn).await
     }
-}
-
-/// A shard index uniformly in `0..shards` (`shards >= 1`).
-fn random_shard(shards: u32) -> u32 {
-    rand::rng().random_range(0..shards)
 }

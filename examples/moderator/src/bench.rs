@@ -177,7 +177,10 @@ pub async fn run_variant(
     } else {
         RetryPolicy::none()
     };
-    let db = Mapper::new(store).with_retry(policy);
+    // Every simulated user is an independent client, as in the paper: no shard lanes.
+    let db = Mapper::new(store)
+        .with_retry(policy)
+        .with_shard_lanes(false);
     for id in 1..=config.questions {
         insert_question(&db, variant.strategy, id).await?;
     }

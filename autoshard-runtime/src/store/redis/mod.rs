@@ -11,7 +11,7 @@
 //!   tell apart (another type, or a hash without `v`/`d`) and is reported as
 //!   [`Error::Malformed`] naming the key, never overwritten.
 //! - The Redis key of a document is the namespace prefix followed by [`Key::encode`]:
-//!   `autoshard:{Question:42}`, `autoshard:{Question:42/~shard:3}`. The `{…}` is the
+//!   `autoshard:{Question:42}`, `autoshard:{Question:42/~shard:votes.3}`. The `{…}` is the
 //!   key's entity group, so on a cluster one group lives in one slot (a group transaction
 //!   is one script on one node) while the static shards of a hot entity, each a group of
 //!   its own, spread over slots and nodes. Escaping in [`Key::encode`] keeps any id from

@@ -1,0 +1,213 @@
+//! Several sharded properties with different shard counts on one entity: each property
+//! spreads its writes over its own shards, a save commits all touched properties in one
+//! transaction where the store allows it (memory, standalone Redis) and one per property
+//! on a Redis Cluster, and no contention error reaches a caller with the default retry
+//! policy. Conflicts per shard document are printed.
+
+use async_trait::async_trait;
+use autoshard::prelude::*;
+use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard::{Commit, Document, Scan, ScanPage, Transaction, Version, Versioned};
+#[cfg(feature = "redis")]
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A page with a visit counter over 8 shards and the latest visit time over 4.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Page {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 8)]
+    views: i64,
+    #[shardable(neutral = 0, shards = 4)]
+    last_seen: u64,
+}
+
+impl Page {
+    #[shard_method]
+    fn visit(&mut self, at: u64) {
+        self.views += 1;
+        self.last_seen = self.last_seen.max(at);
+    }
+
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+
+    #[shard_fold]
+    fn fold_last_seen(a: u64, b: u64) -> u64 {
+        a.max(b)
+    }
+}
+
+/// Counts the conflicts of commits per key.
+#[derive(Debug, Clone)]
+struct ConflictCounter<S> {
+    inner: S,
+    conflicts: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+#[async_trait]
+impl<S: DocumentStore> DocumentStore for ConflictCounter<S> {
+    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
+        self.inner.get(key).await
+    }
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+        self.inner.get_many(keys).await
+    }
+    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
+        self.inner.insert(key, doc).await
+    }
+    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
+        self.inner.put(key, doc).await
+    }
+    async fn delete(&self, key: &Key) -> Result<bool> {
+        self.inner.delete(key).await
+    }
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        self.inner.scan(scan).await
+    }
+    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        let outcome = self.inner.commit(txn).await?;
+        if let Commit::Conflict { key } = &outcome {
+            *self
+                .conflicts
+                .lock()
+                .unwrap()
+                .entry(key.name().to_owned())
+                .or_default() += 1;
+        }
+        Ok(outcome)
+    }
+    fn cross_group_transactions(&self) -> bool {
+        self.inner.cross_group_transactions()
+    }
+}
+
+const WRITERS: u64 = 32;
+const VISITS: u64 = 25;
+
+/// 32 writers x 25 visits through `update`, spread over `mappers` mappers (as if in that
+/// many processes; the page's id is `mappers`): every visit is saved, the totals are
+/// exact, and each property's shards all take writes. With one mapper its shard lanes
+/// queue the writers, and the default retry policy never gives up; across mappers
+/// writers still conflict in the store, so they retry patiently (server-side folds
+/// remove those conflicts).
+async fn writers_on_two_properties(store: Arc<dyn DocumentStore>, mappers: u64, label: &str) {
+    let store = ConflictCounter {
+        inner: store,
+        conflicts: Arc::default(),
+    };
+    let retry = if mappers == 1 {
+        RetryPolicy::default()
+    } else {
+        RetryPolicy::exponential(Duration::from_millis(1), Duration::from_millis(50), 10_000)
+            .with_max_elapsed(Duration::from_mins(2))
+    };
+    let all: Vec<_> = (0..mappers)
+        .map(|_| Mapper::new(store.clone()).with_retry(retry))
+        .collect();
+    let db = all[0].clone();
+    db.insert(&mut Page::new(mappers, 0, 0)).await.unwrap();
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let db = all[usize::try_from(w % mappers).unwrap()].clone();
+            tokio::spawn(async move {
+                for v in 0..VISITS {
+                    db.update(&mappers, |p: &mut Page| p.visit(w * VISITS + v))
+                        .await
+                        .unwrap_or_else(|e| panic!("visit failed: {e}"));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let page: Page = db.load(&mappers).await.unwrap();
+    assert_eq!(
+        page.views,
+        i64::try_from(WRITERS * VISITS).unwrap(),
+        "{label}"
+    );
+    assert_eq!(page.last_seen, WRITERS * VISITS - 1, "{label}");
+    let (commits, conflicts, failures) = all.iter().fold((0, 0, 0), |(c, k, f), db| {
+        let m = db.metrics().snapshot();
+        (c + m.commits, k + m.conflicts, f + m.failures)
+    });
+    let per_shard = store.conflicts.lock().unwrap().clone();
+    eprintln!(
+        "{label}, {mappers} mapper(s): {} visits, {commits} commits, {conflicts} conflicts; \
+         conflicts per shard: {per_shard:?}",
+        WRITERS * VISITS,
+    );
+    assert_eq!(failures, 0, "{label}");
+    // Every shard of each property took writes: the versions moved past insert's.
+    for (property, shards) in [("views", 8), ("last_seen", 4)] {
+        for i in 0..shards {
+            let shard = autoshard::layout::static_shard(&Page::key_for(&mappers), property, i);
+            let doc = db.store().get(&shard).await.unwrap();
+            assert!(doc.is_some(), "{label}: {shard} missing");
+        }
+    }
+}
+
+/// A failed save of two properties on a store with cross-group transactions writes
+/// neither: both shadows keep their change, and the next save writes both.
+async fn failed_save_writes_no_property(store: Arc<dyn DocumentStore>, label: &str) {
+    let faulty = FaultyStore::new(store);
+    let db = Mapper::new(faulty.clone());
+    db.insert(&mut Page::new(2, 0, 0)).await.unwrap();
+    let mut page: Page = db.load(&2).await.unwrap();
+    page.visit(7);
+    // The save's calls: a get_many of the two shards, then the commit.
+    faulty.fail_call(1, Fault::Before);
+    assert!(db.save(&mut page).await.is_err(), "{label}");
+    let stored: Page = db.load(&2).await.unwrap();
+    assert_eq!((stored.views, stored.last_seen), (0, 0), "{label}");
+    db.save(&mut page).await.unwrap();
+    let stored: Page = db.load(&2).await.unwrap();
+    assert_eq!((stored.views, stored.last_seen), (1, 7), "{label}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory() {
+    let latency = autoshard::LatencyStore::new(MemoryStore::new(), Duration::from_millis(1));
+    let latency: Arc<dyn DocumentStore> = Arc::new(latency);
+    writers_on_two_properties(latency.clone(), 1, "memory").await;
+    writers_on_two_properties(latency, 4, "memory").await;
+    failed_save_writes_no_property(Arc::new(MemoryStore::new()), "memory").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_standalone() {
+    let server = Standalone::start();
+    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
+        let options = RedisOptions::default().namespace(namespace(case));
+        let store = RedisStore::connect_with(&server.url(), options)
+            .await
+            .unwrap();
+        let store: Arc<dyn DocumentStore> = Arc::new(store);
+        store
+    };
+    writers_on_two_properties(connect("multi-1").await, 1, "standalone").await;
+    writers_on_two_properties(connect("multi-4").await, 4, "standalone").await;
+    failed_save_writes_no_property(connect("multi-fail").await, "standalone").await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster() {
+    let cluster = Cluster::start();
+    let options = RedisOptions::default().namespace(namespace("multi"));
+    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
+        .await
+        .unwrap();
+    let store: Arc<dyn DocumentStore> = Arc::new(store);
+    writers_on_two_properties(store, 1, "cluster").await;
+}
