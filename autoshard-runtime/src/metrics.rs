@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 /// Live counters of one [`crate::Mapper`] and its clones.
 ///
-/// They count optimistic transactions: a sharded save's shard update or dynamic shard
-/// insert, an unsharded `update`, a child insert, group transaction or delete, and each
-/// compaction round (one that finds nothing to fold counts as a read-only commit). Plain
-/// writes such as a root's `insert` or the main-document put of a `save` are not
-/// attempts. With no store errors:
+/// They count optimistic transactions: a save's commit (its main document and shard
+/// updates, or a dynamic shard insert), an unsharded `update`, a child insert, group
+/// transaction or delete, and each compaction round (one that finds nothing to fold
+/// counts as a read-only commit). A root's `insert` and `delete` are not attempts. With
+/// no store errors:
 /// `attempts = commits + conflicts`, and with [`crate::RetryPolicy::none`] also
 /// `attempts = commits + failures`.
 #[derive(Clone, Default)]

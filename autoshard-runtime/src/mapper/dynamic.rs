@@ -5,8 +5,9 @@
 //! # Layout
 //! All dynamic shards of an entity live in ONE entity group (`layout::dynamic_group`): on
 //! Redis Cluster they share one hash tag, so one slot, and compaction is a single commit.
-//! Inside it, one document per save (a fresh UUID name, written with one `insert`: no
-//! read, no retry loop, nothing contends), holding `stored_as → shadow` of every dynamic
+//! Inside it, one document per save (a fresh UUID name, so no other writer contends; a
+//! read of the main document, then one commit that creates it while the main document
+//! still exists), holding `stored_as → shadow` of every dynamic
 //! property whose shadow is not its neutral value; and the *compacted* document
 //! (`layout::compacted`), which `insert` creates (empty for an entity whose properties
 //! are all static) and compaction folds shards into.
@@ -50,7 +51,7 @@ use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::DocumentStore;
+use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
 /// How many times a load scans the dynamic shards again because compaction raced it.
@@ -86,13 +87,7 @@ impl<S: DocumentStore> Mapper<S> {
             let mut retrying = self.retrying("save dynamic shard");
             loop {
                 let key = layout::new_dynamic_shard(main);
-                let attempt = async {
-                    match self.store.insert(&key, doc.clone()).await {
-                        Ok(_) => Ok(Attempt::Committed(())),
-                        Err(Error::AlreadyExists { key }) => Ok(Attempt::Conflict(key)),
-                        Err(e) => Err(e),
-                    }
-                };
+                let attempt = self.insert_dynamic_shard(main, &key, &doc);
                 if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                     break;
                 }
@@ -102,6 +97,33 @@ impl<S: DocumentStore> Mapper<S> {
             entity.reset_shadow(index);
         }
         Ok(())
+    }
+
+    /// One attempt to add the dynamic shard document `key`: only while the main document
+    /// exists ([`Error::NotFound`] otherwise, nothing written). Where the store commits
+    /// across groups, the insert expects the main document's version read, so a racing
+    /// delete makes it conflict; on a Redis Cluster the check precedes the insert.
+    async fn insert_dynamic_shard(
+        &self,
+        main: &Key,
+        key: &Key,
+        doc: &Document,
+    ) -> Result<Attempt<()>> {
+        let Some(found) = self.store.get(main).await? else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        if self.store.cross_group_transactions() {
+            let txn = Transaction::new()
+                .expect(main.clone(), Some(found.version))
+                .expect(key.clone(), None)
+                .put(key.clone(), doc.clone());
+            return self.commit_attempt(&txn).await;
+        }
+        match self.store.insert(key, doc.clone()).await {
+            Ok(_) => Ok(Attempt::Committed(())),
+            Err(Error::AlreadyExists { key }) => Ok(Attempt::Conflict(key)),
+            Err(e) => Err(e),
+        }
     }
 
     /// The shard documents a load folds besides the current static shards: every dynamic

@@ -30,8 +30,19 @@ impl<S: DocumentStore> Mapper<S> {
     ///    shadow is reset only after its commit succeeded.
     /// 3. The touched shadows of dynamic properties (`#[shardable]` without `shards`)
     ///    that differ from their neutral value go into ONE new shard document under a
-    ///    fresh UUID key: one `insert`, no read, nothing to contend on. `compact` folds
-    ///    these documents back into one.
+    ///    fresh UUID key: nothing to contend on (a read of the main document, then one
+    ///    commit that creates the new document while the main document exists). `compact`
+    ///    folds these documents back into one.
+    ///
+    /// Every write checks that the entity exists: a save of an entity that was never
+    /// inserted, or was deleted since, fails with [`Error::NotFound`] and writes
+    /// nothing. On [`crate::MemoryStore`] and standalone Redis the check is part of the same
+    /// commit, so a delete racing the save either precedes it (`NotFound`) or follows it
+    /// (and deletes what it wrote); on a Redis Cluster the main document is in another
+    /// slot, so the check precedes each commit, and a delete landing in between can leave
+    /// that commit's shard write behind. Concurrent changes to unsharded fields are last
+    /// writer wins: the main document is rewritten whole, expecting only the version read
+    /// in the same attempt. A save with nothing to write makes no store call.
     ///
     /// When retries run out the error is [`Error::Contention`] and the shadows that were
     /// not committed keep their change, so a later `save` can still write them (all of
@@ -83,25 +94,30 @@ impl<S: DocumentStore> Mapper<S> {
         let dirty = entity
             .state()
             .is_none_or(|state| state.saved_main() != Some(&doc));
-        if dirty {
-            tracing::debug!(key = %main, "save: main document");
-            self.store.put(&main, doc.clone()).await?;
-            if let Some(state) = entity.state_mut() {
-                state.set_saved_main(doc);
-            }
-        } else {
-            tracing::trace!(key = %main, "save: main document unchanged");
-        }
-
         let touched: Vec<StaticProperty> = static_properties::<E>()
             .filter(|p| has_change(entity, p.index))
             .collect();
-        if touched.len() > 1 && self.store.cross_group_transactions() {
-            self.save_shadows(entity, &main, &touched).await?;
+        let put_main = dirty.then_some(&doc);
+        if self.store.cross_group_transactions() {
+            // One commit: the main document (expected present; rewritten when dirty) and
+            // a shard of every touched static property.
+            if put_main.is_some() || !touched.is_empty() {
+                self.save_shadows(entity, &main, put_main, &touched).await?;
+            }
         } else {
+            // Each commit stays in one group (one slot): the main document first, then
+            // each property's shard; each checks that the main document exists.
+            if put_main.is_some() {
+                self.save_shadows(entity, &main, put_main, &[]).await?;
+            }
             for &p in &touched {
-                self.save_shadows(entity, &main, &[p]).await?;
+                self.save_shadows(entity, &main, None, &[p]).await?;
                 entity.reset_shadow(p.index);
+            }
+        }
+        if dirty {
+            if let Some(state) = entity.state_mut() {
+                state.set_saved_main(doc);
             }
         }
         for p in static_properties::<E>() {
@@ -111,12 +127,17 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// Folds the shadow of every property in `props` into one random shard of that
-    /// property, all in one optimistic commit, with retries. Each attempt picks fresh
-    /// shards: the ones that conflicted are likely still hot.
+    /// property, and puts `put_main` as the main document, all in one optimistic commit,
+    /// with retries. Each attempt reads the main document with the shards: when it is
+    /// absent the save fails with [`Error::NotFound`] and writes nothing; on a store with
+    /// cross-group transactions the commit also expects the main document's version, so
+    /// a delete racing the save makes it conflict, not write into a deleted entity. Each
+    /// attempt picks fresh shards: the ones that conflicted are likely still hot.
     async fn save_shadows<E: Entity>(
         &self,
         entity: &E,
         main: &Key,
+        put_main: Option<&crate::Document>,
         props: &[StaticProperty],
     ) -> Result<()> {
         if let Some(p) = props.iter().find(|p| p.shards == 0) {
@@ -135,7 +156,8 @@ impl<S: DocumentStore> Mapper<S> {
                 let key =
                     |i: usize, shard| layout::static_shard(main, props[i].property.name, shard);
                 let (keys, _held) = lanes::hold(self.lanes.as_deref(), &counts, key).await;
-                self.fold_into_shards(entity, &keys, props).await
+                self.fold_into_shards(entity, main, put_main, &keys, props)
+                    .await
             };
             if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                 return Ok(());
@@ -143,16 +165,31 @@ impl<S: DocumentStore> Mapper<S> {
         }
     }
 
-    /// One attempt: read the shards `keys` (one per property of `props`), fold each
-    /// property's shadow into its shard, commit expecting the versions read.
+    /// One attempt: read the main document and the shards `keys` (one per property of
+    /// `props`), fold each property's shadow into its shard, commit expecting the versions
+    /// read (the main document's too, where the store commits across groups).
     async fn fold_into_shards<E: Entity>(
         &self,
         entity: &E,
+        main: &Key,
+        put_main: Option<&crate::Document>,
         keys: &[Key],
         props: &[StaticProperty],
     ) -> Result<Attempt<()>> {
-        let found = self.get_exactly(keys).await?;
+        let mut read = Vec::with_capacity(keys.len() + 1);
+        read.push(main.clone());
+        read.extend(keys.iter().cloned());
+        let mut found = self.get_exactly(&read).await?.into_iter();
+        let Some(main_version) = found.next().flatten().map(|m| m.version) else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
         let mut txn = Transaction::new();
+        if self.store.cross_group_transactions() || props.is_empty() {
+            txn = txn.expect(main.clone(), Some(main_version));
+        }
+        if let Some(doc) = put_main {
+            txn = txn.put(main.clone(), doc.clone());
+        }
         for ((key, current), p) in keys.iter().zip(found).zip(props) {
             let stored_as = p.property.stored_as;
             tracing::trace!(key = %key, version = ?current.as_ref().map(|c| c.version), "save: shard read");
