@@ -4,14 +4,12 @@
 //! on a Redis Cluster, and no contention error reaches a caller with the default retry
 //! policy. Conflicts per shard document are printed.
 
-use async_trait::async_trait;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard::{Commit, Document, Scan, ScanPage, Transaction, Version, Versioned};
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use autoshard_test_support::store::{Knobs, TestStore};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A page with a visit counter over 8 shards and the latest visit time over 4.
@@ -44,50 +42,6 @@ impl Page {
     }
 }
 
-/// Counts the conflicts of commits per key.
-#[derive(Debug, Clone)]
-struct ConflictCounter<S> {
-    inner: S,
-    conflicts: Arc<Mutex<BTreeMap<String, u64>>>,
-}
-
-#[async_trait]
-impl<S: DocumentStore> DocumentStore for ConflictCounter<S> {
-    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        self.inner.get(key).await
-    }
-    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        self.inner.get_many(keys).await
-    }
-    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.insert(key, doc).await
-    }
-    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.put(key, doc).await
-    }
-    async fn delete(&self, key: &Key) -> Result<bool> {
-        self.inner.delete(key).await
-    }
-    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        self.inner.scan(scan).await
-    }
-    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
-        let outcome = self.inner.commit(txn).await?;
-        if let Commit::Conflict { key } = &outcome {
-            *self
-                .conflicts
-                .lock()
-                .unwrap()
-                .entry(key.name().to_owned())
-                .or_default() += 1;
-        }
-        Ok(outcome)
-    }
-    fn cross_group_transactions(&self) -> bool {
-        self.inner.cross_group_transactions()
-    }
-}
-
 const WRITERS: u64 = 32;
 const VISITS: u64 = 25;
 
@@ -98,10 +52,7 @@ const VISITS: u64 = 25;
 /// writers still conflict in the store, so they retry patiently (server-side folds
 /// remove those conflicts).
 async fn writers_on_two_properties(store: Arc<dyn DocumentStore>, mappers: u64, label: &str) {
-    let store = ConflictCounter {
-        inner: store,
-        conflicts: Arc::default(),
-    };
+    let store = Arc::new(TestStore::new(store, Knobs::default()));
     let retry = if mappers == 1 {
         RetryPolicy::default()
     } else {
@@ -139,7 +90,7 @@ async fn writers_on_two_properties(store: Arc<dyn DocumentStore>, mappers: u64, 
         let m = db.metrics().snapshot();
         (c + m.commits, k + m.conflicts, f + m.failures)
     });
-    let per_shard = store.conflicts.lock().unwrap().clone();
+    let per_shard = store.conflicts();
     eprintln!(
         "{label}, {mappers} mapper(s): {} visits, {commits} commits, {conflicts} conflicts; \
          conflicts per shard: {per_shard:?}",

@@ -3,70 +3,32 @@
 //! smaller pages, passes the conformance suite and works with `load` and `compact`,
 //! also while compactions race loads and saves.
 
-use async_trait::async_trait;
 use autoshard::conformance;
 use autoshard::prelude::*;
-use autoshard::{Commit, Document, Scan, ScanPage, Transaction, Version, Versioned};
+use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A store that lists every scan page in descending key order and, with `max_page`,
 /// never returns more than that many documents per page. Both are allowed by the
 /// contract: no order is promised, and a page may hold fewer documents than asked.
-#[derive(Debug)]
-struct Reordered<S> {
-    inner: S,
-    max_page: Option<usize>,
+fn reordered(max_page: Option<usize>) -> TestStore<MemoryStore> {
+    TestStore::new(
+        MemoryStore::new(),
+        Knobs {
+            reverse_pages: true,
+            max_page,
+            ..Knobs::default()
+        },
+    )
 }
 
-#[async_trait]
-impl<S: DocumentStore> DocumentStore for Reordered<S> {
-    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        self.inner.get(key).await
-    }
-    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        self.inner.get_many(keys).await
-    }
-    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.insert(key, doc).await
-    }
-    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.put(key, doc).await
-    }
-    async fn delete(&self, key: &Key) -> Result<bool> {
-        self.inner.delete(key).await
-    }
-    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        let mut scan = scan.clone();
-        if let Some(max) = self.max_page {
-            scan.limit = scan.limit.min(max);
-            // Let other tasks run between pages, as a network store would.
-            tokio::task::yield_now().await;
-        }
-        let mut page = self.inner.scan(&scan).await?;
-        page.items.sort_by(|a, b| b.0.cmp(&a.0));
-        Ok(page)
-    }
-    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
-        self.inner.commit(txn).await
-    }
-    fn cross_group_transactions(&self) -> bool {
-        self.inner.cross_group_transactions()
-    }
+fn reversed() -> TestStore<MemoryStore> {
+    reordered(None)
 }
 
-fn reversed() -> Reordered<MemoryStore> {
-    Reordered {
-        inner: MemoryStore::new(),
-        max_page: None,
-    }
-}
-
-fn reversed_small_pages() -> Reordered<MemoryStore> {
-    Reordered {
-        inner: MemoryStore::new(),
-        max_page: Some(3),
-    }
+fn reversed_small_pages() -> TestStore<MemoryStore> {
+    reordered(Some(3))
 }
 
 /// A dynamically sharded counter.
@@ -106,7 +68,7 @@ async fn a_store_with_reversed_pages_passes_the_conformance_suite() {
 }
 
 /// Saves, then compaction, then loads: exact, and compaction ends with one document.
-async fn compact_and_load(store: Reordered<MemoryStore>) {
+async fn compact_and_load(store: TestStore<MemoryStore>) {
     let db = Mapper::new(Arc::new(store));
     db.insert(&mut Tally::new(1, 5, 5)).await.unwrap();
     for _ in 0..20 {

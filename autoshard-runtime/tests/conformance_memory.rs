@@ -2,10 +2,8 @@
 //! through every decorator (`LatencyStore`, `FaultyStore`).
 #![cfg(feature = "conformance")]
 
-use autoshard_runtime::{
-    conformance, Commit, Document, DocumentStore, Key, LatencyStore, MemoryStore, Result, Scan,
-    ScanPage, Transaction, Version, Versioned,
-};
+use autoshard_runtime::{conformance, DocumentStore, LatencyStore, MemoryStore};
+use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,80 +39,9 @@ fn case_names_are_unique() {
     assert!(names.len() >= 20);
 }
 
-/// A store with one flaw, to check the suite can fail and names the case.
-#[derive(Debug)]
-struct Broken {
-    inner: MemoryStore,
-    flaw: Flaw,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Flaw {
-    /// `insert` overwrites a present document.
-    InsertOverwrites,
-    /// `get_many` and a scan page read one document at a time, letting other tasks run
-    /// in between: not snapshots.
-    TornReads,
-}
-
-impl Broken {
-    async fn one_by_one(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        let mut out = Vec::new();
-        for key in keys {
-            tokio::task::yield_now().await;
-            out.push(self.inner.get(key).await?);
-        }
-        Ok(out)
-    }
-}
-
-#[async_trait::async_trait]
-impl DocumentStore for Broken {
-    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        self.inner.get(key).await
-    }
-    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        if self.flaw == Flaw::TornReads {
-            return self.one_by_one(keys).await;
-        }
-        self.inner.get_many(keys).await
-    }
-    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        if self.flaw == Flaw::InsertOverwrites {
-            return self.inner.put(key, doc).await;
-        }
-        self.inner.insert(key, doc).await
-    }
-    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.put(key, doc).await
-    }
-    async fn delete(&self, key: &Key) -> Result<bool> {
-        self.inner.delete(key).await
-    }
-    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        let mut page = self.inner.scan(scan).await?;
-        if self.flaw == Flaw::TornReads {
-            let keys: Vec<Key> = page.items.iter().map(|(k, _)| k.clone()).collect();
-            let found = self.one_by_one(&keys).await?;
-            page.items = keys
-                .into_iter()
-                .zip(found)
-                .filter_map(|(k, f)| f.map(|f| (k, f)))
-                .collect();
-        }
-        Ok(page)
-    }
-    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
-        self.inner.commit(txn).await
-    }
-}
-
-/// Runs case `name` on a store with `flaw`; it must fail, naming the case.
-async fn fails_with_flaw(name: &'static str, flaw: Flaw) {
-    let store = Broken {
-        inner: MemoryStore::new(),
-        flaw,
-    };
+/// Runs case `name` on a store broken as `flaw` says; it must fail, naming the case.
+async fn fails_with_flaw(name: &'static str, flaw: Knobs) {
+    let store = TestStore::new(MemoryStore::new(), flaw);
     let outcome = tokio::spawn(async move {
         conformance::run_named(name, &store).await;
     })
@@ -129,13 +56,21 @@ async fn fails_with_flaw(name: &'static str, flaw: Flaw) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_store_fails_with_the_case_name() {
-    fails_with_flaw("insert_conflicts_when_present", Flaw::InsertOverwrites).await;
+    let overwrites = Knobs {
+        insert_overwrites: true,
+        ..Knobs::default()
+    };
+    fails_with_flaw("insert_conflicts_when_present", overwrites).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn torn_reads_fail_the_snapshot_cases() {
-    fails_with_flaw("get_many_within_one_group_is_a_snapshot", Flaw::TornReads).await;
-    fails_with_flaw("scan_page_within_one_group_is_a_snapshot", Flaw::TornReads).await;
+    let torn = Knobs {
+        torn_reads: true,
+        ..Knobs::default()
+    };
+    fails_with_flaw("get_many_within_one_group_is_a_snapshot", torn.clone()).await;
+    fails_with_flaw("scan_page_within_one_group_is_a_snapshot", torn).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

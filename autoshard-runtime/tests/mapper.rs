@@ -2,11 +2,11 @@
 //! save, load and update must keep.
 
 use autoshard_runtime::{
-    Commit, Document, DocumentStore, Entity, Error, Key, LatencyStore, Mapper, MemoryStore, Result,
-    RetryPolicy, Scan, ScanPage, Transaction, Version, Versioned,
+    Document, DocumentStore, Entity, Error, Key, LatencyStore, Mapper, MemoryStore, RetryPolicy,
 };
 use autoshard_test_support::entities::{NaiveQuestion, Question};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use autoshard_test_support::store::{Knobs, TestStore};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -380,57 +380,16 @@ async fn malformed_documents_are_typed_errors_naming_key_and_property() {
     assert_eq!(db.metrics().snapshot().failures, 3);
 }
 
-/// Answers `Conflict` to the next `n` commits, then behaves.
-#[derive(Debug)]
-struct Conflicting {
-    inner: MemoryStore,
-    conflicts_left: AtomicU32,
-}
-
-#[async_trait::async_trait]
-impl DocumentStore for Conflicting {
-    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        self.inner.get(key).await
-    }
-    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        self.inner.get_many(keys).await
-    }
-    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.insert(key, doc).await
-    }
-    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
-        self.inner.put(key, doc).await
-    }
-    async fn delete(&self, key: &Key) -> Result<bool> {
-        self.inner.delete(key).await
-    }
-    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        self.inner.scan(scan).await
-    }
-    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
-        let left = self.conflicts_left.load(Ordering::SeqCst);
-        if left > 0 {
-            self.conflicts_left.store(left - 1, Ordering::SeqCst);
-            let key = txn
-                .keys()
-                .next()
-                .cloned()
-                .unwrap_or_else(|| Key::new("None", ""));
-            return Ok(Commit::Conflict { key });
-        }
-        self.inner.commit(txn).await
-    }
-    fn cross_group_transactions(&self) -> bool {
-        false // exercises the shards-first insert path
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_save_keeps_the_shadow_for_the_next_save() {
-    let store = Arc::new(Conflicting {
-        inner: MemoryStore::new(),
-        conflicts_left: AtomicU32::new(0),
-    });
+    // No cross-group transactions: exercises the shards-first insert path.
+    let store = Arc::new(TestStore::new(
+        MemoryStore::new(),
+        Knobs {
+            cross_group_transactions: Some(false),
+            ..Knobs::default()
+        },
+    ));
     let db = Mapper::new(Arc::clone(&store)).with_retry(RetryPolicy::fixed(Duration::ZERO, 3));
     db.insert(&mut Question::new(1, "Retry?", 10))
         .await
@@ -439,7 +398,7 @@ async fn a_failed_save_keeps_the_shadow_for_the_next_save() {
     q.vote_up();
     q.vote_up();
 
-    store.conflicts_left.store(3, Ordering::SeqCst);
+    store.force_conflicts(3);
     match db.save(&mut q).await {
         Err(Error::Contention { key, attempts }) => {
             assert_eq!(attempts, 3);
@@ -450,7 +409,7 @@ async fn a_failed_save_keeps_the_shadow_for_the_next_save() {
     assert!(q.shadow_touched(0), "the change was dropped");
     assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 10);
 
-    store.conflicts_left.store(2, Ordering::SeqCst); // two conflicts, then a commit
+    store.force_conflicts(2); // two conflicts, then a commit
     db.save(&mut q).await.unwrap();
     assert!(!q.shadow_touched(0));
     assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 12);

@@ -8,6 +8,8 @@
 //!   document), `Counter` (dynamic shards).
 //! - [`groups`]: entity groups: `Topic`/`Reply` (8 sub-groups), `Thread`/`Post` (one).
 //! - [`board`]: `Board`, three properties with three folds (sum, max, union).
+//! - [`store`]: `TestStore`, the one store decorator tests configure instead of writing
+//!   their own (page order and size, torn reads, counted or forced conflicts).
 
 // Test plumbing: a server that cannot start fails the test that asked for it.
 #![allow(clippy::missing_panics_doc, clippy::must_use_candidate, missing_docs)]
@@ -16,3 +18,4 @@ pub mod board;
 pub mod entities;
 pub mod groups;
 pub mod redis;
+pub mod store;

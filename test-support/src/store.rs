@@ -1,0 +1,164 @@
+//! [`TestStore`]: one store decorator for the workspace's own tests. Each knob changes or
+//! observes one behaviour of the store underneath; with every knob off it forwards each
+//! call unchanged. Tests that need a store which meets the contract differently (pages
+//! in another order, smaller pages), breaks it on purpose (torn reads, an `insert` that
+//! overwrites), or whose commits they count or force to conflict, configure one of these
+//! instead of writing a decorator of their own.
+
+use async_trait::async_trait;
+use autoshard::{
+    Commit, Document, DocumentStore, Key, Result, Scan, ScanPage, Transaction, Version, Versioned,
+};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
+
+/// What a [`TestStore`] changes; `Knobs::default()` changes nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Knobs {
+    /// List every scan page in descending key order (allowed: no order is promised).
+    pub reverse_pages: bool,
+    /// Never return more than this many documents per scan page (allowed: a page may
+    /// hold fewer than asked), and let other tasks run between pages.
+    pub max_page: Option<usize>,
+    /// Read `get_many` and scan pages one document at a time, letting other tasks run
+    /// in between: not snapshots, which breaks the contract.
+    pub torn_reads: bool,
+    /// Make `insert` overwrite a present document, which breaks the contract.
+    pub insert_overwrites: bool,
+    /// Answer this to `cross_group_transactions` instead of the inner store's answer.
+    pub cross_group_transactions: Option<bool>,
+}
+
+/// A store decorator for tests; see the module docs.
+#[derive(Debug)]
+pub struct TestStore<S> {
+    inner: S,
+    knobs: Knobs,
+    conflicts: Mutex<BTreeMap<String, u64>>,
+    forced_conflicts: AtomicU32,
+}
+
+impl<S: DocumentStore> TestStore<S> {
+    pub fn new(inner: S, knobs: Knobs) -> Self {
+        TestStore {
+            inner,
+            knobs,
+            conflicts: Mutex::default(),
+            forced_conflicts: AtomicU32::new(0),
+        }
+    }
+
+    /// The store underneath.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// The commits that answered `Conflict` so far, per key name (forced ones included).
+    pub fn conflicts(&self) -> BTreeMap<String, u64> {
+        self.conflicts.lock().unwrap().clone()
+    }
+
+    /// Answers `Conflict` (on the transaction's first key) to the next `n` commits,
+    /// applying nothing.
+    pub fn force_conflicts(&self, n: u32) {
+        self.forced_conflicts.store(n, Ordering::SeqCst);
+    }
+
+    async fn one_by_one(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            tokio::task::yield_now().await;
+            out.push(self.inner.get(key).await?);
+        }
+        Ok(out)
+    }
+
+    fn count_conflict(&self, key: &Key) {
+        *self
+            .conflicts
+            .lock()
+            .unwrap()
+            .entry(key.name().to_owned())
+            .or_default() += 1;
+    }
+}
+
+#[async_trait]
+impl<S: DocumentStore> DocumentStore for TestStore<S> {
+    async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
+        self.inner.get(key).await
+    }
+
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+        if self.knobs.torn_reads {
+            return self.one_by_one(keys).await;
+        }
+        self.inner.get_many(keys).await
+    }
+
+    async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
+        if self.knobs.insert_overwrites {
+            return self.inner.put(key, doc).await;
+        }
+        self.inner.insert(key, doc).await
+    }
+
+    async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
+        self.inner.put(key, doc).await
+    }
+
+    async fn delete(&self, key: &Key) -> Result<bool> {
+        self.inner.delete(key).await
+    }
+
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        let mut scan = scan.clone();
+        if let Some(max) = self.knobs.max_page {
+            scan.limit = scan.limit.min(max);
+            // Let other tasks run between pages, as a network store would.
+            tokio::task::yield_now().await;
+        }
+        let mut page = self.inner.scan(&scan).await?;
+        if self.knobs.torn_reads {
+            let keys: Vec<Key> = page.items.iter().map(|(k, _)| k.clone()).collect();
+            let found = self.one_by_one(&keys).await?;
+            page.items = keys
+                .into_iter()
+                .zip(found)
+                .filter_map(|(k, f)| f.map(|f| (k, f)))
+                .collect();
+        }
+        if self.knobs.reverse_pages {
+            page.items.sort_by(|a, b| b.0.cmp(&a.0));
+        }
+        Ok(page)
+    }
+
+    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        let forced = self
+            .forced_conflicts
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let outcome = if forced {
+            let key = txn
+                .keys()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| Key::new("None", ""));
+            Commit::Conflict { key }
+        } else {
+            self.inner.commit(txn).await?
+        };
+        if let Commit::Conflict { key } = &outcome {
+            self.count_conflict(key);
+        }
+        Ok(outcome)
+    }
+
+    fn cross_group_transactions(&self) -> bool {
+        self.knobs
+            .cross_group_transactions
+            .unwrap_or_else(|| self.inner.cross_group_transactions())
+    }
+}
