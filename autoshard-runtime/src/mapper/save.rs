@@ -1,6 +1,23 @@
-//! `save`: the main document when it changed, then each touched shadow folded into one
-//! uniformly random shard inside an optimistic transaction (paper, section 4, "Saving",
-//! and Figure 5).
+//! `save`: the main document when it changed, and each touched shadow folded into one
+//! uniformly random shard of its property, inside optimistic transactions (paper,
+//! section 4, "Saving", and Figure 5): one transaction for everything on a store with
+//! cross-group transactions, one per entity group (the main document, then each
+//! property's shard) on a Redis Cluster.
+//!
+//! # Why a save neither loses nor doubles a change
+//! - A shadow is the change not yet stored. It is reset only after the commit that
+//!   folded it was answered `Committed`; an error or a conflict leaves it as it was.
+//! - A retry happens only after a `Conflict`, which by the store contract applied
+//!   nothing; it then reads again, so it folds into the shard as it is now.
+//! - Each attempt reads the main document and fails with `NotFound` when it is absent.
+//!   Where the commit spans groups it also expects the main document's version, so a
+//!   delete racing the save makes it conflict instead of writing into a deleted entity.
+//!
+//! Not covered here yet: a commit answered with `Backend` (or whose future was dropped)
+//! may have been applied, and saving the kept shadow again counts it twice; the README's
+//! limits say so. Tests: `tests/multi_property.rs` (a fault at every call of a
+//! two-property save leaves neither or both), `tests/lifecycle.rs`, and the concurrency
+//! tests (exact totals).
 
 use super::attempt::Attempt;
 use super::codec::malformed;
