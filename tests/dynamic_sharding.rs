@@ -88,12 +88,13 @@ const WRITERS: u64 = 32;
 const SAVES: u64 = 40;
 
 async fn writers_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, label: &str) {
-    // Saves never conflict, so no retries; two compactors do conflict, and retry.
-    let db = Mapper::new(store.clone()).with_retry(RetryPolicy::none());
-    let compacting = Mapper::new(store.clone()).with_retry(
+    // Saves never conflict with each other, only with a compaction commit (they expect
+    // the compacted document unchanged); compactors conflict with each other. Both retry.
+    let patient =
         RetryPolicy::exponential(Duration::from_micros(100), Duration::from_millis(5), 1000)
-            .with_max_elapsed(Duration::from_mins(1)),
-    );
+            .with_max_elapsed(Duration::from_mins(1));
+    let db = Mapper::new(store.clone()).with_retry(patient);
+    let compacting = Mapper::new(store.clone()).with_retry(patient);
     db.insert(&mut hits(1, 7)).await.unwrap();
     let started = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicU64::new(0));

@@ -145,3 +145,92 @@ async fn killed_server_fails_calls_and_loses_nothing_acknowledged() {
         errors.len()
     );
 }
+
+/// A poll whose votes are spread over 10 shards.
+#[autoshard::sharded]
+#[derive(autoshard::Entity, Debug, Clone)]
+struct Poll {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 10)]
+    votes: i64,
+}
+
+impl Poll {
+    #[autoshard::shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+    }
+
+    #[autoshard::shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// 16 writers vote while the server (`appendfsync always`) is killed and restarted
+/// twice; a writer whose save fails saves the same entity again until it is stored.
+/// Every vote is acknowledged once, and the stored total is exactly the votes
+/// acknowledged: a commit applied just before the kill, whose reply was lost, is found
+/// recorded in its shard and not counted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn votes_saved_again_across_server_kills_count_once() {
+    let mut server = Standalone::start_persistent();
+    let options = RedisOptions::default()
+        .namespace(namespace("kill-votes"))
+        .response_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_millis(500))
+        .reconnect_retries(1);
+    let store = RedisStore::connect_with(&server.url(), options)
+        .await
+        .unwrap();
+    let db = autoshard::Mapper::new(Arc::new(store));
+    db.insert(&mut Poll::new(1, 0)).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..16)
+        .map(|_| {
+            let (db, stop) = (db.clone(), stop.clone());
+            tokio::spawn(async move {
+                let (mut acked, mut failures) = (0i64, 0u64);
+                let mut poll: Poll = db.load(&1).await.unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    poll.vote();
+                    while let Err(err) = db.save(&mut poll).await {
+                        assert!(
+                            matches!(err, Error::Backend { .. } | Error::Contention { .. }),
+                            "{err:?}"
+                        );
+                        failures += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    acked += 1;
+                }
+                (acked, failures)
+            })
+        })
+        .collect();
+
+    for _ in 0..2 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        server.server.kill();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        server.server.restart();
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut acked, mut failures) = (0, 0);
+    for writer in writers {
+        let (a, f) = writer.await.unwrap();
+        acked += a;
+        failures += f;
+    }
+    let stored = db.load::<Poll>(&1).await.unwrap().votes;
+    eprintln!(
+        "16 writers, server killed twice: {acked} votes acknowledged, {stored} stored, \
+         stored - acknowledged = {}; {failures} failed saves saved again",
+        stored - acked
+    );
+    assert!(failures > 0, "no save failed: the kills did not land");
+    assert!(acked > 100, "too few votes to mean anything: {acked}");
+    assert_eq!(stored, acked);
+}

@@ -247,17 +247,47 @@ impl<T> Eq for Shadow<T> {}
 
 /// What the mapper remembers inside a sharded entity between load and save: the main
 /// document as last loaded or saved, so `save` writes the main document only when an
-/// unsharded property changed (dirty tracking).
+/// unsharded property changed (dirty tracking); and the changes a save took from the
+/// shadows but has not seen committed yet, each with the write id it was sent under, so
+/// that saving again after an error or a dropped future applies it exactly once.
 #[derive(Clone, Default)]
 pub struct EntityState {
     saved_main: Option<Document>,
+    /// Indexed by property; empty until a save stages a change.
+    pending: Vec<Pending>,
+}
+
+/// A change of one sharded property taken from its shadow by a save and not yet known
+/// to be stored.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Pending {
+    /// The encoded change (the fold of the shadows staged); `None`: nothing pending.
+    pub(crate) value: Option<Value>,
+    /// Set while a commit carrying `value` may have been applied: from just before it is
+    /// sent until its answer is known.
+    pub(crate) sent: Option<Sent>,
+}
+
+/// Where and under which write id a pending change was sent.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Sent {
+    /// The writer and sequence number the shard document records once it applied it.
+    pub(crate) writer: std::sync::Arc<str>,
+    pub(crate) seq: u64,
+    /// The document it was folded into (a static shard, or the new dynamic one).
+    pub(crate) shard: Key,
+    /// When it was first sent, in milliseconds since the Unix epoch.
+    pub(crate) at_ms: u64,
 }
 
 impl EntityState {
     /// Fresh state: nothing loaded, so the next save writes the main document.
     #[must_use]
     pub const fn new() -> Self {
-        EntityState { saved_main: None }
+        EntityState {
+            saved_main: None,
+            pending: Vec::new(),
+        }
     }
 
     /// The main document as last loaded or saved.
@@ -275,14 +305,35 @@ impl EntityState {
     pub fn clear(&mut self) {
         self.saved_main = None;
     }
+
+    /// Whether a save took a change of some property that is not known to be stored
+    /// yet (after an error, a conflict that ran out of retries, or a dropped future).
+    /// The next save stores it exactly once.
+    #[must_use]
+    pub fn has_pending(&self) -> bool {
+        self.pending.iter().any(|p| p.value.is_some())
+    }
+
+    /// The pending change of `property` (empty when none).
+    pub(crate) fn pending(&self, property: usize) -> Pending {
+        self.pending.get(property).cloned().unwrap_or_default()
+    }
+
+    /// Mutable access to the pending change of `property`.
+    pub(crate) fn pending_mut(&mut self, property: usize) -> &mut Pending {
+        if self.pending.len() <= property {
+            self.pending.resize_with(property + 1, Pending::default);
+        }
+        &mut self.pending[property]
+    }
 }
 
 impl fmt::Debug for EntityState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.saved_main.is_some() {
-            "EntityState(loaded)"
-        } else {
-            "EntityState(new)"
+        f.write_str(match (self.saved_main.is_some(), self.has_pending()) {
+            (_, true) => "EntityState(pending)",
+            (true, false) => "EntityState(loaded)",
+            (false, false) => "EntityState(new)",
         })
     }
 }

@@ -53,11 +53,27 @@ pub enum Error {
         /// What was wrong with it.
         reason: String,
     },
+    /// A change this entity sent to `key` earlier, in a save whose outcome stayed unknown
+    /// (an error or a dropped future), was first sent longer ago than the mapper's write
+    /// window ([`crate::Mapper::with_write_window`]): the store may have forgotten that
+    /// it applied it, so it is not sent again. The entity keeps it; reload the entity to
+    /// see whether it was stored.
+    #[error(
+        "a change sent to `{key}` {age:?} ago has an unknown outcome, and the write window is over"
+    )]
+    Expired {
+        /// The document the change was sent to.
+        key: Key,
+        /// How long ago it was first sent.
+        age: std::time::Duration,
+    },
     /// A request that cannot be carried out as asked (for example a transaction spanning
     /// entity groups on a store that commits only within one group).
     #[error("invalid request: {0}")]
     Invalid(String),
-    /// The store itself failed (connection refused, I/O error, server error...).
+    /// The store itself failed (connection refused, I/O error, server error...). From a
+    /// write, the outcome is unknown: it may have been applied. The mapper keeps what it
+    /// sent with its write id, so saving the same entity again applies it exactly once.
     #[error("store error: {context}")]
     Backend {
         /// What the runtime was doing, with the address or key involved.

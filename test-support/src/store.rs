@@ -28,6 +28,10 @@ pub struct Knobs {
     pub insert_overwrites: bool,
     /// Answer this to `cross_group_transactions` instead of the inner store's answer.
     pub cross_group_transactions: Option<bool>,
+    /// Wait a random time up to this long before a commit reaches the inner store, and
+    /// again before its answer comes back, as a network would: a caller that gives up
+    /// waiting (a timeout) may then leave a commit that was applied, or one that was not.
+    pub commit_latency: Option<std::time::Duration>,
 }
 
 /// A store decorator for tests; see the module docs.
@@ -136,6 +140,9 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        if let Some(latency) = self.knobs.commit_latency {
+            random_sleep(latency).await;
+        }
         let forced = self
             .forced_conflicts
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -153,6 +160,9 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         if let Commit::Conflict { key } = &outcome {
             self.count_conflict(key);
         }
+        if let Some(latency) = self.knobs.commit_latency {
+            random_sleep(latency).await;
+        }
         Ok(outcome)
     }
 
@@ -161,4 +171,13 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
             .cross_group_transactions
             .unwrap_or_else(|| self.inner.cross_group_transactions())
     }
+}
+
+/// Sleeps a uniformly random time in `0..=max`.
+async fn random_sleep(max: std::time::Duration) {
+    let micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX);
+    tokio::time::sleep(std::time::Duration::from_micros(rand::random_range(
+        0..=micros,
+    )))
+    .await;
 }

@@ -17,6 +17,10 @@
 //! - a crash (or an error, or a dropped future) before the commit changes nothing, and
 //!   after it the state is complete: there is no step in between.
 //!
+//! The compacted document also records the write id of every document it folded (the
+//! highest sequence number per writer, kept for the mapper's write window), so that a
+//! save that sends one of them again finds it applied (see `writes`).
+//!
 //! Every value folded is decoded with the property's fold (the first one folded with the
 //! neutral value): a value that does not decode fails the round with
 //! [`Error::Malformed`] naming the document that holds it, and the round commits nothing,
@@ -32,6 +36,7 @@
 use super::attempt::Attempt;
 use super::codec::{malformed, with_property};
 use super::layout;
+use super::writes;
 use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::Entity;
@@ -216,10 +221,16 @@ impl<S: DocumentStore> Mapper<S> {
             let unknown: Vec<&String> = stored
                 .doc
                 .keys()
-                .filter(|field| !E::PROPERTIES.iter().any(|p| p.stored_as == *field))
+                .filter(|field| {
+                    *field != writes::RECORD && !E::PROPERTIES.iter().any(|p| p.stored_as == *field)
+                })
                 .collect();
             if is_compacted {
-                for field in unknown {
+                // Its record of write ids too (see `writes`): the folds below add to it.
+                for field in unknown
+                    .into_iter()
+                    .chain(stored.doc.get_key_value(writes::RECORD).map(|(k, _)| k))
+                {
                     kept.insert(field.clone(), stored.doc[field].clone());
                 }
             } else if !unknown.is_empty() {
@@ -252,6 +263,14 @@ impl<S: DocumentStore> Mapper<S> {
         for (p, value) in E::PROPERTIES.iter().zip(folded) {
             if let Some(value) = value {
                 doc.insert(p.stored_as.to_owned(), value);
+            }
+        }
+        // The write ids of the folded documents, so that a save sending one of them again
+        // finds it applied (see `writes`).
+        let now = writes::now_ms();
+        for (key, _) in &shards {
+            if let Some((writer, seq)) = writes::parse_dynamic_name(key.name()) {
+                writes::record(&mut doc, writer, seq, now, self.write_window);
             }
         }
         let mut txn = Transaction::new().expect(compacted.clone(), compacted_version);

@@ -5,10 +5,11 @@
 //! # Layout
 //! All dynamic shards of an entity live in ONE entity group (`layout::dynamic_group`): on
 //! Redis Cluster they share one hash tag, so one slot, and compaction is a single commit.
-//! Inside it, one document per save (a fresh UUID name, so no other writer contends; a
-//! read of the main document, then one commit that creates it while the main document
-//! still exists), holding `stored_as → shadow` of every dynamic
-//! property whose shadow is not its neutral value; and the *compacted* document
+//! Inside it, one document per save, named after the save's write id (`<writer>.<seq>`,
+//! unique, so no other writer contends; see `writes`), holding `stored_as → change` of
+//! every dynamic property with a pending change: a read of the main and compacted
+//! documents, then one commit that creates it while the main document exists and the
+//! compacted document is unchanged; and the *compacted* document
 //! (`layout::compacted`), which `insert` creates (empty for an entity whose properties
 //! are all static) and compaction folds shards into.
 //!
@@ -44,14 +45,14 @@
 //! This module does not decide when to compact; see [`crate::compaction`].
 
 use super::attempt::Attempt;
-use super::codec::{malformed, with_property};
 use super::layout::{self, dynamic_properties, has_dynamic, is_former_static_shard};
+use super::writes::{self, pending, state_of};
 use super::Mapper;
 use crate::document::{Document, Versioned};
-use crate::entity::Entity;
+use crate::entity::{Entity, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{DocumentStore, Transaction};
+use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
 /// How many times a load scans the dynamic shards again because compaction raced it.
@@ -63,67 +64,120 @@ const LOAD_SCAN_ATTEMPTS: u32 = 8;
 const LOAD_PAGE: usize = 1 << 30;
 
 impl<S: DocumentStore> Mapper<S> {
-    /// Writes the touched, non-neutral shadows of the dynamic properties of `entity` as
-    /// one new shard document, then resets those shadows. One `insert`, no read.
+    /// Writes the pending changes of the dynamic properties of `entity` (staged by
+    /// `save`) as one new shard document, named after its write id (see `writes`). A
+    /// read of the main and compacted documents, then one commit that creates the new
+    /// document while the main document exists and the compacted one is unchanged.
     pub(super) async fn save_dynamic<E: Entity>(&self, entity: &mut E, main: &Key) -> Result<()> {
-        let mut doc = Document::new();
-        let mut touched = Vec::new();
-        for (index, p) in dynamic_properties::<E>() {
-            if !entity.shadow_touched(index) {
-                continue;
-            }
-            touched.push(index);
-            let value = entity
-                .shadow_value(index)
-                .map_err(|e| Error::malformed(main, with_property(e, p.name)))?;
-            let neutral = E::neutral_value(index).map_err(malformed(main))?;
-            if value != neutral {
-                doc.insert(p.stored_as.to_owned(), value);
-            }
+        let (doc, props) = pending_dynamic(entity, |_| true);
+        if doc.is_empty() {
+            return Ok(());
         }
-        if !doc.is_empty() {
-            // A UUID v4 collision is not a practical concern; a taken name counts as a
-            // conflict, and the next attempt takes a new name.
-            let mut retrying = self.retrying("save dynamic shard");
-            loop {
-                let key = layout::new_dynamic_shard(main);
-                let attempt = self.insert_dynamic_shard(main, &key, &doc);
-                if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
-                    break;
-                }
+        let mut writer = self.writers.take();
+        let mut retrying = self.retrying("save dynamic shard");
+        loop {
+            let (id, seq) = writer.begin();
+            let key = layout::dynamic_shard(main, &writes::dynamic_name(&id, seq));
+            let sent = Sent {
+                writer: id,
+                seq,
+                shard: key,
+                at_ms: writes::now_ms(),
+            };
+            let attempt = self.insert_dynamic_shard(entity, main, &doc, &props, &sent);
+            let outcome = retrying.attempt(attempt).await;
+            if let Err(Error::Backend { .. }) = outcome {
+                // Unknown: the record stays, and the writer is in doubt.
+                return outcome.map(drop);
             }
+            writer.settle();
+            if let Ok(ControlFlow::Break(())) = outcome {
+                return Ok(());
+            }
+            // A conflict (or retries ran out on one): this send applied nothing, and no
+            // other send used its id.
+            let state = state_of(entity, main)?;
+            for &index in &props {
+                state.pending_mut(index).sent = None;
+            }
+            let _: ControlFlow<()> = outcome?;
         }
-        for index in touched {
-            entity.reset_shadow(index);
-        }
-        Ok(())
     }
 
-    /// One attempt to add the dynamic shard document `key`: only while the main document
-    /// exists ([`Error::NotFound`] otherwise, nothing written). Where the store commits
-    /// across groups, the insert expects the main document's version read, so a racing
-    /// delete makes it conflict; on a Redis Cluster the check precedes the insert.
-    async fn insert_dynamic_shard(
+    /// Sends again the pending changes of dynamic properties whose commit has an unknown
+    /// outcome, under the name they were sent with; added only when neither that
+    /// document nor the compacted document's record shows them applied.
+    pub(super) async fn resend_dynamic<E: Entity>(&self, entity: &mut E, main: &Key) -> Result<()> {
+        let Some(sent) = (0..E::PROPERTIES.len()).find_map(|index| pending(entity, index).sent)
+        else {
+            return Ok(());
+        };
+        let (doc, props) = pending_dynamic(entity, |p| p.sent.as_ref() == Some(&sent));
+        if doc.is_empty() {
+            return Ok(());
+        }
+        self.check_window(&sent)?;
+        let mut retrying = self.retrying("save dynamic shard again");
+        loop {
+            let attempt = self.insert_dynamic_shard(entity, main, &doc, &props, &sent);
+            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One attempt to add the dynamic shard document `sent.shard` holding `doc`, the
+    /// pending changes of properties `props`: only while the main document exists
+    /// ([`Error::NotFound`] otherwise, nothing written), and only when the change is not
+    /// stored already (the document exists, or compaction recorded its write id). The
+    /// commit expects the compacted document's version (so a request that arrives after
+    /// compaction folded an earlier copy conflicts) and, where the store commits across
+    /// groups, the main document's (so a racing delete makes it conflict).
+    async fn insert_dynamic_shard<E: Entity>(
         &self,
+        entity: &mut E,
         main: &Key,
-        key: &Key,
         doc: &Document,
+        props: &[usize],
+        sent: &Sent,
     ) -> Result<Attempt<()>> {
-        let Some(found) = self.store.get(main).await? else {
+        let compacted = layout::compacted(main);
+        let read = [main.clone(), compacted.clone(), sent.shard.clone()];
+        let [main_doc, compacted_doc, shard] =
+            <[_; 3]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
+        let Some(main_doc) = main_doc else {
             return Err(Error::NotFound { key: main.clone() });
         };
-        if self.store.cross_group_transactions() {
-            let txn = Transaction::new()
-                .expect(main.clone(), Some(found.version))
-                .expect(key.clone(), None)
-                .put(key.clone(), doc.clone());
-            return self.commit_attempt(&txn).await;
+        let applied = shard.is_some()
+            || writes::applied(
+                compacted_doc.as_ref().map(|c| &c.doc),
+                &sent.writer,
+                sent.seq,
+            );
+        if !applied {
+            let mut txn = Transaction::new();
+            if self.store.cross_group_transactions() {
+                txn = txn.expect(main.clone(), Some(main_doc.version));
+            }
+            txn = txn
+                .expect(compacted, compacted_doc.map(|c| c.version))
+                .expect(sent.shard.clone(), None)
+                .put(sent.shard.clone(), doc.clone());
+            let state = state_of(entity, main)?;
+            for &index in props {
+                state.pending_mut(index).sent = Some(sent.clone());
+            }
+            if let Commit::Conflict { key } = self.store.commit(&txn).await? {
+                // This send applied nothing; one sent before under the same id may have
+                // been, so the record stays (the caller drops it for a fresh send).
+                return Ok(Attempt::Conflict(key));
+            }
         }
-        match self.store.insert(key, doc.clone()).await {
-            Ok(_) => Ok(Attempt::Committed(())),
-            Err(Error::AlreadyExists { key }) => Ok(Attempt::Conflict(key)),
-            Err(e) => Err(e),
+        let state = state_of(entity, main)?;
+        for &index in props {
+            *state.pending_mut(index) = Pending::default();
         }
+        Ok(Attempt::Committed(()))
     }
 
     /// The shard documents a load folds besides the current static shards: every dynamic
@@ -181,4 +235,22 @@ impl<S: DocumentStore> Mapper<S> {
             attempts: LOAD_SCAN_ATTEMPTS,
         })
     }
+}
+
+/// The pending changes of the dynamic properties of `entity` that `which` selects, as a
+/// shard document (`stored_as → change`), and the indexes of those properties.
+fn pending_dynamic<E: Entity>(
+    entity: &E,
+    which: impl Fn(&Pending) -> bool,
+) -> (Document, Vec<usize>) {
+    let mut doc = Document::new();
+    let mut props = Vec::new();
+    for (index, p) in dynamic_properties::<E>() {
+        let pending = pending(entity, index);
+        if let (Some(value), true) = (&pending.value, which(&pending)) {
+            doc.insert(p.stored_as.to_owned(), value.clone());
+            props.push(index);
+        }
+    }
+    (doc, props)
 }

@@ -13,7 +13,7 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
 
 impl<S: DocumentStore> Mapper<S> {
     /// Stores a new entity. A child of an entity group (`#[entity(parent = ...)]`) goes to
@@ -111,7 +111,8 @@ impl<S: DocumentStore> Mapper<S> {
         Ok(())
     }
 
-    /// Deletes the entity with this id: its main document, then its shard documents.
+    /// Deletes the entity with this id: its main document, then its shard documents and
+    /// the markers of its keyed operations ([`Mapper::update_once`]).
     /// Answers whether the main document was there. The children of an entity-group root
     /// stay; [`Mapper::delete_group`] deletes a root with its children.
     pub async fn delete<E: Root>(&self, id: &E::Id) -> Result<bool> {
@@ -121,17 +122,27 @@ impl<S: DocumentStore> Mapper<S> {
         for key in static_shard_keys::<E>(&main) {
             tracing::trace!(key = %key, "delete: shard");
             self.store.delete(&key).await?;
+            self.delete_all(layout::op_markers_scan(&key)).await?;
         }
         if !E::PROPERTIES.is_empty() {
-            // Dynamic shards, also of a property that was dynamic before a redeploy.
-            let mut pages = self.pages(layout::dynamic_shards_scan(&main));
-            while let Some(page) = pages.next().await? {
-                for (key, _) in page {
-                    self.store.delete(&key).await?;
-                }
-            }
+            // Dynamic shards, also of a property that was dynamic before a redeploy, and
+            // the markers of keyed operations.
+            self.delete_all(layout::dynamic_shards_scan(&main)).await?;
+            self.delete_all(layout::op_markers_scan(&layout::dynamic_group(&main)))
+                .await?;
         }
         Ok(existed)
+    }
+
+    /// Deletes every document `scan` lists.
+    async fn delete_all(&self, scan: Scan) -> Result<()> {
+        let mut pages = self.pages(scan);
+        while let Some(page) = pages.next().await? {
+            for (key, _) in page {
+                self.store.delete(&key).await?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -4,12 +4,17 @@
 //! makes them queue instead, and a writer first looks for a shard whose lane is free, so
 //! concurrent writers of one process spread over the shards. Writers in other processes
 //! still meet through the store's optimistic commit, which alone keeps counts exact:
-//! lanes only cut conflicts, they guard no invariant.
+//! lanes only cut conflicts.
+//!
+//! Each lane also owns the [`Writer`] under whose write ids its holder sends (see
+//! `writes`): one process writes a given shard under one writer id, so the shard's record
+//! of applied writes stays about one entry per process.
 //!
 //! Lanes are a fixed set of striped locks (a shard document maps to one by the hash of
 //! its key), so memory stays bounded whatever the number of entities; two shards that
 //! share a stripe merely queue behind each other.
 
+use super::writes::{Pool, Pooled, Writer};
 use crate::key::Key;
 use rand::Rng;
 use std::hash::BuildHasher;
@@ -22,40 +27,60 @@ const STRIPES: usize = 1024;
 const FREE_LANE_TRIES: usize = 4;
 
 /// Picks one shard for each entry of `shard_counts` (see [`Lanes::hold`]); without
-/// lanes, uniformly at random and holding nothing.
+/// lanes, uniformly at random, holding only a writer from `pool`.
 pub(super) async fn hold<'l>(
     lanes: Option<&'l Lanes>,
+    pool: &'l Pool,
     shard_counts: &[u32],
     key: impl Fn(usize, u32) -> Key,
-) -> (Vec<Key>, Option<Held<'l>>) {
-    if let Some(lanes) = lanes {
-        let (keys, held) = lanes.hold(shard_counts, key).await;
-        return (keys, Some(held));
-    }
-    let mut rng = rand::rng();
-    let keys = shard_counts
-        .iter()
-        .enumerate()
-        .map(|(i, &shards)| key(i, rng.random_range(0..shards.max(1))))
-        .collect();
-    (keys, None)
+) -> (Vec<Key>, Held<'l>) {
+    let (keys, guards) = if let Some(lanes) = lanes {
+        lanes.hold(shard_counts, key).await
+    } else {
+        let mut rng = rand::rng();
+        let keys = shard_counts
+            .iter()
+            .enumerate()
+            .map(|(i, &shards)| key(i, rng.random_range(0..shards.max(1))))
+            .collect();
+        (keys, Vec::new())
+    };
+    let held = Held {
+        guards,
+        pool,
+        pooled: None,
+    };
+    (keys, held)
 }
 
 #[derive(Debug)]
 pub(super) struct Lanes {
-    stripes: Vec<Mutex<()>>,
+    stripes: Vec<Mutex<Writer>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
-/// The lanes one attempt holds, released on drop (also when its future is dropped).
+/// The lanes one attempt holds, released on drop (also when its future is dropped), and
+/// the writer it sends under: the first held lane's, or a pooled one when it holds none.
 pub(super) struct Held<'l> {
-    _guards: Vec<MutexGuard<'l, ()>>,
+    guards: Vec<MutexGuard<'l, Writer>>,
+    pool: &'l Pool,
+    pooled: Option<Pooled<'l>>,
+}
+
+impl Held<'_> {
+    /// The writer of this attempt, used by no other attempt while held.
+    pub(super) fn writer(&mut self) -> &mut Writer {
+        match self.guards.first_mut() {
+            Some(guard) => guard,
+            None => self.pooled.get_or_insert_with(|| self.pool.take()),
+        }
+    }
 }
 
 impl Lanes {
     pub(super) fn new() -> Self {
         Lanes {
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| Mutex::new(Writer::new())).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
         }
     }
@@ -72,10 +97,10 @@ impl Lanes {
         &self,
         shard_counts: &[u32],
         key: impl Fn(usize, u32) -> Key,
-    ) -> (Vec<Key>, Held<'_>) {
+    ) -> (Vec<Key>, Vec<MutexGuard<'_, Writer>>) {
         let (keys, guards, all_free) = self.try_hold(shard_counts, &key);
         if all_free {
-            return (keys, Held { _guards: guards });
+            return (keys, guards);
         }
         // Some lane is busy: release what is held and wait for all in stripe order.
         drop(guards);
@@ -86,7 +111,7 @@ impl Lanes {
         for stripe in stripes {
             guards.push(self.stripes[stripe].lock().await);
         }
-        (keys, Held { _guards: guards })
+        (keys, guards)
     }
 
     /// The choice of [`Lanes::hold`] without waiting: the keys chosen, the lanes taken,
@@ -95,7 +120,7 @@ impl Lanes {
         &self,
         shard_counts: &[u32],
         key: &impl Fn(usize, u32) -> Key,
-    ) -> (Vec<Key>, Vec<MutexGuard<'_, ()>>, bool) {
+    ) -> (Vec<Key>, Vec<MutexGuard<'_, Writer>>, bool) {
         let mut rng = rand::rng();
         let mut keys = Vec::with_capacity(shard_counts.len());
         let mut guards = Vec::with_capacity(shard_counts.len());

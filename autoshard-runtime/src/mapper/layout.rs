@@ -9,9 +9,13 @@
 //!   its writes uniformly over its own shards, whatever the others' counts.
 //! - dynamic shards: one entity group, [`dynamic_group`] (`{Question:42/~dyn:}`), so that
 //!   compaction folds and deletes them in one atomic commit (one slot). Inside it, one
-//!   document per dynamic save ([`new_dynamic_shard`], `…/~d:<uuid>`) and the compacted
+//!   document per dynamic save ([`dynamic_shard`], `…/~d:<writer>.<seq>`, named after its
+//!   write id) and the compacted
 //!   document ([`compacted`], `…/~d:`, the empty name); [`dynamic_shards_scan`] lists
 //!   them all, the compacted document included.
+//! - keyed operations (`Mapper::update_once`): a marker per operation next to the
+//!   document it changed ([`op_marker`], `{Question:42/~shard:votes.3}/~op:<name>`, or
+//!   under the dynamic group), in that document's entity group.
 //! - entity-group sharding: sub-group `k` of a root ([`sub_group`],
 //!   `{Question:42/~group:k}`), its own entity group; a child lives under one sub-group
 //!   ([`child_candidates`] lists the `K` places a child with a given id may be).
@@ -33,6 +37,8 @@ const DYNAMIC_SHARD: &str = "~d";
 const COMPACTED: &str = "";
 /// Kind of a sub-group of an entity group.
 const SUB_GROUP: &str = "~group";
+/// Kind of the marker of a keyed operation (`Mapper::update_once`).
+const OP: &str = "~op";
 
 /// The key of static shard `index` of sharded property `property` (its field name) of
 /// the entity at `main`.
@@ -67,15 +73,10 @@ pub fn compacted(main: &Key) -> Key {
 }
 
 /// The dynamic shard document of the entity at `main` named `name` (saves name theirs
-/// with a fresh UUID; the empty name is the compacted document).
+/// after their write id; the empty name is the compacted document).
 #[must_use]
 pub fn dynamic_shard(main: &Key, name: &str) -> Key {
     dynamic_group(main).child(DYNAMIC_SHARD, name)
-}
-
-/// A new dynamic shard document of the entity at `main`, under a fresh UUID v4 name.
-pub(crate) fn new_dynamic_shard(main: &Key) -> Key {
-    dynamic_shard(main, &uuid::Uuid::new_v4().hyphenated().to_string())
 }
 
 /// Every dynamic shard document of the entity at `main`, the compacted one included, in
@@ -83,6 +84,32 @@ pub(crate) fn new_dynamic_shard(main: &Key) -> Key {
 #[must_use]
 pub fn dynamic_shards_scan(main: &Key) -> Scan {
     Scan::new(DYNAMIC_SHARD, Some(dynamic_group(main)))
+}
+
+/// The marker that keyed operation `op` was applied to the document at `target` (a
+/// static shard, or the dynamic group): a child in `target`'s entity group, so that it
+/// commits atomically with the change it marks, also on a Redis Cluster.
+#[must_use]
+pub fn op_marker(target: &Key, op: &str) -> Key {
+    target.child(OP, op)
+}
+
+/// Every marker of keyed operations under `target` (see [`op_marker`]).
+#[must_use]
+pub fn op_markers_scan(target: &Key) -> Scan {
+    Scan::new(OP, Some(target.clone()))
+}
+
+/// The shard of property `property` (with `shards` static shards) that keyed operation
+/// `op` folds into: fixed by the operation's name, so that running it again, in any
+/// process, meets the marker it left. FNV-1a, stable across processes and builds.
+pub(super) fn op_shard(op: &str, property: &str, shards: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in op.bytes().chain([0xff]).chain(property.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    u32::try_from(hash % u64::from(shards.max(1))).unwrap_or(0)
 }
 
 /// Sub-group `k` of the entity group of the root at `root`; its key is also the

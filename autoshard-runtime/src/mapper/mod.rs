@@ -2,11 +2,12 @@
 //! to a [`DocumentStore`]; it holds no entity cache and no connection of its own.
 //!
 //! One module per operation: `insert` (and `delete`), `load`, `save`, `update`,
-//! `compact`; dynamic shards (save, consistent reads) in `dynamic`; the operations on
+//! `once` (keyed operations), `compact`; dynamic shards (save, consistent reads) in `dynamic`; the operations on
 //! children of entity groups in `children`. What they share, below them: `layout` (the one
 //! owner of where every document lives), `attempt` (optimistic attempts, retries,
-//! paging), `codec` (folding documents into entities, decode errors) and `lanes` (at
-//! most one write per shard document at a time within a process).
+//! paging), `codec` (folding documents into entities, decode errors), `lanes` (at
+//! most one write per shard document at a time within a process) and `writes` (the write
+//! ids that make sending a change again apply it at most once).
 
 mod attempt;
 mod children;
@@ -17,16 +18,21 @@ mod insert;
 mod lanes;
 pub(crate) mod layout;
 mod load;
+mod once;
 mod save;
 mod update;
+mod writes;
 
 pub use compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
+pub use once::Once;
+pub use writes::DEFAULT_WRITE_WINDOW;
 
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::store::DocumentStore;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Persists [`Entity`](crate::Entity) values in a [`DocumentStore`], sharding hot properties as the
 /// `AutoShard` paper describes (section 4): `load` folds all shards, `save` folds the local
@@ -76,12 +82,32 @@ use std::sync::Arc;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// # Errors, dropped futures, and running again
+/// Every method can fail with [`crate::Error::Backend`] (the store failed) or be
+/// cancelled by dropping its future (a timeout, a client gone). What is then stored, and
+/// what to do, per method:
+///
+/// | Method | After an error or a dropped future |
+/// |---|---|
+/// | `load`, `children`, `load_child`, `child_key` | nothing was written; run it again |
+/// | `save` | the entity keeps every change not known to be stored; **save the same entity again**: each change is stored exactly once (within the write window, [`Mapper::with_write_window`]) |
+/// | `update` | its change may or may not be stored, and the entity holding it is gone; running `update` again may apply it twice. Use `update_once` when a change must not be applied twice |
+/// | `update_once` | run it again with the same operation name: applied exactly once |
+/// | `insert` | inserted or not (one commit; on a Redis Cluster, shard documents may be left that a later insert overwrites); running it again answers `AlreadyExists` if it was |
+/// | `delete`, `delete_child`, `delete_group` | run it again: deleting what is gone is a no-op |
+/// | `compact`, `compact_in_batches`, [`Compactor::run_once`](crate::compaction::Compactor::run_once) | each batch commits atomically; run it again |
+/// | `update_children`, `update_child` | one commit in one sub-group: applied or not; like `update`, running it again may apply it twice |
 pub struct Mapper<S = Arc<dyn DocumentStore>> {
     store: S,
     retry: RetryPolicy,
     metrics: Metrics,
     /// Shard lanes, shared by clones (see `lanes`); `None` when turned off.
     lanes: Option<Arc<lanes::Lanes>>,
+    /// Writers for saves that hold no lane, shared by clones (see `writes`).
+    writers: Arc<writes::Pool>,
+    /// How long shard documents remember a writer's last write (see `writes`).
+    write_window: Duration,
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -92,6 +118,8 @@ impl<S: DocumentStore> Mapper<S> {
             retry: RetryPolicy::default(),
             metrics: Metrics::new(),
             lanes: Some(Arc::new(lanes::Lanes::new())),
+            writers: Arc::default(),
+            write_window: DEFAULT_WRITE_WINDOW,
         }
     }
 
@@ -121,6 +149,31 @@ impl<S: DocumentStore> Mapper<S> {
         self
     }
 
+    /// The same mapper with another write window (default [`DEFAULT_WRITE_WINDOW`], 10
+    /// minutes): how long a shard document remembers the writes it applied, and so how
+    /// long after its first attempt a save that failed with an unknown outcome
+    /// ([`crate::Error::Backend`], a dropped future) can still be saved again exactly
+    /// once. Later, the save fails with [`crate::Error::Expired`] instead. A longer window
+    /// costs space only in documents written by many processes within it.
+    ///
+    /// ```
+    /// use autoshard::{Mapper, MemoryStore};
+    /// use std::time::Duration;
+    ///
+    /// let db = Mapper::new(MemoryStore::new()).with_write_window(Duration::from_secs(3600));
+    /// assert_eq!(db.write_window(), Duration::from_secs(3600));
+    /// ```
+    #[must_use]
+    pub fn with_write_window(mut self, window: Duration) -> Self {
+        self.write_window = window;
+        self
+    }
+
+    /// How long shard documents remember the writes they applied.
+    pub fn write_window(&self) -> Duration {
+        self.write_window
+    }
+
     /// The retry policy of optimistic transactions.
     pub fn retry_policy(&self) -> &RetryPolicy {
         &self.retry
@@ -144,6 +197,8 @@ impl<S: Clone> Clone for Mapper<S> {
             retry: self.retry,
             metrics: self.metrics.clone(),
             lanes: self.lanes.clone(),
+            writers: self.writers.clone(),
+            write_window: self.write_window,
         }
     }
 }

@@ -1,36 +1,46 @@
-//! `save`: the main document when it changed, and each touched shadow folded into one
-//! uniformly random shard of its property, inside optimistic transactions (paper,
-//! section 4, "Saving", and Figure 5): one transaction for everything on a store with
-//! cross-group transactions, one per entity group (the main document, then each
+//! `save`: the main document when it changed, and each sharded property's change folded
+//! into one uniformly random shard of that property, inside optimistic transactions
+//! (paper, section 4, "Saving", and Figure 5): one transaction for everything on a store
+//! with cross-group transactions, one per entity group (the main document, then each
 //! property's shard) on a Redis Cluster.
 //!
 //! # Why a save neither loses nor doubles a change
-//! - A shadow is the change not yet stored. It is reset only after the commit that
-//!   folded it was answered `Committed`; an error or a conflict leaves it as it was.
+//! - A save first *stages* each shadow: it moves the change into the entity's pending
+//!   state ([`crate::EntityState`]), folded into what is pending already. A pending change
+//!   is dropped only after the commit that folded it was answered `Committed`; a conflict
+//!   or an error keeps it for the next save.
 //! - A retry happens only after a `Conflict`, which by the store contract applied
 //!   nothing; it then reads again, so it folds into the shard as it is now.
+//! - A commit whose answer is unknown (`Error::Backend`, or the save's future dropped
+//!   while it was in flight) may have been applied. Its pending change then carries the
+//!   write id and the shard it was sent to, and the shard records the ids it applied in
+//!   the same commit as the fold; the next save sends it again to that shard first, and
+//!   folds it only if the shard does not record it (`writes` explains the ids and their
+//!   window).
 //! - Each attempt reads the main document and fails with `NotFound` when it is absent.
 //!   Where the commit spans groups it also expects the main document's version, so a
 //!   delete racing the save makes it conflict instead of writing into a deleted entity.
 //!
-//! Not covered here yet: a commit answered with `Backend` (or whose future was dropped)
-//! may have been applied, and saving the kept shadow again counts it twice; the README's
-//! limits say so. Tests: `tests/multi_property.rs` (a fault at every call of a
-//! two-property save leaves neither or both), `tests/lifecycle.rs`, and the concurrency
-//! tests (exact totals).
+//! Tests: `tests/exactly_once.rs` (dropped futures, replies lost at random, keyed
+//! operations), `tests/multi_property.rs` (a fault at every call of a two-property save
+//! leaves neither or both), `tests/lifecycle.rs`, and the concurrency tests (exact
+//! totals); on Redis, `tests/redis_faults.rs` kills and restarts the server under writers.
 
 use super::attempt::Attempt;
 use super::codec::malformed;
 use super::codec::with_property;
 use super::lanes;
-use super::layout::{self, has_change, static_properties, StaticProperty};
+use super::layout::{self, static_properties, StaticProperty};
+use super::writes::{self, pending, stage, state_of, Writer};
 use super::Mapper;
-use crate::entity::Entity;
+use crate::document::{Document, Value, Versioned};
+use crate::entity::{Entity, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::store::{DocumentStore, Transaction};
+use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
+use std::time::Duration;
 
 impl<S: DocumentStore> Mapper<S> {
     /// Saves an entity.
@@ -39,17 +49,18 @@ impl<S: DocumentStore> Mapper<S> {
     ///    saved (an unsharded entity, which keeps no such record, is always written).
     /// 2. For each statically sharded property whose shadow holds a change (touched and
     ///    not the neutral value, which would fold into nothing): read one of its shards
-    ///    chosen uniformly at random, fold the shadow into its value, and commit
-    ///    expecting the version read. On a store with cross-group transactions
-    ///    ([`DocumentStore::cross_group_transactions`]) all such properties commit
-    ///    together, atomically; on a Redis Cluster each property commits on its own. A
-    ///    conflict retries per the [`crate::RetryPolicy`], on freshly chosen shards. A
-    ///    shadow is reset only after its commit succeeded.
-    /// 3. The touched shadows of dynamic properties (`#[shardable]` without `shards`)
-    ///    that differ from their neutral value go into ONE new shard document under a
-    ///    fresh UUID key: nothing to contend on (a read of the main document, then one
-    ///    commit that creates the new document while the main document exists). `compact`
-    ///    folds these documents back into one.
+    ///    chosen uniformly at random, fold the change into its value, record the save's
+    ///    write id there, and commit expecting the version read. On a store with
+    ///    cross-group transactions ([`DocumentStore::cross_group_transactions`]) all such
+    ///    properties commit together, atomically; on a Redis Cluster each property
+    ///    commits on its own. A conflict retries per the [`crate::RetryPolicy`], on
+    ///    freshly chosen shards. A change is dropped from the entity only after its commit
+    ///    succeeded.
+    /// 3. The changes of dynamic properties (`#[shardable]` without `shards`) go into ONE
+    ///    new shard document named after the save's write id: nothing to contend on (a
+    ///    read of the main and compacted documents, then one commit that creates the new
+    ///    document while the main document exists). `compact` folds these documents back
+    ///    into one.
     ///
     /// Every write checks that the entity exists: a save of an entity that was never
     /// inserted, or was deleted since, fails with [`Error::NotFound`] and writes
@@ -61,10 +72,20 @@ impl<S: DocumentStore> Mapper<S> {
     /// writer wins: the main document is rewritten whole, expecting only the version read
     /// in the same attempt. A save with nothing to write makes no store call.
     ///
-    /// When retries run out the error is [`Error::Contention`] and the shadows that were
-    /// not committed keep their change, so a later `save` can still write them (all of
+    /// When retries run out the error is [`Error::Contention`], and the changes that were
+    /// not committed stay pending in the entity, so a later `save` writes them (all of
     /// them on a store with cross-group transactions; on a cluster, properties committed
-    /// before the failing one stay reset, their change being stored).
+    /// before the failing one are stored and no longer pending).
+    ///
+    /// # Errors, cancellation and saving again
+    /// A save that fails, or whose future is dropped (a timeout, a client gone), keeps
+    /// every change it did not see committed in the entity, together with the write id
+    /// and shard of any commit that may have been applied. Saving the same entity (or a
+    /// clone) again stores each change exactly once: a change that was applied is found
+    /// recorded in its shard and not folded again. This holds within the mapper's write
+    /// window ([`Mapper::with_write_window`], 10 minutes by default); a change first sent
+    /// longer ago fails with [`Error::Expired`]. Loading the entity anew instead drops the
+    /// pending changes with the rest of the old value.
     ///
     /// ```
     /// use autoshard::prelude::*;
@@ -111,8 +132,14 @@ impl<S: DocumentStore> Mapper<S> {
         let dirty = entity
             .state()
             .is_none_or(|state| state.saved_main() != Some(&doc));
+        // Changes sent before with an unknown outcome go first, each to where it was sent.
+        for p in static_properties::<E>() {
+            self.resend_static(entity, &main, p).await?;
+        }
+        self.resend_dynamic(entity, &main).await?;
+        stage(entity, &main)?;
         let touched: Vec<StaticProperty> = static_properties::<E>()
-            .filter(|p| has_change(entity, p.index))
+            .filter(|p| pending(entity, p.index).value.is_some())
             .collect();
         let put_main = dirty.then_some(&doc);
         if self.store.cross_group_transactions() {
@@ -129,7 +156,6 @@ impl<S: DocumentStore> Mapper<S> {
             }
             for &p in &touched {
                 self.save_shadows(entity, &main, None, &[p]).await?;
-                entity.reset_shadow(p.index);
             }
         }
         if dirty {
@@ -137,24 +163,103 @@ impl<S: DocumentStore> Mapper<S> {
                 state.set_saved_main(doc);
             }
         }
-        for p in static_properties::<E>() {
-            entity.reset_shadow(p.index);
-        }
         self.save_dynamic(entity, &main).await
     }
 
-    /// Folds the shadow of every property in `props` into one random shard of that
-    /// property, and puts `put_main` as the main document, all in one optimistic commit,
-    /// with retries. Each attempt reads the main document with the shards: when it is
-    /// absent the save fails with [`Error::NotFound`] and writes nothing; on a store with
-    /// cross-group transactions the commit also expects the main document's version, so
-    /// a delete racing the save makes it conflict, not write into a deleted entity. Each
-    /// attempt picks fresh shards: the ones that conflicted are likely still hot.
+    /// Sends again the pending change of `p` whose earlier commit has an unknown outcome,
+    /// to the shard and under the write id it was sent with: folded only when the shard
+    /// does not record that id (module docs). Nothing to do when no change of `p` is
+    /// in doubt.
+    async fn resend_static<E: Entity>(
+        &self,
+        entity: &mut E,
+        main: &Key,
+        p: StaticProperty,
+    ) -> Result<()> {
+        let Pending {
+            value: Some(value),
+            sent: Some(sent),
+        } = pending(entity, p.index)
+        else {
+            return Ok(());
+        };
+        self.check_window(&sent)?;
+        let mut retrying = self.retrying("save again");
+        loop {
+            let attempt = self.resend_static_attempt(entity, main, p, &value, &sent);
+            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One attempt of [`Mapper::resend_static`].
+    async fn resend_static_attempt<E: Entity>(
+        &self,
+        entity: &mut E,
+        main: &Key,
+        p: StaticProperty,
+        value: &Value,
+        sent: &Sent,
+    ) -> Result<Attempt<()>> {
+        let read = [main.clone(), sent.shard.clone()];
+        let [main_doc, shard] =
+            <[_; 2]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
+        let Some(main_doc) = main_doc else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        if writes::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
+            tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before was applied");
+            *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
+            return Ok(Attempt::Committed(()));
+        }
+        let mut txn = Transaction::new();
+        if self.store.cross_group_transactions() {
+            txn = txn.expect(main.clone(), Some(main_doc.version));
+        }
+        let (doc, version) = fold_into::<E>(&sent.shard, shard, p, value)?;
+        let mut doc = doc;
+        writes::record(
+            &mut doc,
+            &sent.writer,
+            sent.seq,
+            sent.at_ms,
+            self.write_window,
+        );
+        txn = txn
+            .expect(sent.shard.clone(), version)
+            .put(sent.shard.clone(), doc);
+        let answer = self.store.commit(&txn).await?;
+        if answer == Commit::Committed {
+            *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
+        }
+        Ok(answer.into())
+    }
+
+    /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
+    pub(super) fn check_window(&self, sent: &Sent) -> Result<()> {
+        let age = Duration::from_millis(writes::now_ms().saturating_sub(sent.at_ms));
+        if age > self.write_window {
+            return Err(Error::Expired {
+                key: sent.shard.clone(),
+                age,
+            });
+        }
+        Ok(())
+    }
+
+    /// Folds the pending change of every property in `props` into one random shard of
+    /// that property, and puts `put_main` as the main document, all in one optimistic
+    /// commit, with retries. Each attempt reads the main document with the shards: when it
+    /// is absent the save fails with [`Error::NotFound`] and writes nothing; on a store
+    /// with cross-group transactions the commit also expects the main document's version,
+    /// so a delete racing the save makes it conflict, not write into a deleted entity.
+    /// Each attempt picks fresh shards: the ones that conflicted are likely still hot.
     async fn save_shadows<E: Entity>(
         &self,
-        entity: &E,
+        entity: &mut E,
         main: &Key,
-        put_main: Option<&crate::Document>,
+        put_main: Option<&Document>,
         props: &[StaticProperty],
     ) -> Result<()> {
         if let Some(p) = props.iter().find(|p| p.shards == 0) {
@@ -172,8 +277,9 @@ impl<S: DocumentStore> Mapper<S> {
                 // and released before any backoff.
                 let key =
                     |i: usize, shard| layout::static_shard(main, props[i].property.name, shard);
-                let (keys, _held) = lanes::hold(self.lanes.as_deref(), &counts, key).await;
-                self.fold_into_shards(entity, main, put_main, &keys, props)
+                let (keys, mut held) =
+                    lanes::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
+                self.fold_into_shards(entity, main, put_main, &keys, props, held.writer())
                     .await
             };
             if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
@@ -183,15 +289,17 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// One attempt: read the main document and the shards `keys` (one per property of
-    /// `props`), fold each property's shadow into its shard, commit expecting the versions
-    /// read (the main document's too, where the store commits across groups).
+    /// `props`), fold each property's pending change into its shard, record the write id
+    /// from `writer` there, and commit expecting the versions read (the main document's
+    /// too, where the store commits across groups).
     async fn fold_into_shards<E: Entity>(
         &self,
-        entity: &E,
+        entity: &mut E,
         main: &Key,
-        put_main: Option<&crate::Document>,
+        put_main: Option<&Document>,
         keys: &[Key],
         props: &[StaticProperty],
+        writer: &mut Writer,
     ) -> Result<Attempt<()>> {
         let mut read = Vec::with_capacity(keys.len() + 1);
         read.push(main.clone());
@@ -207,20 +315,62 @@ impl<S: DocumentStore> Mapper<S> {
         if let Some(doc) = put_main {
             txn = txn.put(main.clone(), doc.clone());
         }
+        let mut shards = Vec::with_capacity(props.len());
         for ((key, current), p) in keys.iter().zip(found).zip(props) {
-            let stored_as = p.property.stored_as;
             tracing::trace!(key = %key, version = ?current.as_ref().map(|c| c.version), "save: shard read");
-            let stored = current.as_ref().and_then(|c| c.doc.get(stored_as));
-            let value = entity
-                .fold_shadow_into(p.index, stored)
-                .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
-            let (mut doc, version) = match current {
-                Some(current) => (current.doc, Some(current.version)),
-                None => (crate::Document::new(), None),
+            let Some(value) = pending(entity, p.index).value else {
+                continue;
             };
-            doc.insert(stored_as.to_owned(), value);
+            shards.push((key, fold_into::<E>(key, current, *p, &value)?));
+        }
+        // Everything that can fail before sending has; from here the writer is in doubt
+        // until the store answers.
+        let (id, seq) = writer.begin();
+        let at_ms = writes::now_ms();
+        for (key, (mut doc, version)) in shards {
+            writes::record(&mut doc, &id, seq, at_ms, self.write_window);
             txn = txn.expect(key.clone(), version).put(key.clone(), doc);
         }
-        self.commit_attempt(&txn).await
+        let state = state_of(entity, main)?;
+        for (key, p) in keys.iter().zip(props) {
+            state.pending_mut(p.index).sent = Some(Sent {
+                writer: id.clone(),
+                seq,
+                shard: key.clone(),
+                at_ms,
+            });
+        }
+        let answer = self.store.commit(&txn).await?;
+        writer.settle();
+        for p in props {
+            let pending = state.pending_mut(p.index);
+            match answer {
+                Commit::Committed => *pending = Pending::default(),
+                Commit::Conflict { .. } => pending.sent = None,
+            }
+        }
+        Ok(answer.into())
     }
+}
+
+/// The shard document at `key` (as read: `current`) with `change` of `p` folded into its
+/// value, and the version to expect for it.
+fn fold_into<E: Entity>(
+    key: &Key,
+    current: Option<Versioned>,
+    p: StaticProperty,
+    change: &Value,
+) -> Result<(Document, Option<crate::Version>)> {
+    let stored_as = p.property.stored_as;
+    let (mut doc, version) = match current {
+        Some(current) => (current.doc, Some(current.version)),
+        None => (Document::new(), None),
+    };
+    let folded = match doc.get(stored_as) {
+        Some(stored) => E::fold_values(p.index, stored, change),
+        None => E::neutral_value(p.index).and_then(|n| E::fold_values(p.index, &n, change)),
+    }
+    .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
+    doc.insert(stored_as.to_owned(), folded);
+    Ok((doc, version))
 }

@@ -22,6 +22,10 @@ impl<S: DocumentStore> Mapper<S> {
     ///   shard transactions of `save` retry on their own. Concurrent changes to unsharded
     ///   properties are last-writer-wins, as with `save`.
     ///
+    /// The entity lives inside the call: after an error or a dropped future its change
+    /// may or may not be stored, and running `update` again may apply it twice. A
+    /// change that must be applied once takes a name: [`Mapper::update_once`].
+    ///
     /// ```
     /// use autoshard::prelude::*;
     ///

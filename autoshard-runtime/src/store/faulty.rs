@@ -23,7 +23,8 @@ pub enum Fault {
     After,
 }
 
-/// Wraps a store and fails its `n`-th call from now, once, [`Fault::Before`] or
+/// Wraps a store and fails its `n`-th call from now, once ([`FaultyStore::fail_call`]),
+/// or calls at random ([`FaultyStore::fail_randomly`]), [`Fault::Before`] or
 /// [`Fault::After`] the inner store ran it. Clones share the counter and the plan.
 ///
 /// ```
@@ -52,6 +53,9 @@ struct State {
     target: AtomicU64,
     after: std::sync::atomic::AtomicBool,
     faults: AtomicU64,
+    /// Fail each call with probability 1 in this (0: never), as `random_after` says.
+    one_in: AtomicU64,
+    random_after: std::sync::atomic::AtomicBool,
 }
 
 impl<S> FaultyStore<S> {
@@ -64,6 +68,8 @@ impl<S> FaultyStore<S> {
                 target: AtomicU64::new(u64::MAX),
                 after: std::sync::atomic::AtomicBool::new(false),
                 faults: AtomicU64::new(0),
+                one_in: AtomicU64::new(0),
+                random_after: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -78,9 +84,33 @@ impl<S> FaultyStore<S> {
         self.state.target.store(at, Ordering::SeqCst);
     }
 
-    /// Cancels a planned fault that has not struck yet.
+    /// Fails every call from now on with probability `1 / one_in`, as `fault` says, on
+    /// top of any fault planned with [`FaultyStore::fail_call`]; `one_in = 0` stops it.
+    ///
+    /// ```
+    /// use autoshard::store::faulty::{Fault, FaultyStore};
+    /// use autoshard::{DocumentStore, Key, MemoryStore};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let store = FaultyStore::new(MemoryStore::new());
+    /// store.fail_randomly(1, Fault::After); // every call: applied, then an error
+    /// assert!(store.put(&Key::new("Counter", "1"), Default::default()).await.is_err());
+    /// store.fail_randomly(0, Fault::After);
+    /// assert_eq!(store.inner().len(), 1);
+    /// # }
+    /// ```
+    pub fn fail_randomly(&self, one_in: u64, fault: Fault) {
+        self.state
+            .random_after
+            .store(fault == Fault::After, Ordering::SeqCst);
+        self.state.one_in.store(one_in, Ordering::SeqCst);
+    }
+
+    /// Cancels a planned fault that has not struck yet, and random faults.
     pub fn clear(&self) {
         self.state.target.store(u64::MAX, Ordering::SeqCst);
+        self.state.one_in.store(0, Ordering::SeqCst);
     }
 
     /// How many calls went through this decorator (failed ones included).
@@ -116,7 +146,16 @@ impl<S> FaultyStore<S> {
                 Fault::Before
             })
         } else {
-            None
+            let one_in = self.state.one_in.load(Ordering::SeqCst);
+            if one_in == 0 || rand::random_range(0..one_in) != 0 {
+                return None;
+            }
+            self.state.faults.fetch_add(1, Ordering::SeqCst);
+            Some(if self.state.random_after.load(Ordering::SeqCst) {
+                Fault::After
+            } else {
+                Fault::Before
+            })
         }
     }
 }

@@ -135,36 +135,53 @@ impl DocumentStore for MemoryStore {
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
         tracing::trace!(kind = %scan.kind, parent = ?scan.parent, cursor = ?scan.cursor, "memory scan");
-        // Children of a parent sort right after it (key order is path order), so a scan
-        // under a parent walks only that parent's subtree.
-        let start = match &scan.cursor {
-            None => scan
-                .parent
-                .clone()
-                .map_or(Bound::Unbounded, Bound::Included),
+        // Keys sort by path, segment by segment, kind before name: the children of one
+        // parent with one kind (and their own descendants) form one run of keys, which
+        // starts at the child named "" and ends at the first key with another kind at
+        // that depth. A scan walks only that run, and jumps over each child's
+        // descendants (past any kind a descendant can have).
+        let first = match &scan.parent {
+            Some(parent) => parent.child(scan.kind.as_str(), ""),
+            None => Key::new(scan.kind.as_str(), ""),
+        };
+        let mut from = match &scan.cursor {
+            None => Bound::Included(first),
             Some(cursor) => Bound::Excluded(
                 Key::decode(cursor).map_err(|e| Error::Invalid(format!("bad scan cursor: {e}")))?,
             ),
         };
+        let depth = scan.parent.as_ref().map_or(0, |p| p.path().len());
         let limit = scan.limit.max(1);
         let state = self.lock();
         let mut items = Vec::new();
         let mut next = None;
-        for (key, doc) in state.docs.range((start, Bound::Unbounded)) {
-            if let Some(parent) = &scan.parent {
-                if !key.path().starts_with(parent.path()) {
-                    break;
+        'seek: loop {
+            for (key, doc) in state.docs.range((from.clone(), Bound::Unbounded)) {
+                let in_run = scan
+                    .parent
+                    .as_ref()
+                    .is_none_or(|parent| key.path().starts_with(parent.path()))
+                    && key.path().get(depth).is_some_and(|s| s.kind() == scan.kind);
+                if !in_run {
+                    break 'seek;
                 }
+                if key.path().len() > depth + 1 {
+                    // A descendant of a child: go on after the last of them.
+                    let child = &key.path()[..=depth];
+                    from = Bound::Excluded(past_descendants(child));
+                    continue 'seek;
+                }
+                if key.parent() != scan.parent {
+                    continue;
+                }
+                if items.len() == limit {
+                    // There is at least one more; resume after the last one returned.
+                    next = items.last().map(|(k, _): &(Key, Versioned)| k.encode());
+                    break 'seek;
+                }
+                items.push((key.clone(), doc.clone()));
             }
-            if key.kind() != scan.kind || key.parent() != scan.parent {
-                continue;
-            }
-            if items.len() == limit {
-                // There is at least one more; resume after the last one returned.
-                next = items.last().map(|(k, _): &(Key, Versioned)| k.encode());
-                break;
-            }
-            items.push((key.clone(), doc.clone()));
+            break;
         }
         Ok(ScanPage { items, next })
     }
@@ -195,4 +212,15 @@ impl DocumentStore for MemoryStore {
         }
         Ok(Commit::Committed)
     }
+}
+
+/// A key that sorts after every descendant of the key whose path is `path` (and before
+/// the next key that is not one): its path with one more segment of a kind that sorts
+/// after every kind (`char::MAX`; kinds are Rust names or start with `~`).
+fn past_descendants(path: &[crate::key::Segment]) -> Key {
+    let mut key = Key::new(path[0].kind(), path[0].name());
+    for segment in &path[1..] {
+        key = key.child(segment.kind(), segment.name());
+    }
+    key.child(char::MAX.to_string(), "")
 }

@@ -1,0 +1,263 @@
+//! `update_once`: a change the caller names (`"vote:17:42"`), applied at most once
+//! however often, and from however many processes, it is run.
+//!
+//! # Why a keyed operation applies once
+//! The operation's changes go to documents fixed by its name: for a statically sharded
+//! property, shard `hash(name, property) mod N` (`layout::op_shard`); for the dynamic
+//! properties, one new shard document. Next to each, in the same entity group, it leaves
+//! a *marker* (`layout::op_marker`), and the commit that folds the change also creates the
+//! marker, expecting it absent. So every run of the operation meets the markers of the
+//! runs before it: a commit finds its marker present and writes nothing, and two runs
+//! racing conflict on the marker; the loser reads again and finds it. Where the store
+//! commits across groups all of an operation's documents commit in one transaction; on a
+//! Redis Cluster each document commits with its own marker, so a run cut short leaves
+//! some applied and the next run applies the rest.
+//!
+//! Markers stay until the entity is deleted (`delete` removes them with the shards): an
+//! operation is applied once for the life of the entity, not only within a window. They
+//! cost one small document per operation.
+
+use super::attempt::Attempt;
+use super::codec::{malformed, with_property};
+use super::layout::{self, dynamic_properties, has_change, op_shard, static_properties};
+use super::writes;
+use super::Mapper;
+use crate::document::{Document, Value};
+use crate::entity::Entity;
+use crate::error::{Error, Result};
+use crate::group::Root;
+use crate::key::Key;
+use crate::store::{DocumentStore, Transaction};
+use std::ops::ControlFlow;
+
+/// The outcome of [`Mapper::update_once`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Once<R> {
+    /// This run stored the operation's changes; the closure's value.
+    Applied(R),
+    /// An earlier run stored them; this one wrote nothing.
+    AlreadyApplied,
+}
+
+impl<R> Once<R> {
+    /// Whether this run stored the changes.
+    pub fn is_applied(&self) -> bool {
+        matches!(self, Once::Applied(_))
+    }
+}
+
+/// One document a keyed operation changes, with its marker.
+struct Part {
+    /// A static shard (fold `changes` into it) or a new dynamic shard (create it).
+    target: Target,
+    marker: Key,
+}
+
+enum Target {
+    Static {
+        key: Key,
+        index: usize,
+        change: Value,
+    },
+    Dynamic {
+        key: Key,
+        doc: Document,
+    },
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Loads the entity with this id, applies `change`, and stores what it changed in
+    /// the sharded properties exactly once for the operation named `op`: a later run
+    /// with the same `op`, from this process or any other, finds it applied and writes
+    /// nothing ([`Once::AlreadyApplied`]). For votes that count once per user, name the
+    /// operation after the user and the target (`"vote:user 17:question 42"`).
+    ///
+    /// `change` may change only sharded properties: a change to an unsharded field fails
+    /// with [`Error::Invalid`] before anything is written (a plain `update` is
+    /// last-writer-wins there, which is idempotent by itself). Conflicts retry per the
+    /// [`crate::RetryPolicy`]; after an error or a dropped future, running the same
+    /// operation again is always safe. See the module docs of `mapper/once.rs` for the
+    /// markers it leaves (kept until the entity is deleted).
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    /// use autoshard::Once;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(neutral = 0, shards = 10)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    ///
+    ///     #[shard_fold]
+    ///     fn fold_votes(a: i64, b: i64) -> i64 {
+    ///         a + b
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::{Mapper, MemoryStore};
+    ///
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(42, 0)).await?;
+    /// let vote = |q: &mut Question| q.vote_up();
+    /// assert_eq!(db.update_once(&42, "vote:17:42", vote).await?, Once::Applied(()));
+    /// assert_eq!(db.update_once(&42, "vote:17:42", vote).await?, Once::AlreadyApplied);
+    /// assert_eq!(db.load::<Question>(&42).await?.votes, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn update_once<E, R, F>(&self, id: &E::Id, op: &str, change: F) -> Result<Once<R>>
+    where
+        E: Root,
+        F: FnOnce(&mut E) -> R + Send,
+        R: Send,
+    {
+        let mut entity: E = self.load(id).await?;
+        let result = change(&mut entity);
+        let main = entity.key();
+        let doc = entity.to_document().map_err(malformed(&main))?;
+        if entity.state().and_then(|s| s.saved_main()) != Some(&doc) {
+            return Err(Error::Invalid(format!(
+                "`update_once` of `{main}` (operation `{op}`) changed an unsharded field; \
+                 keyed operations change sharded properties only"
+            )));
+        }
+        let parts = parts(&entity, &main, op)?;
+        let commits: Vec<Vec<&Part>> = if self.store.cross_group_transactions() {
+            vec![parts.iter().collect()]
+        } else {
+            parts.iter().map(|part| vec![part]).collect()
+        };
+        let mut applied = false;
+        for group in commits.iter().filter(|group| !group.is_empty()) {
+            let mut retrying = self.retrying("update once");
+            loop {
+                let attempt = self.apply_once::<E>(&main, group);
+                if let ControlFlow::Break(now) = retrying.attempt(attempt).await? {
+                    applied |= now;
+                    break;
+                }
+            }
+        }
+        Ok(if applied || parts.is_empty() {
+            Once::Applied(result)
+        } else {
+            Once::AlreadyApplied
+        })
+    }
+
+    /// One attempt: read the main document and each part's document and marker; commit
+    /// the parts whose marker is absent, with their markers, in one transaction.
+    /// Committed `true` when something was written, `false` when every marker was there.
+    async fn apply_once<E: Entity>(&self, main: &Key, parts: &[&Part]) -> Result<Attempt<bool>> {
+        let mut read = vec![main.clone()];
+        for part in parts {
+            read.push(part.target.key().clone());
+            read.push(part.marker.clone());
+        }
+        let mut found = self.get_exactly(&read).await?.into_iter();
+        let Some(main_doc) = found.next().flatten() else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        let mut txn = Transaction::new();
+        if self.store.cross_group_transactions() {
+            txn = txn.expect(main.clone(), Some(main_doc.version));
+        }
+        let mut writes_any = false;
+        for part in parts {
+            let (current, marker) = (found.next().flatten(), found.next().flatten());
+            if marker.is_some() {
+                continue;
+            }
+            writes_any = true;
+            let mark: Document = [("at".to_owned(), Value::from(writes::now_ms()))].into();
+            txn = txn
+                .expect(part.marker.clone(), None)
+                .put(part.marker.clone(), mark);
+            match &part.target {
+                Target::Static { key, index, change } => {
+                    let p = &E::PROPERTIES[*index];
+                    let (mut doc, version) = match current {
+                        Some(c) => (c.doc, Some(c.version)),
+                        None => (Document::new(), None),
+                    };
+                    let stored = match doc.get(p.stored_as) {
+                        Some(stored) => stored.clone(),
+                        None => E::neutral_value(*index).map_err(malformed(key))?,
+                    };
+                    let folded = E::fold_values(*index, &stored, change)
+                        .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
+                    doc.insert(p.stored_as.to_owned(), folded);
+                    txn = txn.expect(key.clone(), version).put(key.clone(), doc);
+                }
+                Target::Dynamic { key, doc } => {
+                    txn = txn.expect(key.clone(), None).put(key.clone(), doc.clone());
+                }
+            }
+        }
+        if !writes_any {
+            return Ok(Attempt::Committed(false));
+        }
+        Ok(self.commit_attempt(&txn).await?.map(|()| true))
+    }
+}
+
+impl Target {
+    fn key(&self) -> &Key {
+        match self {
+            Target::Static { key, .. } | Target::Dynamic { key, .. } => key,
+        }
+    }
+}
+
+/// The documents keyed operation `op` changes in `entity` (whose shadows hold its
+/// changes), each with its marker.
+fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
+    let change = |index: usize, name: &str| {
+        entity
+            .shadow_value(index)
+            .map_err(|e| Error::malformed(main, with_property(e, name)))
+    };
+    let mut parts = Vec::new();
+    for p in static_properties::<E>().filter(|p| has_change(entity, p.index)) {
+        let key = layout::static_shard(
+            main,
+            p.property.name,
+            op_shard(op, p.property.name, p.shards),
+        );
+        parts.push(Part {
+            marker: layout::op_marker(&key, op),
+            target: Target::Static {
+                change: change(p.index, p.property.name)?,
+                key,
+                index: p.index,
+            },
+        });
+    }
+    let mut doc = Document::new();
+    for (index, p) in dynamic_properties::<E>().filter(|(i, _)| has_change(entity, *i)) {
+        doc.insert(p.stored_as.to_owned(), change(index, p.name)?);
+    }
+    if !doc.is_empty() {
+        // A unique name that is no write id: the marker, not compaction's record of
+        // write ids, keeps this change from being applied twice.
+        let key = layout::dynamic_shard(main, &format!("op-{}", uuid::Uuid::new_v4().simple()));
+        parts.push(Part {
+            marker: layout::op_marker(&layout::dynamic_group(main), op),
+            target: Target::Dynamic { key, doc },
+        });
+    }
+    Ok(parts)
+}
