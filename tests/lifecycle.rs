@@ -1,11 +1,11 @@
 //! An entity's lifecycle: a save or update of an entity that was never inserted, or was
-//! deleted since it was loaded, fails with `Error::NotFound` and writes nothing, so a
-//! delete is never undone by a late save. On `MemoryStore` and standalone Redis the check
-//! is in the same commit as the write, which the racing test relies on; on a Redis
-//! Cluster it precedes the write (documented on `Mapper::save`), so the cluster runs the
-//! sequential cases only.
+//! deleted since it was loaded (also when a new entity was inserted under the same id
+//! since: another incarnation), fails with `Error::NotFound` and writes nothing, so a
+//! delete is never undone by a late save; and a delete, even one cut short, leaves
+//! nothing that a new entity under the same id would count. Every store runs every case.
 
 use autoshard::prelude::*;
+use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::board::Board;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
@@ -89,14 +89,62 @@ async fn sequential(store: Arc<dyn DocumentStore>, label: &str) {
         "{label}: resurrected"
     );
 
-    // A re-insert under the same id starts from its own values only.
+    // A re-insert under the same id starts from its own values only, and the value
+    // loaded from the deleted entity never writes into it: another incarnation.
     db.insert(&mut board("gone")).await.unwrap();
     let fresh: Board = db.load(&"gone".to_owned()).await.unwrap();
     assert_eq!((fresh.score, fresh.peak), (1, 2), "{label}");
-    // The kept change is still pending, and lands in the new entity only on request.
-    db.save(&mut loaded).await.unwrap();
+    not_found(&db.save(&mut loaded).await, label);
     let after: Board = db.load(&"gone".to_owned()).await.unwrap();
-    assert_eq!(after.score, 1 + 5, "{label}");
+    assert_eq!(
+        (after.score, after.peak, after.title.as_str()),
+        (1, 2, "t"),
+        "{label}"
+    );
+    let mut current = after;
+    current.add(5);
+    db.save(&mut current).await.unwrap();
+    assert_eq!(
+        db.load::<Board>(&"gone".to_owned()).await.unwrap().score,
+        6,
+        "{label}"
+    );
+}
+
+/// A delete cut short by a store error at any of its calls: deleting again finishes it,
+/// and whatever it left, a new entity under the same id counts none of it.
+async fn interrupted_delete_leaves_nothing_counted(store: Arc<dyn DocumentStore>, label: &str) {
+    let faulty = FaultyStore::new(store);
+    let db = Mapper::new(faulty.clone());
+    for at in 0..10 {
+        let id = format!("cut-{at}");
+        db.insert(&mut board(&id)).await.unwrap();
+        for v in 0..3 {
+            db.update(&id, |b: &mut Board| {
+                b.add(10);
+                b.observe(100 + v);
+            })
+            .await
+            .unwrap();
+        }
+        faulty.fail_call(at, Fault::Before);
+        let cut = db.delete::<Board>(&id).await;
+        faulty.clear();
+        if cut.is_ok() {
+            continue;
+        }
+        // The main document may be gone already, or still there.
+        if db.insert(&mut board(&id)).await.is_err() {
+            db.delete::<Board>(&id).await.unwrap();
+            db.insert(&mut board(&id)).await.unwrap();
+        }
+        let fresh: Board = db.load(&id).await.unwrap();
+        assert_eq!(
+            (fresh.score, fresh.peak),
+            (1, 2),
+            "{label}: fault at call {at}"
+        );
+    }
 }
 
 /// Updates racing a delete: each update either lands before the delete (which then
@@ -141,7 +189,8 @@ async fn updates_race_delete(store: Arc<dyn DocumentStore>, label: &str) {
 async fn memory() {
     let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
     sequential(store.clone(), "memory").await;
-    updates_race_delete(store, "memory").await;
+    updates_race_delete(store.clone(), "memory").await;
+    interrupted_delete_leaves_nothing_counted(store, "memory").await;
 }
 
 #[cfg(feature = "redis")]
@@ -155,7 +204,8 @@ async fn redis_standalone() {
             .unwrap(),
     );
     sequential(store.clone(), "standalone").await;
-    updates_race_delete(store, "standalone").await;
+    updates_race_delete(store.clone(), "standalone").await;
+    interrupted_delete_leaves_nothing_counted(store, "standalone").await;
 }
 
 #[cfg(feature = "redis")]
@@ -168,5 +218,7 @@ async fn redis_cluster() {
             .await
             .unwrap(),
     );
-    sequential(store, "cluster").await;
+    sequential(store.clone(), "cluster").await;
+    updates_race_delete(store.clone(), "cluster").await;
+    interrupted_delete_leaves_nothing_counted(store, "cluster").await;
 }

@@ -253,6 +253,9 @@ impl<T> Eq for Shadow<T> {}
 #[derive(Clone, Default)]
 pub struct EntityState {
     saved_main: Option<Document>,
+    /// The incarnation of the stored entity this value was loaded from or inserted as
+    /// (`""` for one stored without); `None` for a value built in code.
+    incarnation: Option<String>,
     /// Indexed by property; empty until a save stages a change.
     pending: Vec<Pending>,
 }
@@ -286,6 +289,7 @@ impl EntityState {
     pub const fn new() -> Self {
         EntityState {
             saved_main: None,
+            incarnation: None,
             pending: Vec::new(),
         }
     }
@@ -312,6 +316,16 @@ impl EntityState {
     #[must_use]
     pub fn has_pending(&self) -> bool {
         self.pending.iter().any(|p| p.value.is_some())
+    }
+
+    /// The incarnation of the stored entity this value was loaded from or inserted as.
+    pub(crate) fn incarnation(&self) -> Option<&str> {
+        self.incarnation.as_deref()
+    }
+
+    /// Records the incarnation of the stored entity.
+    pub(crate) fn set_incarnation(&mut self, incarnation: Option<String>) {
+        self.incarnation = incarnation;
     }
 
     /// The pending change of `property` (empty when none).

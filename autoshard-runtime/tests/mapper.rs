@@ -213,8 +213,12 @@ async fn insert_writes_main_and_every_shard() {
     // Main, 10 static shards, and the empty compacted dynamic shard (see `dynamic`).
     assert_eq!(store.len(), 12);
     let main = q.key();
+    // The unsharded fields, and the entity's incarnation (a fresh id per insert).
+    let mut stored = store.get(&main).await.unwrap().unwrap().doc;
+    let incarnation = stored.remove("~inc").expect("an incarnation");
+    assert!(incarnation.as_str().is_some_and(|i| !i.is_empty()));
     assert_eq!(
-        store.get(&main).await.unwrap().unwrap().doc,
+        stored,
         Document::from([("text".to_owned(), "Shards?".into())])
     );
     for i in 0..10 {

@@ -46,7 +46,7 @@
 
 use super::attempt::Attempt;
 use super::layout::{self, dynamic_properties, has_dynamic, is_former_static_shard};
-use super::writes::{self, pending, state_of};
+use super::writes::{self, check_same_entity, pending, state_of};
 use super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::{Entity, Pending, Sent};
@@ -145,9 +145,7 @@ impl<S: DocumentStore> Mapper<S> {
         let read = [main.clone(), compacted.clone(), sent.shard.clone()];
         let [main_doc, compacted_doc, shard] =
             <[_; 3]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
-        let Some(main_doc) = main_doc else {
-            return Err(Error::NotFound { key: main.clone() });
-        };
+        let main_version = check_same_entity(entity, main, main_doc.as_ref())?;
         let applied = shard.is_some()
             || writes::applied(
                 compacted_doc.as_ref().map(|c| &c.doc),
@@ -157,7 +155,7 @@ impl<S: DocumentStore> Mapper<S> {
         if !applied {
             let mut txn = Transaction::new();
             if self.store.cross_group_transactions() {
-                txn = txn.expect(main.clone(), Some(main_doc.version));
+                txn = txn.expect(main.clone(), Some(main_version));
             }
             txn = txn
                 .expect(compacted, compacted_doc.map(|c| c.version))

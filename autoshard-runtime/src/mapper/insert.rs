@@ -80,13 +80,35 @@ impl<S: DocumentStore> Mapper<S> {
         let main_doc = entity.to_document().map_err(malformed(&main))?;
         let shards = shard_documents(entity, &main)?;
         tracing::debug!(key = %main, shards = shards.len(), "insert");
+        // A sharded entity gets a fresh incarnation (see `layout::INCARNATION`).
+        let incarnation = entity
+            .state()
+            .is_some()
+            .then(|| uuid::Uuid::new_v4().simple().to_string());
+        let mut stored_main = main_doc.clone();
+        if let Some(incarnation) = &incarnation {
+            stored_main.insert(layout::INCARNATION.to_owned(), incarnation.clone().into());
+        }
+        // Dynamic shard documents an interrupted delete left behind belong to no entity:
+        // the insert deletes them, so the new entity does not count them.
+        let leftovers = if E::PROPERTIES.is_empty() {
+            Vec::new()
+        } else {
+            let compacted = layout::compacted(&main);
+            let mut found = self.scan_all(layout::dynamic_shards_scan(&main)).await?;
+            found.retain(|(key, _)| *key != compacted);
+            found
+        };
 
         if self.store.cross_group_transactions() {
             let mut txn = Transaction::new().expect(main.clone(), None);
+            for (key, _) in leftovers {
+                txn = txn.delete(key);
+            }
             for (key, doc) in shards {
                 txn = txn.put(key, doc);
             }
-            txn = txn.put(main.clone(), main_doc.clone());
+            txn = txn.put(main.clone(), stored_main);
             match self.store.commit(&txn).await? {
                 Commit::Committed => {}
                 Commit::Conflict { .. } => return Err(Error::AlreadyExists { key: main }),
@@ -95,11 +117,14 @@ impl<S: DocumentStore> Mapper<S> {
             if self.store.get(&main).await?.is_some() {
                 return Err(Error::AlreadyExists { key: main });
             }
+            for (key, _) in leftovers {
+                self.store.delete(&key).await?;
+            }
             for (key, doc) in shards {
                 tracing::trace!(key = %key, "insert: shard");
                 self.store.put(&key, doc).await?;
             }
-            self.store.insert(&main, main_doc.clone()).await?;
+            self.store.insert(&main, stored_main).await?;
         }
 
         for index in 0..E::PROPERTIES.len() {
@@ -107,6 +132,7 @@ impl<S: DocumentStore> Mapper<S> {
         }
         if let Some(state) = entity.state_mut() {
             state.set_saved_main(main_doc);
+            state.set_incarnation(incarnation);
         }
         Ok(())
     }
@@ -119,17 +145,20 @@ impl<S: DocumentStore> Mapper<S> {
         let main = E::key_for(id);
         tracing::debug!(key = %main, "delete");
         let existed = self.store.delete(&main).await?;
+        if !E::PROPERTIES.is_empty() {
+            // The compacted document first: every dynamic save expects it, so none can
+            // add a shard document after it is gone. Then the dynamic shards (also of a
+            // property that was dynamic before a redeploy) and the keyed operations'
+            // markers.
+            self.store.delete(&layout::compacted(&main)).await?;
+            self.delete_all(layout::dynamic_shards_scan(&main)).await?;
+            self.delete_all(layout::op_markers_scan(&layout::dynamic_group(&main)))
+                .await?;
+        }
         for key in static_shard_keys::<E>(&main) {
             tracing::trace!(key = %key, "delete: shard");
             self.store.delete(&key).await?;
             self.delete_all(layout::op_markers_scan(&key)).await?;
-        }
-        if !E::PROPERTIES.is_empty() {
-            // Dynamic shards, also of a property that was dynamic before a redeploy, and
-            // the markers of keyed operations.
-            self.delete_all(layout::dynamic_shards_scan(&main)).await?;
-            self.delete_all(layout::op_markers_scan(&layout::dynamic_group(&main)))
-                .await?;
         }
         Ok(existed)
     }

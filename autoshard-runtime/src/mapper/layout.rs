@@ -23,6 +23,7 @@
 //! Entity kinds are Rust type names, so they never start with `~`: a derived key never
 //! equals an entity's key, and [`crate::Key`]'s encoding keeps ids from forging one.
 
+use crate::document::Document;
 use crate::entity::{Entity, ShardedProperty, Sharding};
 use crate::key::Key;
 use crate::store::Scan;
@@ -39,6 +40,18 @@ const COMPACTED: &str = "";
 const SUB_GROUP: &str = "~group";
 /// Kind of the marker of a keyed operation (`Mapper::update_once`).
 const OP: &str = "~op";
+
+/// The reserved property of a sharded entity's main document that holds its
+/// *incarnation*: a fresh id `insert` writes, so that a write meant for an entity that
+/// was deleted since never lands in a new entity inserted under the same id. Property
+/// names are Rust field names, so none collides with it.
+pub(super) const INCARNATION: &str = "~inc";
+
+/// The incarnation recorded in the main document `doc` (`None` for a document written
+/// without one).
+pub(super) fn incarnation(doc: &Document) -> Option<&str> {
+    doc.get(INCARNATION).and_then(|v| v.as_str())
+}
 
 /// The key of static shard `index` of sharded property `property` (its field name) of
 /// the entity at `main`.
@@ -87,11 +100,13 @@ pub fn dynamic_shards_scan(main: &Key) -> Scan {
 }
 
 /// The marker that keyed operation `op` was applied to the document at `target` (a
-/// static shard, or the dynamic group): a child in `target`'s entity group, so that it
-/// commits atomically with the change it marks, also on a Redis Cluster.
+/// static shard, or the dynamic group) of the entity's incarnation `incarnation`: a
+/// child in `target`'s entity group, so that it commits atomically with the change it
+/// marks, also on a Redis Cluster. Named with the incarnation, so that a marker left by
+/// an interrupted delete means nothing to a new entity under the same id.
 #[must_use]
-pub fn op_marker(target: &Key, op: &str) -> Key {
-    target.child(OP, op)
+pub fn op_marker(target: &Key, incarnation: Option<&str>, op: &str) -> Key {
+    target.child(OP, format!("{}:{op}", incarnation.unwrap_or("")))
 }
 
 /// Every marker of keyed operations under `target` (see [`op_marker`]).

@@ -3,7 +3,7 @@
 //! dynamic shards (see `dynamic`).
 
 use super::codec::{fold_document, malformed};
-use super::layout::static_shard_keys;
+use super::layout::{self, static_shard_keys};
 use super::Mapper;
 use crate::error::{Error, Result};
 use crate::group::Root;
@@ -98,8 +98,10 @@ impl<S: DocumentStore> Mapper<S> {
             // Re-encoded rather than the stored text, so a save right after load sees no
             // change even if the store's encoding differs in detail.
             let saved = entity.to_document().map_err(malformed(&main))?;
+            let incarnation = Some(layout::incarnation(&main_doc.doc).unwrap_or("").to_owned());
             if let Some(state) = entity.state_mut() {
                 state.set_saved_main(saved);
+                state.set_incarnation(incarnation);
             }
         }
         Ok(entity)

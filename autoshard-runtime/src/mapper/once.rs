@@ -15,15 +15,16 @@
 //!
 //! Markers stay until the entity is deleted (`delete` removes them with the shards): an
 //! operation is applied once for the life of the entity, not only within a window. They
-//! cost one small document per operation.
+//! cost one small document per operation. Their names carry the entity's incarnation, so
+//! a new entity under the same id starts with no operation applied.
 
 use super::attempt::Attempt;
 use super::codec::{malformed, with_property};
 use super::layout::{self, dynamic_properties, has_change, op_shard, static_properties};
-use super::writes;
+use super::writes::{self, check_same_entity};
 use super::Mapper;
 use crate::document::{Document, Value};
-use crate::entity::Entity;
+use crate::entity::{Entity, EntityState};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
@@ -144,7 +145,7 @@ impl<S: DocumentStore> Mapper<S> {
         for group in commits.iter().filter(|group| !group.is_empty()) {
             let mut retrying = self.retrying("update once");
             loop {
-                let attempt = self.apply_once::<E>(&main, group);
+                let attempt = self.apply_once(&entity, &main, group);
                 if let ControlFlow::Break(now) = retrying.attempt(attempt).await? {
                     applied |= now;
                     break;
@@ -161,19 +162,22 @@ impl<S: DocumentStore> Mapper<S> {
     /// One attempt: read the main document and each part's document and marker; commit
     /// the parts whose marker is absent, with their markers, in one transaction.
     /// Committed `true` when something was written, `false` when every marker was there.
-    async fn apply_once<E: Entity>(&self, main: &Key, parts: &[&Part]) -> Result<Attempt<bool>> {
+    async fn apply_once<E: Entity>(
+        &self,
+        entity: &E,
+        main: &Key,
+        parts: &[&Part],
+    ) -> Result<Attempt<bool>> {
         let mut read = vec![main.clone()];
         for part in parts {
             read.push(part.target.key().clone());
             read.push(part.marker.clone());
         }
         let mut found = self.get_exactly(&read).await?.into_iter();
-        let Some(main_doc) = found.next().flatten() else {
-            return Err(Error::NotFound { key: main.clone() });
-        };
+        let main_version = check_same_entity(entity, main, found.next().flatten().as_ref())?;
         let mut txn = Transaction::new();
         if self.store.cross_group_transactions() {
-            txn = txn.expect(main.clone(), Some(main_doc.version));
+            txn = txn.expect(main.clone(), Some(main_version));
         }
         let mut writes_any = false;
         for part in parts {
@@ -230,6 +234,7 @@ fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
             .shadow_value(index)
             .map_err(|e| Error::malformed(main, with_property(e, name)))
     };
+    let incarnation = entity.state().and_then(EntityState::incarnation);
     let mut parts = Vec::new();
     for p in static_properties::<E>().filter(|p| has_change(entity, p.index)) {
         let key = layout::static_shard(
@@ -238,7 +243,7 @@ fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
             op_shard(op, p.property.name, p.shards),
         );
         parts.push(Part {
-            marker: layout::op_marker(&key, op),
+            marker: layout::op_marker(&key, incarnation, op),
             target: Target::Static {
                 change: change(p.index, p.property.name)?,
                 key,
@@ -255,7 +260,7 @@ fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
         // write ids, keeps this change from being applied twice.
         let key = layout::dynamic_shard(main, &format!("op-{}", uuid::Uuid::new_v4().simple()));
         parts.push(Part {
-            marker: layout::op_marker(&layout::dynamic_group(main), op),
+            marker: layout::op_marker(&layout::dynamic_group(main), incarnation, op),
             target: Target::Dynamic { key, doc },
         });
     }

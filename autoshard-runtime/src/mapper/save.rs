@@ -31,10 +31,10 @@ use super::codec::malformed;
 use super::codec::with_property;
 use super::lanes;
 use super::layout::{self, static_properties, StaticProperty};
-use super::writes::{self, pending, stage, state_of, Writer};
+use super::writes::{self, check_same_entity, pending, stage, state_of, Writer};
 use super::Mapper;
 use crate::document::{Document, Value, Versioned};
-use crate::entity::{Entity, Pending, Sent};
+use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
@@ -63,14 +63,17 @@ impl<S: DocumentStore> Mapper<S> {
     ///    into one.
     ///
     /// Every write checks that the entity exists: a save of an entity that was never
-    /// inserted, or was deleted since, fails with [`Error::NotFound`] and writes
-    /// nothing. On [`crate::MemoryStore`] and standalone Redis the check is part of the same
+    /// inserted, or was deleted since (also when a new entity was inserted under the same
+    /// id since: another incarnation), fails with [`Error::NotFound`] and writes nothing.
+    /// On [`crate::MemoryStore`] and standalone Redis the check is part of the same
     /// commit, so a delete racing the save either precedes it (`NotFound`) or follows it
     /// (and deletes what it wrote); on a Redis Cluster the main document is in another
-    /// slot, so the check precedes each commit, and a delete landing in between can leave
-    /// that commit's shard write behind. Concurrent changes to unsharded fields are last
-    /// writer wins: the main document is rewritten whole, expecting only the version read
-    /// in the same attempt. A save with nothing to write makes no store call.
+    /// slot, so the check precedes each commit, and the commit expects the version of the
+    /// shard it folds into (or of the compacted document), which a delete removes: a
+    /// delete landing in between makes it conflict, and the next attempt finds no entity.
+    /// Concurrent changes to unsharded fields are last writer wins: the main document is
+    /// rewritten whole, expecting only the version read in the same attempt. A save with
+    /// nothing to write makes no store call.
     ///
     /// When retries run out the error is [`Error::Contention`], and the changes that were
     /// not committed stay pending in the entity, so a later `save` writes them (all of
@@ -205,9 +208,7 @@ impl<S: DocumentStore> Mapper<S> {
         let read = [main.clone(), sent.shard.clone()];
         let [main_doc, shard] =
             <[_; 2]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
-        let Some(main_doc) = main_doc else {
-            return Err(Error::NotFound { key: main.clone() });
-        };
+        let main_version = check_same_entity(entity, main, main_doc.as_ref())?;
         if writes::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
             tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before was applied");
             *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
@@ -215,7 +216,7 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let mut txn = Transaction::new();
         if self.store.cross_group_transactions() {
-            txn = txn.expect(main.clone(), Some(main_doc.version));
+            txn = txn.expect(main.clone(), Some(main_version));
         }
         let (doc, version) = fold_into::<E>(&sent.shard, shard, p, value)?;
         let mut doc = doc;
@@ -305,15 +306,19 @@ impl<S: DocumentStore> Mapper<S> {
         read.push(main.clone());
         read.extend(keys.iter().cloned());
         let mut found = self.get_exactly(&read).await?.into_iter();
-        let Some(main_version) = found.next().flatten().map(|m| m.version) else {
-            return Err(Error::NotFound { key: main.clone() });
-        };
+        let main_version = check_same_entity(entity, main, found.next().flatten().as_ref())?;
         let mut txn = Transaction::new();
         if self.store.cross_group_transactions() || props.is_empty() {
             txn = txn.expect(main.clone(), Some(main_version));
         }
         if let Some(doc) = put_main {
-            txn = txn.put(main.clone(), doc.clone());
+            // The stored main document keeps the entity's incarnation.
+            let mut doc = doc.clone();
+            let incarnation = entity.state().and_then(EntityState::incarnation);
+            if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
+                doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            txn = txn.put(main.clone(), doc);
         }
         let mut shards = Vec::with_capacity(props.len());
         for ((key, current), p) in keys.iter().zip(found).zip(props) {

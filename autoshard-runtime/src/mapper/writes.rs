@@ -48,7 +48,7 @@
 //! holds about one entry per process, plus one per unresolved failure.
 
 use super::codec::with_property;
-use super::layout::has_change;
+use super::layout::{self, has_change};
 use crate::document::{Document, Value};
 use crate::entity::{Entity, EntityState, Pending};
 use crate::error::{Error, Result};
@@ -236,6 +236,27 @@ pub(super) fn pending<E: Entity>(entity: &E, index: usize) -> Pending {
         .state()
         .map(|state| state.pending(index))
         .unwrap_or_default()
+}
+
+/// The version of `found`, the main document just read at `main`; [`Error::NotFound`]
+/// when it is absent, or when `entity` was loaded from or inserted as another
+/// incarnation (the entity was deleted, and a new one inserted under the same id since).
+/// An entity built in code and never loaded or inserted knows no incarnation and writes
+/// into whichever entity is stored.
+pub(super) fn check_same_entity<E: Entity>(
+    entity: &E,
+    main: &Key,
+    found: Option<&crate::document::Versioned>,
+) -> Result<crate::document::Version> {
+    let expected = entity.state().and_then(EntityState::incarnation);
+    match found {
+        Some(found)
+            if expected.is_none_or(|e| layout::incarnation(&found.doc).unwrap_or("") == e) =>
+        {
+            Ok(found.version)
+        }
+        _ => Err(Error::NotFound { key: main.clone() }),
+    }
 }
 
 /// The state of a sharded entity; [`Error::Invalid`] for an entity that keeps none
