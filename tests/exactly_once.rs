@@ -437,45 +437,32 @@ async fn cluster(cluster: &Cluster, case: &str) -> Arc<dyn DocumentStore> {
     )
 }
 
+/// Every case on one Redis deployment; `connect` opens a store in a fresh namespace.
+#[cfg(feature = "redis")]
+async fn every_case(
+    connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>,
+    max_timeout: Duration,
+    label: &str,
+) {
+    timed_out_saves_saved_again_count_once(connect("timeouts").await, max_timeout, label).await;
+    let lost = format!("{label}, replies lost");
+    lost_replies_saved_again_count_once(connect("lost").await, Fault::After, true, &lost).await;
+    keyed_votes_apply_once(connect("keyed").await, label).await;
+    keyed_vote_with_lost_reply_applies_once(connect("keyed-lost").await, label).await;
+}
+
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_standalone() {
     let server = Standalone::start();
-    timed_out_saves_saved_again_count_once(
-        standalone(&server, "timeouts").await,
-        Duration::from_millis(20),
-        "standalone",
-    )
-    .await;
-    lost_replies_saved_again_count_once(
-        standalone(&server, "lost").await,
-        Fault::After,
-        true,
-        "standalone, replies lost",
-    )
-    .await;
-    keyed_votes_apply_once(standalone(&server, "keyed").await, "standalone").await;
-    keyed_vote_with_lost_reply_applies_once(standalone(&server, "keyed-lost").await, "standalone")
-        .await;
+    let connect = async |case: &str| standalone(&server, case).await;
+    every_case(connect, Duration::from_millis(80), "standalone").await;
 }
 
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cluster() {
     let nodes = Cluster::start();
-    timed_out_saves_saved_again_count_once(
-        cluster(&nodes, "timeouts").await,
-        Duration::from_millis(30),
-        "cluster",
-    )
-    .await;
-    lost_replies_saved_again_count_once(
-        cluster(&nodes, "lost").await,
-        Fault::After,
-        true,
-        "cluster, replies lost",
-    )
-    .await;
-    keyed_votes_apply_once(cluster(&nodes, "keyed").await, "cluster").await;
-    keyed_vote_with_lost_reply_applies_once(cluster(&nodes, "keyed-lost").await, "cluster").await;
+    let connect = async |case: &str| cluster(&nodes, case).await;
+    every_case(connect, Duration::from_millis(120), "cluster").await;
 }

@@ -225,7 +225,8 @@ pub struct CompactorHandle {
 impl CompactorHandle {
     /// Stops the compactor and waits for it; answers the totals of all its sweeps. A
     /// sweep in progress is abandoned between two store calls, which is safe (module
-    /// docs): at most its current commit is applied.
+    /// docs): at most its current commit is applied. Dropping this future (or the
+    /// handle) stops the task as well, without waiting for it.
     pub async fn shutdown(self) -> Result<CompactionReport> {
         // An error only means the task has already ended (it then holds the receiver no
         // more); joining it below reports how.

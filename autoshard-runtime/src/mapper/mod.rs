@@ -96,7 +96,7 @@ use std::time::Duration;
 /// | `update_once` | run it again with the same operation name: applied exactly once |
 /// | `insert` | inserted or not (one commit; on a Redis Cluster, shard documents may be left that a later insert overwrites); running it again answers `AlreadyExists` if it was |
 /// | `delete`, `delete_child`, `delete_group` | run it again: deleting what is gone is a no-op |
-/// | `compact`, `compact_in_batches`, [`Compactor::run_once`](crate::compaction::Compactor::run_once) | each batch commits atomically; run it again |
+/// | `compact`, `compact_in_batches`, [`Compactor::run_once`](crate::compaction::Compactor::run_once), [`CompactorHandle::shutdown`](crate::compaction::CompactorHandle::shutdown) | each batch commits atomically; run it again |
 /// | `update_children`, `update_child` | one commit in one sub-group: applied or not; like `update`, running it again may apply it twice |
 pub struct Mapper<S = Arc<dyn DocumentStore>> {
     store: S,

@@ -74,6 +74,8 @@ pub use memory::MemoryStore;
 /// read. From a write (`insert`, `put`, `delete`, `commit`) it is **ambiguous**: the
 /// request may have been applied in full or not at all, never in part (a commit is
 /// atomic either way). A caller that must not apply a write twice cannot retry it blindly.
+/// A write whose future is dropped after it was sent is just as ambiguous; reads may be
+/// dropped at any time.
 ///
 /// **Not promised:** any order of scan results; atomicity across groups (without
 /// cross-group transactions) or across several calls; that a scan over several pages
