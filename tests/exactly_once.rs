@@ -6,6 +6,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::Once;
+use autoshard_test_support::entities::Question;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
@@ -39,29 +40,6 @@ impl Poll {
 
     #[shard_fold]
     fn fold_views(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
-
-/// A ballot box: `votes` over 10 static shards only, so that a load costs one read
-/// however many votes were cast.
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-struct Ballot {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0, shards = 10)]
-    votes: i64,
-}
-
-impl Ballot {
-    #[shard_method]
-    fn vote(&mut self) {
-        self.votes += 1;
-    }
-
-    #[shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
         a + b
     }
 }
@@ -105,10 +83,10 @@ async fn save_until_stored(
     }
 }
 
-/// `writers` tasks each cast `votes` votes on the poll `id` (inserted, at 0) (each a save, of both the static
-/// and the dynamic property), every save interrupted as `limit` and the store say and
-/// saved again until stored, while a compactor folds the dynamic shards. Then the stored
-/// totals are exactly the votes cast.
+/// `writers` tasks each cast `votes` votes on poll `id` (inserted at 0), each vote a save
+/// of both the static and the dynamic property, interrupted as `limit` and the store say
+/// and saved again until stored, while a compactor folds the dynamic shards. Then the
+/// stored totals are exactly the votes cast.
 async fn votes_survive_interruptions(
     db: &Db,
     id: u64,
@@ -221,7 +199,8 @@ async fn lost_replies_saved_again_count_once(
 }
 
 /// 64 tasks each run the same 1,000 keyed votes (in their own order): each is applied
-/// exactly once, and exactly one run of each reports it applied.
+/// exactly once, and exactly one run of each reports it applied. The question has static
+/// shards only, so each run's load costs one read however many votes were cast.
 async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
     let db: Db = Mapper::new(store).with_retry(
         RetryPolicy::exponential(
@@ -231,7 +210,9 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
         )
         .with_max_elapsed(Duration::from_mins(2)),
     );
-    db.insert(&mut Ballot::new(4, 0)).await.unwrap();
+    db.insert(&mut Question::new(4, "Ballot?", 0))
+        .await
+        .unwrap();
     let applied = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..64u64)
         .map(|t| {
@@ -239,7 +220,7 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
             tokio::spawn(async move {
                 for i in 0..1000u64 {
                     let op = format!("vote:user {}:ballot 4", (i * 7 + t * 131) % 1000);
-                    match db.update_once(&4, &op, Ballot::vote).await.unwrap() {
+                    match db.update_once(&4, &op, Question::vote_up).await.unwrap() {
                         Once::Applied(()) => applied.fetch_add(1, Ordering::Relaxed),
                         Once::AlreadyApplied => 0,
                     };
@@ -250,7 +231,7 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
     for task in tasks {
         task.await.unwrap();
     }
-    let stored: Ballot = db.load(&4).await.unwrap();
+    let stored: Question = db.load(&4).await.unwrap();
     let metrics = db.metrics().snapshot();
     eprintln!(
         "{label}: 64 x 1000 keyed votes: {} applied, {} stored; {} conflicts",
@@ -262,10 +243,12 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
     assert_eq!(stored.votes, 1000, "{label}");
     // Deleting the ballot removes the markers too: a new one under the same id counts
     // the same operation again.
-    db.delete::<Ballot>(&4).await.unwrap();
-    db.insert(&mut Ballot::new(4, 0)).await.unwrap();
+    db.delete::<Question>(&4).await.unwrap();
+    db.insert(&mut Question::new(4, "Ballot?", 0))
+        .await
+        .unwrap();
     let again = db
-        .update_once(&4, "vote:user 1:ballot 4", Ballot::vote)
+        .update_once(&4, "vote:user 1:ballot 4", Question::vote_up)
         .await
         .unwrap();
     assert_eq!(again, Once::Applied(()), "{label}");

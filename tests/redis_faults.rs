@@ -2,6 +2,7 @@
 //! `appendfsync always`, so a restart brings back everything it acknowledged).
 
 use autoshard::{Document, DocumentStore, Error, Key, RedisOptions, RedisStore};
+use autoshard_test_support::entities::Question;
 use autoshard_test_support::redis::{namespace, Standalone};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -146,28 +147,6 @@ async fn killed_server_fails_calls_and_loses_nothing_acknowledged() {
     );
 }
 
-/// A poll whose votes are spread over 10 shards.
-#[autoshard::sharded]
-#[derive(autoshard::Entity, Debug, Clone)]
-struct Poll {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0, shards = 10)]
-    votes: i64,
-}
-
-impl Poll {
-    #[autoshard::shard_method]
-    fn vote(&mut self) {
-        self.votes += 1;
-    }
-
-    #[autoshard::shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
-
 /// 16 writers vote while the server (`appendfsync always`) is killed and restarted
 /// twice; a writer whose save fails saves the same entity again until it is stored.
 /// Every vote is acknowledged once, and the stored total is exactly the votes
@@ -185,17 +164,19 @@ async fn votes_saved_again_across_server_kills_count_once() {
         .await
         .unwrap();
     let db = autoshard::Mapper::new(Arc::new(store));
-    db.insert(&mut Poll::new(1, 0)).await.unwrap();
+    db.insert(&mut Question::new(1, "Killed?", 0))
+        .await
+        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..16)
         .map(|_| {
             let (db, stop) = (db.clone(), stop.clone());
             tokio::spawn(async move {
                 let (mut acked, mut failures) = (0i64, 0u64);
-                let mut poll: Poll = db.load(&1).await.unwrap();
+                let mut question: Question = db.load(&1).await.unwrap();
                 while !stop.load(Ordering::Relaxed) {
-                    poll.vote();
-                    while let Err(err) = db.save(&mut poll).await {
+                    question.vote_up();
+                    while let Err(err) = db.save(&mut question).await {
                         assert!(
                             matches!(err, Error::Backend { .. } | Error::Contention { .. }),
                             "{err:?}"
@@ -224,7 +205,7 @@ async fn votes_saved_again_across_server_kills_count_once() {
         acked += a;
         failures += f;
     }
-    let stored = db.load::<Poll>(&1).await.unwrap().votes;
+    let stored = db.load::<Question>(&1).await.unwrap().votes;
     eprintln!(
         "16 writers, server killed twice: {acked} votes acknowledged, {stored} stored, \
          stored - acknowledged = {}; {failures} failed saves saved again",
