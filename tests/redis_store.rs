@@ -3,7 +3,8 @@
 //! concurrent optimistic commits through shared connections.
 
 use autoshard::{
-    Commit, Document, DocumentStore, Error, Key, RedisOptions, RedisStore, Scan, Transaction,
+    Commit, Document, DocumentStore, Error, Fold, Key, Merge, RedisOptions, RedisStore, Scan,
+    Transaction, WriteId,
 };
 use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
 use std::collections::HashSet;
@@ -22,7 +23,8 @@ fn redis_key(ns: &str, key: &Key) -> String {
     format!("{ns}:{}", key.encode())
 }
 
-/// Documents are hashes `{v, d}` at `namespace:` + `Key::encode()`.
+/// Documents are hashes `{v, p:<property>...}` at `namespace:` + `Key::encode()`, one
+/// field of JSON per property.
 async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str) {
     let key = Key::new("Question", "a{b}:c/d");
     let version = store.insert(&key, doc(7)).await.unwrap();
@@ -32,17 +34,19 @@ async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str
         server.cli(&["HGET", &name, "v"]).trim(),
         version.0.to_string()
     );
-    assert_eq!(server.cli(&["HGET", &name, "d"]).trim(), r#"{"n":7}"#);
+    assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "7");
+    assert_eq!(server.cli(&["HLEN", &name]).trim(), "2");
 }
 
 /// A value that is not ours at one of our keys is a typed error naming the key, on every
 /// operation, and is never overwritten.
 async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, ns: &str) {
-    let cases: [(&str, &[&str]); 4] = [
+    let cases: [(&str, &[&str]); 5] = [
         ("string", &["SET", "{k}", "plain"]),
         ("list", &["RPUSH", "{k}", "x"]),
         ("hash", &["HSET", "{k}", "name", "x"]),
-        ("bad-json", &["HSET", "{k}", "v", "3", "d", "not json"]),
+        ("bad-json", &["HSET", "{k}", "v", "3", "p:n", "not json"]),
+        ("other-field", &["HSET", "{k}", "v", "3", "d", "{}"]),
     ];
     for (id, command) in cases {
         let key = Key::new("Foreign", id);
@@ -65,7 +69,7 @@ async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, 
             "get_many",
         );
         if id == "bad-json" {
-            // A well-formed envelope: writes may replace it (only reads decode `d`).
+            // A well-formed envelope: writes may replace it (only reads decode properties).
             continue;
         }
         malformed(store.put(&key, doc(1)).await.unwrap_err(), "put");
@@ -75,6 +79,14 @@ async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, 
             .expect(key.clone(), None)
             .put(key.clone(), doc(1));
         malformed(store.commit(&txn).await.unwrap_err(), "commit");
+        let write = WriteId {
+            writer: "w".into(),
+            seq: 1,
+            at_ms: 1,
+            horizon_ms: 0,
+        };
+        let merge = Merge::new(key.clone(), "n", Fold::Max, 1.into(), write);
+        malformed(store.merge(&merge).await.unwrap_err(), "merge");
         let ty = server.cli(&["TYPE", &name]);
         assert_ne!(ty.trim(), "none", "{id} was deleted");
         if id == "string" {

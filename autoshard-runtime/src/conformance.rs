@@ -26,6 +26,7 @@
 use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::store::merge::{self, Fold, Merge, Merged, WriteId, RECORD};
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use futures::future::{join_all, BoxFuture, FutureExt};
 use std::collections::{BTreeMap, BTreeSet};
@@ -83,6 +84,14 @@ cases!(
     transaction_within_one_group_commits_atomically,
     get_many_within_one_group_is_a_snapshot,
     scan_page_within_one_group_is_a_snapshot,
+    merge_folds_and_applies_each_write_id_once,
+    merge_needs_the_document_and_its_guard,
+    merge_gives_a_new_version,
+    merge_overflow_writes_nothing,
+    merge_refuses_what_it_cannot_fold_exactly,
+    merge_drops_records_older_than_the_horizon,
+    merge_matches_the_reference_fold,
+    concurrent_merges_are_exact,
 );
 
 /// The names of all cases, in order.
@@ -996,4 +1005,312 @@ pub async fn scan_page_within_one_group_is_a_snapshot(store: &dyn DocumentStore)
     };
     let ((), checked) = futures::join!(writer, reader);
     tracing::debug!(checked, "single-page scans checked");
+}
+
+// ----------------------------------------------------------------------------------------
+// Merges
+
+const SUM_I64: Fold = Fold::Sum {
+    min: i64::MIN as i128,
+    max: i64::MAX as i128,
+};
+
+fn write_id(writer: &str, seq: u64) -> WriteId {
+    WriteId {
+        writer: writer.to_owned(),
+        seq,
+        at_ms: 1_000_000 + seq,
+        horizon_ms: 0,
+    }
+}
+
+async fn merge_ok(store: &dyn DocumentStore, merge: &Merge) -> Merged {
+    ok(store.merge(merge).await, "merge")
+}
+
+/// A merge folds its operand into the property (the operand alone when the property is
+/// absent) and records its write id; the same write id again, or an earlier one of the
+/// same writer, is answered `AlreadyApplied` and changes nothing; other properties stay.
+pub async fn merge_folds_and_applies_each_write_id_once(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Merge"), "1");
+    ok(
+        store
+            .insert(&key, doc(&[("n", 1.into()), ("text", "keep".into())]))
+            .await,
+        "insert",
+    );
+    let plus = |n: i64, writer: &str, seq| {
+        Merge::new(key.clone(), "n", SUM_I64, n.into(), write_id(writer, seq))
+    };
+    assert_eq!(merge_ok(store, &plus(2, "a", 1)).await, Merged::Applied);
+    assert_eq!(
+        merge_ok(store, &plus(2, "a", 1)).await,
+        Merged::AlreadyApplied
+    );
+    assert_eq!(merge_ok(store, &plus(5, "a", 2)).await, Merged::Applied);
+    assert_eq!(
+        merge_ok(store, &plus(7, "a", 1)).await,
+        Merged::AlreadyApplied
+    );
+    assert_eq!(merge_ok(store, &plus(10, "b", 1)).await, Merged::Applied);
+    let found = must_get(store, &key).await;
+    assert_eq!(found.doc["n"], 18);
+    assert_eq!(found.doc["text"], "keep");
+    assert!(merge::applied(Some(&found.doc), "a", 2));
+    assert!(merge::applied(Some(&found.doc), "b", 1));
+    let absent = Merge::new(key.clone(), "m", Fold::Max, 4.into(), write_id("a", 3));
+    assert_eq!(merge_ok(store, &absent).await, Merged::Applied);
+    assert_eq!(must_get(store, &key).await.doc["m"], 4);
+}
+
+/// A merge into an absent document, or one whose guard property does not hold the
+/// given string (or is present when it must be absent), answers `Missing` and writes
+/// nothing: no document is created.
+pub async fn merge_needs_the_document_and_its_guard(store: &dyn DocumentStore) {
+    let kind = fresh_kind("MergeGuard");
+    let absent = Key::new(kind.as_str(), "absent");
+    let m = Merge::new(absent.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+    assert_eq!(merge_ok(store, &m).await, Merged::Missing);
+    assert_eq!(get(store, &absent).await, None);
+
+    let key = Key::new(kind.as_str(), "1");
+    let version = ok(
+        store
+            .insert(&key, doc(&[("n", 1.into()), ("~inc", "x".into())]))
+            .await,
+        "insert",
+    );
+    let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+    for guard in [Some("y".to_owned()), None] {
+        let guarded = m.clone().only_if("~inc", guard);
+        assert_eq!(merge_ok(store, &guarded).await, Merged::Missing);
+    }
+    let other = m.clone().only_if("~other", Some("x".to_owned()));
+    assert_eq!(merge_ok(store, &other).await, Merged::Missing);
+    assert_eq!(must_get(store, &key).await.version, version);
+    let held = m.clone().only_if("~inc", Some("x".to_owned()));
+    assert_eq!(merge_ok(store, &held).await, Merged::Applied);
+    let unset = m.only_if("~other", None).clone();
+    let unset = Merge {
+        write: write_id("a", 2),
+        ..unset
+    };
+    assert_eq!(merge_ok(store, &unset).await, Merged::Applied);
+    assert_eq!(must_get(store, &key).await.doc["n"], 3);
+}
+
+/// A merge gives the document a new version: a commit expecting the version read before
+/// it conflicts, so merges and read-fold-commit writers of one document never lose each
+/// other's changes.
+pub async fn merge_gives_a_new_version(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("MergeVersion"), "1");
+    let before = ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+    assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    let after = must_get(store, &key).await;
+    assert_ne!(after.version, before);
+    let stale = Transaction::new()
+        .expect(key.clone(), Some(before))
+        .put(key.clone(), doc(&[("n", 100.into())]));
+    assert!(matches!(
+        commit(store, &stale).await,
+        Commit::Conflict { .. }
+    ));
+    let twice = merge_ok(store, &m).await;
+    assert_eq!(twice, Merged::AlreadyApplied);
+    assert_eq!(must_get(store, &key).await.version, after.version);
+}
+
+/// A sum leaving the bounds of its fold fails with `Overflow` naming the key and
+/// property, and writes nothing (not even the write record); the bounds are those of
+/// the property's type, so sums stay exact over the whole range of `i64` and `u64`.
+pub async fn merge_overflow_writes_nothing(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("MergeOverflow"), "1");
+    let start = doc(&[("n", (i64::MAX - 1).into()), ("u", (u64::MAX - 1).into())]);
+    ok(store.insert(&key, start).await, "insert");
+    let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+    assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    let version = must_get(store, &key).await.version;
+    let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 2));
+    match store.merge(&m).await {
+        Err(Error::Overflow {
+            key: at, property, ..
+        }) => {
+            assert_eq!((at, property.as_str()), (key.clone(), "n"));
+        }
+        other => panic!("expected Overflow, got {other:?}"),
+    }
+    let found = must_get(store, &key).await;
+    assert_eq!(
+        (found.version, &found.doc["n"]),
+        (version, &i64::MAX.into())
+    );
+    assert!(!merge::applied(Some(&found.doc), "a", 2));
+    let u64_sum = Fold::Sum {
+        min: 0,
+        max: u64::MAX.into(),
+    };
+    let m = Merge::new(key.clone(), "u", u64_sum, 1.into(), write_id("a", 3));
+    assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    assert_eq!(must_get(store, &key).await.doc["u"], u64::MAX);
+    let m = Merge::new(key.clone(), "u", u64_sum, (-2).into(), write_id("a", 4));
+    assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    assert_eq!(must_get(store, &key).await.doc["u"], u64::MAX - 2);
+}
+
+/// Values outside what the built-in folds take (a float, a string, a set of objects)
+/// are answered `Unsupported` and nothing is written.
+pub async fn merge_refuses_what_it_cannot_fold_exactly(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("MergeUnsupported"), "1");
+    let start = doc(&[
+        ("f", 1.5.into()),
+        ("s", "x".into()),
+        ("set", serde_json::json!(["a"])),
+    ]);
+    let version = ok(store.insert(&key, start).await, "insert");
+    let cases = [
+        ("f", SUM_I64, Value::from(1)),
+        ("s", Fold::Max, Value::from(1)),
+        ("n", SUM_I64, Value::from(0.5)),
+        ("set", Fold::Union, serde_json::json!([{"a": 1}])),
+        ("set", Fold::Union, serde_json::json!([1.5])),
+    ];
+    for (seq, (property, fold, operand)) in (1..).zip(cases) {
+        let m = Merge::new(key.clone(), property, fold, operand, write_id("a", seq));
+        assert_eq!(merge_ok(store, &m).await, Merged::Unsupported, "{property}");
+    }
+    assert_eq!(must_get(store, &key).await.version, version);
+}
+
+/// A merge drops the record entries of other writers older than its horizon and keeps
+/// the newer ones.
+pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("MergeHorizon"), "1");
+    ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
+    let at = |writer: &str, at_ms, horizon_ms| WriteId {
+        writer: writer.to_owned(),
+        seq: 1,
+        at_ms,
+        horizon_ms,
+    };
+    for write in [
+        at("old", 1_000, 0),
+        at("mid", 5_000, 0),
+        at("new", 9_000, 4_000),
+    ] {
+        let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write);
+        assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    }
+    let found = must_get(store, &key).await;
+    let record = found.doc[RECORD].as_object().expect("a record");
+    let mut writers: Vec<&str> = record.keys().map(String::as_str).collect();
+    writers.sort_unstable();
+    assert_eq!(writers, ["mid", "new"]);
+    assert_eq!(record["new"], serde_json::json!([1, 9_000]));
+}
+
+/// For each built-in fold and random operands over the whole range of the values it
+/// takes (integers near the bounds of `i64` and `u64`, sets of strings with escapes and
+/// of large integers), the store's result equals the reference fold's
+/// ([`merge::apply`]), including which merges overflow.
+pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
+    use rand::seq::IndexedRandom;
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = rand::random();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let kind = fresh_kind("MergeReference");
+    let integer = |rng: &mut rand::rngs::StdRng| -> Value {
+        match rng.random_range(0..5) {
+            0 => rng.random::<i64>().into(),
+            1 => rng.random::<u64>().into(),
+            2 => (i64::MAX - rng.random_range(0..3)).into(),
+            3 => (i64::MIN + rng.random_range(0..3)).into(),
+            _ => rng.random_range(-1000..1000_i64).into(),
+        }
+    };
+    let element = |rng: &mut rand::rngs::StdRng| -> Value {
+        let texts = ["a", "b", "a/b", "quote\"d", "\\", "é", "1", "", "tab\t"];
+        match rng.random_range(0..3) {
+            0 => (*texts.choose(rng).unwrap_or(&"a")).into(),
+            1 => rng.random_range(0..4_u64).into(),
+            _ => (u64::MAX - rng.random_range(0..2)).into(),
+        }
+    };
+    let set = |rng: &mut rand::rngs::StdRng| -> Value {
+        let mut items: Vec<Value> = Vec::new();
+        for _ in 0..rng.random_range(0..4) {
+            let item = element(rng);
+            if !items.contains(&item) {
+                items.push(item);
+            }
+        }
+        Value::Array(items)
+    };
+    let folds = [
+        SUM_I64,
+        Fold::Sum {
+            min: 0,
+            max: u64::MAX.into(),
+        },
+        Fold::Sum {
+            min: i32::MIN.into(),
+            max: i32::MAX.into(),
+        },
+        Fold::Max,
+        Fold::Min,
+        Fold::Union,
+    ];
+    for (i, fold) in folds.into_iter().enumerate() {
+        for round in 0..24_u64 {
+            let key = Key::new(kind.as_str(), format!("{i}.{round}"));
+            let value = |rng: &mut rand::rngs::StdRng| match fold {
+                Fold::Union => set(rng),
+                Fold::Sum { min, max } if max - min < 1 << 40 => {
+                    rng.random_range(-100..100_i64).into()
+                }
+                _ => integer(rng),
+            };
+            let mut start = doc(&[]);
+            if round % 4 != 0 {
+                start.insert("v".to_owned(), value(&mut rng));
+            }
+            ok(store.insert(&key, start.clone()).await, "insert");
+            let mut expected = Some(start);
+            for seq in 1..=4 {
+                let m = Merge::new(key.clone(), "v", fold, value(&mut rng), write_id("w", seq));
+                let want = merge::apply(expected.as_ref(), &m);
+                let got = store.merge(&m).await;
+                let context = format!("seed {seed}, {fold:?}, merge {m:?}, into {expected:?}");
+                match (want, got) {
+                    (Ok(merge::Step::Write(doc)), Ok(Merged::Applied)) => expected = Some(doc),
+                    (Ok(merge::Step::Answer(want)), Ok(got)) => assert_eq!(got, want, "{context}"),
+                    (Err(Error::Overflow { .. }), Err(Error::Overflow { .. })) => {}
+                    (want, got) => panic!("{context}: expected {want:?}, got {got:?}"),
+                }
+                let found = must_get(store, &key).await.doc;
+                let expected_doc = expected.as_ref().expect("present");
+                assert_eq!(found.get("v"), expected_doc.get("v"), "{context}");
+            }
+        }
+    }
+}
+
+/// Concurrent merges of one document (distinct writers) never conflict and lose nothing.
+pub async fn concurrent_merges_are_exact(store: &dyn DocumentStore) {
+    const WRITERS: u64 = 8;
+    const EACH: u64 = 25;
+    let key = Key::new(fresh_kind("MergeRace"), "1");
+    ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
+    let writers = (0..WRITERS).map(|w| {
+        let key = key.clone();
+        async move {
+            for seq in 1..=EACH {
+                let id = write_id(&format!("w{w}"), seq);
+                let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), id);
+                assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+            }
+        }
+    });
+    join_all(writers).await;
+    assert_eq!(must_get(store, &key).await.doc["n"], WRITERS * EACH);
 }

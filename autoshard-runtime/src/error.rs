@@ -67,6 +67,17 @@ pub enum Error {
         /// How long ago it was first sent.
         age: std::time::Duration,
     },
+    /// A built-in `sum` fold left the range of the property's type. Nothing was written;
+    /// a sharded entity keeps the change that would overflow.
+    #[error("overflow at `{key}`, property `{property}`: {reason}")]
+    Overflow {
+        /// The document the sum was folded into.
+        key: Key,
+        /// The property.
+        property: String,
+        /// The range it would have left.
+        reason: String,
+    },
     /// A request that cannot be carried out as asked (for example a transaction spanning
     /// entity groups on a store that commits only within one group).
     #[error("invalid request: {0}")]
@@ -96,9 +107,17 @@ impl Error {
         }
     }
 
-    /// Attaches a document key to a [`FieldError`].
+    /// Attaches a document key to a [`FieldError`]: [`Error::Overflow`] for an overflow,
+    /// [`Error::Malformed`] otherwise.
     #[must_use]
     pub fn malformed(key: &Key, field: FieldError) -> Self {
+        if field.overflow {
+            return Error::Overflow {
+                key: key.clone(),
+                property: field.field,
+                reason: field.reason,
+            };
+        }
         Error::Malformed {
             key: key.clone(),
             field: field.field,
@@ -122,6 +141,8 @@ pub struct FieldError {
     pub field: String,
     /// What went wrong.
     pub reason: String,
+    /// Whether a built-in fold overflowed (the value was fine, the result is not).
+    pub overflow: bool,
 }
 
 impl FieldError {
@@ -130,6 +151,15 @@ impl FieldError {
         FieldError {
             field: field.into(),
             reason: reason.to_string(),
+            overflow: false,
+        }
+    }
+
+    /// A built-in fold of the property overflowed its type.
+    pub fn overflow(field: impl Into<String>, reason: impl std::fmt::Display) -> Self {
+        FieldError {
+            overflow: true,
+            ..FieldError::new(field, reason)
         }
     }
 

@@ -58,7 +58,8 @@ pub use retry::{Backoff, RetryPolicy};
 #[cfg(feature = "redis")]
 pub use store::redis::{RedisOptions, RedisStore};
 pub use store::{
-    Commit, DocumentStore, LatencyStore, MemoryStore, Scan, ScanPage, Transaction, Write,
+    Commit, DocumentStore, Fold, LatencyStore, MemoryStore, Merge, Merged, Scan, ScanPage,
+    Transaction, Write, WriteId,
 };
 
 /// What generated code names. Not public API: it may change in any release.

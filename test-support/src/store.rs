@@ -7,7 +7,8 @@
 
 use async_trait::async_trait;
 use autoshard::{
-    Commit, Document, DocumentStore, Key, Result, Scan, ScanPage, Transaction, Version, Versioned,
+    Commit, Document, DocumentStore, Key, Merge, Merged, Result, Scan, ScanPage, Transaction,
+    Version, Versioned,
 };
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -160,6 +161,17 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         if let Commit::Conflict { key } = &outcome {
             self.count_conflict(key);
         }
+        if let Some(latency) = self.knobs.commit_latency {
+            random_sleep(latency).await;
+        }
+        Ok(outcome)
+    }
+
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        if let Some(latency) = self.knobs.commit_latency {
+            random_sleep(latency).await;
+        }
+        let outcome = self.inner.merge(merge).await?;
         if let Some(latency) = self.knobs.commit_latency {
             random_sleep(latency).await;
         }

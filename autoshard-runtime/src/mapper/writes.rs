@@ -49,7 +49,7 @@
 
 use super::codec::with_property;
 use super::layout::{self, has_change};
-use crate::document::{Document, Value};
+use crate::document::Document;
 use crate::entity::{Entity, EntityState, Pending};
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -59,7 +59,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The reserved property of a shard document that records the write ids it applied.
 /// Property names of shard documents are `shard_<field>`, so it collides with none.
-pub(super) const RECORD: &str = "~w";
+pub(super) use crate::store::merge::RECORD;
 
 /// How long a shard document remembers a writer's last write by default.
 pub const DEFAULT_WRITE_WINDOW: Duration = Duration::from_mins(10);
@@ -164,34 +164,17 @@ pub(super) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// The highest sequence number `doc` records for `writer`.
-fn recorded(doc: &Document, writer: &str) -> Option<u64> {
-    doc.get(RECORD)?.get(writer)?.get(0)?.as_u64()
-}
+pub(super) use crate::store::merge::applied;
 
-/// Whether `doc` records the write `(writer, seq)` as applied.
-pub(super) fn applied(doc: Option<&Document>, writer: &str, seq: u64) -> bool {
-    doc.and_then(|doc| recorded(doc, writer))
-        .is_some_and(|last| last >= seq)
+/// The oldest time (ms) a record written at `now` keeps for a window of `window`.
+pub(super) fn horizon(now: u64, window: Duration) -> u64 {
+    now.saturating_sub(u64::try_from(window.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Records `(writer, seq)` in `doc` (keeping the higher sequence number if one is there)
 /// and drops the entries older than `window`.
 pub(super) fn record(doc: &mut Document, writer: &str, seq: u64, now: u64, window: Duration) {
-    let seq = recorded(doc, writer).map_or(seq, |last| last.max(seq));
-    let horizon = now.saturating_sub(u64::try_from(window.as_millis()).unwrap_or(u64::MAX));
-    let mut entries = match doc.remove(RECORD) {
-        Some(Value::Object(entries)) => entries,
-        _ => serde_json::Map::new(),
-    };
-    entries.retain(|_, entry| {
-        entry
-            .get(1)
-            .and_then(Value::as_u64)
-            .is_some_and(|at| at >= horizon)
-    });
-    entries.insert(writer.to_owned(), Value::from(vec![seq, now]));
-    doc.insert(RECORD.to_owned(), Value::Object(entries));
+    crate::store::merge::record(doc, writer, seq, now, horizon(now, window));
 }
 
 /// The name of the dynamic shard document written under `(writer, seq)`.
@@ -275,34 +258,6 @@ pub(super) fn state_of<'e, E: Entity>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_record_covers_every_earlier_sequence_number_of_its_writer() {
-        let mut doc = Document::new();
-        record(&mut doc, "a", 3, 1_000, DEFAULT_WRITE_WINDOW);
-        assert!(applied(Some(&doc), "a", 3));
-        assert!(applied(Some(&doc), "a", 1));
-        assert!(!applied(Some(&doc), "a", 4));
-        assert!(!applied(Some(&doc), "b", 1));
-        assert!(!applied(None, "a", 1));
-        record(&mut doc, "a", 2, 1_001, DEFAULT_WRITE_WINDOW);
-        assert!(
-            applied(Some(&doc), "a", 3),
-            "a lower number never lowers the record"
-        );
-    }
-
-    #[test]
-    fn records_older_than_the_window_are_dropped_on_the_next_write() {
-        let window = Duration::from_secs(1);
-        let mut doc = Document::new();
-        record(&mut doc, "old", 1, 10_000, window);
-        record(&mut doc, "new", 1, 10_500, window);
-        assert!(applied(Some(&doc), "old", 1));
-        record(&mut doc, "new", 2, 11_200, window);
-        assert!(!applied(Some(&doc), "old", 1));
-        assert!(applied(Some(&doc), "new", 2));
-    }
 
     #[test]
     fn a_writer_in_doubt_takes_a_fresh_id() {

@@ -6,7 +6,7 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction};
+use crate::store::{Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -213,6 +213,9 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         faulty!(self, "commit", self.inner.commit(txn))
+    }
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        faulty!(self, "merge", self.inner.merge(merge))
     }
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()

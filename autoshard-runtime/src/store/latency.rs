@@ -8,7 +8,7 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction};
+use crate::store::{Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -205,6 +205,13 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
         }
         self.write_delay().await;
         self.inner.commit(txn).await
+    }
+
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        // A merge is a write of one document: it takes the group's write slot.
+        let _guards = self.lock_groups(std::iter::once(&merge.key)).await;
+        self.write_delay().await;
+        self.inner.merge(merge).await
     }
 
     fn cross_group_transactions(&self) -> bool {

@@ -7,7 +7,9 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
+use crate::store::{
+    merge, Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction, Write,
+};
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -211,6 +213,19 @@ impl DocumentStore for MemoryStore {
             }
         }
         Ok(Commit::Committed)
+    }
+
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        tracing::trace!(key = %merge.key, property = %merge.property, "memory merge");
+        let mut state = self.lock();
+        let current = state.docs.get(&merge.key).map(|d| &d.doc);
+        match merge::apply(current, merge)? {
+            merge::Step::Answer(answer) => Ok(answer),
+            merge::Step::Write(doc) => {
+                state.store(&merge.key, doc);
+                Ok(Merged::Applied)
+            }
+        }
     }
 }
 

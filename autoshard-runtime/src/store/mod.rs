@@ -14,12 +14,14 @@ use std::sync::Arc;
 pub mod faulty;
 pub mod latency;
 pub mod memory;
+pub mod merge;
 #[cfg(feature = "redis")]
 pub mod redis;
 
 pub use faulty::{Fault, FaultyStore};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
+pub use merge::{Fold, Merge, Merged, WriteId};
 
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
@@ -70,6 +72,14 @@ pub use memory::MemoryStore;
 ///   says so; elsewhere it is rejected with [`Error::Invalid`](crate::Error::Invalid)
 ///   and nothing is applied.
 ///
+/// **Merges.** [`DocumentStore::merge`] folds an operand into one property of one
+/// document with a built-in [`Fold`], atomically, exactly as [`merge::apply`] specifies:
+/// only when the document exists (and its guard holds), at most once per write id (the
+/// document's [`merge::RECORD`] property records the highest sequence number applied per
+/// writer, in the same step), and with a new version, so a concurrent commit expecting
+/// the old one conflicts. A store may answer [`Merged::Unsupported`] for values it
+/// cannot fold exactly, writing nothing; it never folds inexactly.
+///
 /// **Errors.** [`Error::Backend`](crate::Error::Backend) from a read means nothing was
 /// read. From a write (`insert`, `put`, `delete`, `commit`) it is **ambiguous**: the
 /// request may have been applied in full or not at all, never in part (a commit is
@@ -106,6 +116,35 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// Applies `txn` atomically if every read it lists still has the version it expects;
     /// otherwise applies nothing and answers [`Commit::Conflict`].
     async fn commit(&self, txn: &Transaction) -> Result<Commit>;
+
+    /// Folds `merge.operand` into one property of one document with a built-in fold,
+    /// atomically and at most once per write id (see the contract above and
+    /// [`merge`]). Not a read-modify-write from the caller's side: no version to expect,
+    /// so concurrent merges never conflict.
+    ///
+    /// The default implementation reads the document and commits [`merge::apply`]'s
+    /// result expecting the version read, again after each conflict: correct on any
+    /// store, but with the round trips and conflicts of a compare-and-set. Backends that
+    /// can fold on the server override it.
+    ///
+    /// # Errors
+    /// [`crate::Error::Overflow`] for a sum out of bounds (nothing written), and what
+    /// `get` and `commit` return.
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        loop {
+            let current = self.get(&merge.key).await?;
+            let doc = match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
+                merge::Step::Write(doc) => doc,
+                merge::Step::Answer(answer) => return Ok(answer),
+            };
+            let txn = Transaction::new()
+                .expect(merge.key.clone(), current.map(|c| c.version))
+                .put(merge.key.clone(), doc);
+            if self.commit(&txn).await? == Commit::Committed {
+                return Ok(Merged::Applied);
+            }
+        }
+    }
 
     /// Whether a transaction may touch several entity groups (a standalone server can; a
     /// Redis Cluster commits within one group, one slot, only).
@@ -279,6 +318,9 @@ macro_rules! forward_store {
             }
             async fn commit(&self, txn: &Transaction) -> Result<Commit> {
                 (**self).commit(txn).await
+            }
+            async fn merge(&self, merge: &Merge) -> Result<Merged> {
+                (**self).merge(merge).await
             }
             fn cross_group_transactions(&self) -> bool {
                 (**self).cross_group_transactions()

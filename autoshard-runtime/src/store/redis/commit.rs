@@ -10,6 +10,21 @@ use crate::store::{Transaction, Write};
 use ::redis::Value;
 use std::collections::{HashMap, HashSet};
 
+/// The `name, JSON` argument pairs of `doc`'s properties (the layout in `lua/commit.lua`).
+fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<String>> {
+    let mut args = Vec::with_capacity(2 * doc.len());
+    for (name, value) in doc {
+        let json = serde_json::to_string(value).map_err(|e| Error::Malformed {
+            key: key.clone(),
+            field: name.clone(),
+            reason: format!("cannot be encoded as JSON: {e}"),
+        })?;
+        args.push(name.clone());
+        args.push(json);
+    }
+    Ok(args)
+}
+
 /// What the commit script did to one write.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct WriteOutcome {
@@ -107,16 +122,9 @@ impl RedisStore {
             let pos = call.key(doc.clone(), Role::Doc(key.clone()));
             let counter = call.key(self.layout.counter(key), Role::Counter(key.group()));
             let (index, same_group) = self.layout.index_of(key);
-            let (op, body) = match write {
-                Write::Put(doc) => (
-                    Op::Put,
-                    serde_json::to_string(doc).map_err(|e| Error::Malformed {
-                        key: key.clone(),
-                        field: WHOLE_DOCUMENT.to_owned(),
-                        reason: format!("cannot be encoded as JSON: {e}"),
-                    })?,
-                ),
-                Write::Delete => (Op::Delete, String::new()),
+            let (op, props) = match write {
+                Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
+                Write::Delete => (Op::Delete, Vec::new()),
             };
             let index_pos = if cluster && !same_group {
                 out_of_slot.push(OutOfSlotIndex {
@@ -135,9 +143,10 @@ impl RedisStore {
                 pos.to_string(),
                 counter.to_string(),
                 op.code().to_owned(),
-                body,
                 index_pos.to_string(),
+                (props.len() / 2).to_string(),
             ]);
+            call.args.extend(props);
         }
         call.args.push(self.layout.prefix().len().to_string());
         Ok((call, out_of_slot))

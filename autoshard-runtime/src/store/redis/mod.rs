@@ -4,12 +4,14 @@
 //! scripts. It does not know about entities, shards or retries (the mapper does).
 //!
 //! # Layout
-//! - A document is a Redis **hash** with two fields: `v`, its version (decimal), and `d`,
-//!   the document as one JSON object. A hash lets a script read and compare the version
-//!   with one `HGET` and never decode JSON in Lua (whose numbers are doubles: it would
-//!   round large integers and reorder maps); a foreign value at one of our keys is easy to
-//!   tell apart (another type, or a hash without `v`/`d`) and is reported as
-//!   [`Error::Malformed`] naming the key, never overwritten.
+//! - A document is a Redis **hash**: field `v` holds its version (decimal), and each
+//!   property `name` is a field `p:name` holding that property's JSON. A script reads and
+//!   compares the version with one `HGET` and never decodes a document in Lua (whose
+//!   numbers are doubles: it would round large integers); a merge (`lua/merge.lua`)
+//!   touches only the property it folds and the write record `~w`, with integers kept as
+//!   decimal text. A foreign value at one of our keys is easy to tell apart (another type,
+//!   or a hash with other fields) and is reported as [`Error::Malformed`] naming the key,
+//!   never overwritten.
 //! - The Redis key of a document is the namespace prefix followed by [`Key::encode`]:
 //!   `autoshard:{Question:42}`, `autoshard:{Question:42/~shard:votes.3}`. The `{…}` is the
 //!   key's entity group, so on a cluster one group lives in one slot (a group transaction
@@ -27,7 +29,8 @@
 //!   `prefix{#root:Kind}#i`, a hash tag of its own.
 //!
 //! # Writes are scripts, not WATCH
-//! `commit`, `insert`, `put` and `delete` all run one Lua script (`lua/commit.lua`): it
+//! `commit`, `insert`, `put` and `delete` all run one Lua script (`lua/commit.lua`), and
+//! `merge` runs `lua/merge.lua` (one round trip, in the document's slot, no conflict): it
 //! checks every expected version and that every key it touches is ours, and only then
 //! writes (a script error does not roll back earlier writes, so nothing may fail after the
 //! first write). A script runs atomically on the server, so it needs no WATCH, cannot lose
@@ -66,13 +69,14 @@
 //! `options` ([`RedisOptions`]), `connection` (pooled standalone and cluster
 //! connections), `layout` (the names of documents, counters and indexes; slots), `read`
 //! (`get_many` and scan pages, `lua/read.lua`), `commit` (planning and running
-//! `lua/commit.lua`), `index` (scan-index upkeep around the script on a cluster), `reply`
+//! `lua/commit.lua`), `merge` (`lua/merge.lua`), `index` (scan-index upkeep around the script on a cluster), `reply`
 //! (decoding script replies).
 
 mod commit;
 mod connection;
 mod index;
 mod layout;
+mod merge;
 mod options;
 mod read;
 mod reply;
@@ -82,7 +86,7 @@ pub use options::RedisOptions;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction};
+use crate::store::{Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction};
 use ::redis::Script;
 use async_trait::async_trait;
 use commit::Applied;
@@ -92,6 +96,7 @@ use std::fmt;
 
 const COMMIT_LUA: &str = include_str!("lua/commit.lua");
 const READ_LUA: &str = include_str!("lua/read.lua");
+const MERGE_LUA: &str = include_str!("lua/merge.lua");
 
 /// The field name reported in [`Error::Malformed`] when a whole stored value is wrong.
 const WHOLE_DOCUMENT: &str = "(document)";
@@ -134,6 +139,7 @@ pub struct RedisStore {
     layout: Layout,
     commit_script: Script,
     read_script: Script,
+    merge_script: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -182,6 +188,7 @@ impl RedisStore {
             layout,
             commit_script: Script::new(COMMIT_LUA),
             read_script: Script::new(READ_LUA),
+            merge_script: Script::new(MERGE_LUA),
         }
     }
 
@@ -264,6 +271,10 @@ impl DocumentStore for RedisStore {
             Applied::Committed(_) => Ok(Commit::Committed),
             Applied::Conflict(key) => Ok(Commit::Conflict { key }),
         }
+    }
+
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        self.run_merge(merge).await
     }
 
     fn cross_group_transactions(&self) -> bool {

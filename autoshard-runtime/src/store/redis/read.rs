@@ -56,17 +56,22 @@ impl RedisStore {
         let items = reply::array(entry).ok_or_else(bad)?;
         match items.first().and_then(reply::int) {
             Some(0) => Ok(None),
-            Some(1) if items.len() == 3 => {
+            Some(1) if items.len() % 2 == 0 => {
                 let version = reply::uint(&items[1]).ok_or_else(bad)?;
-                let json = match &items[2] {
-                    Value::BulkString(bytes) => bytes.as_slice(),
-                    _ => return Err(bad()),
-                };
-                let doc: Document = serde_json::from_slice(json).map_err(|e| Error::Malformed {
-                    key: key.clone(),
-                    field: WHOLE_DOCUMENT.to_owned(),
-                    reason: format!("field `d` is not a JSON object: {e}"),
-                })?;
+                let mut doc = Document::new();
+                for pair in items[2..].chunks_exact(2) {
+                    let name = reply::text(&pair[0]).ok_or_else(bad)?;
+                    let json = match &pair[1] {
+                        Value::BulkString(bytes) => bytes.as_slice(),
+                        _ => return Err(bad()),
+                    };
+                    let value = serde_json::from_slice(json).map_err(|e| Error::Malformed {
+                        key: key.clone(),
+                        field: name.to_owned(),
+                        reason: format!("field `p:{name}` does not hold JSON: {e}"),
+                    })?;
+                    doc.insert(name.to_owned(), value);
+                }
                 Ok(Some(Versioned {
                     doc,
                     version: Version(version),

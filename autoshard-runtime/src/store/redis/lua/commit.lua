@@ -1,14 +1,18 @@
 -- autoshard: apply an optimistic transaction atomically (server side, no WATCH).
 --
+-- A document is a Redis hash: field `v` holds its version, and each property `name` is
+-- a field `p:name` holding that property's JSON.
+--
 -- KEYS: every Redis key the call touches (documents, version counters, scan indexes),
 -- each once; ARGV refers to them by 1-based position.
 -- ARGV[1]      number of checks C, then C pairs:
 --                key position, expectation: '-' must be absent, '*' only has to be
 --                ours (or absent), anything else: the version it must have.
--- ARGV[next]   number of writes W, then W groups of five:
+-- ARGV[next]   number of writes W, then W groups:
 --                key position, counter position, op ('p' put | 'd' delete),
---                document JSON ('' for a delete), index position (0: none here).
--- ARGV[last]   length of the namespace prefix: a document's scan-index member is its
+--                index position (0: none here), number of properties P (0 for a
+--                delete), then P pairs: property name, property JSON.
+-- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
 --              Redis key without the namespace (its `Key::encode()`).
 --
 -- Every check runs before the first write: a Lua error does not roll back the writes
@@ -17,19 +21,27 @@
 -- Reply: {'ok', version_1, existed_1, ..., version_W, existed_W}
 --        {'conflict', key position} | {'malformed', key position, reason}
 
+-- The version of an autoshard document at `key`, false when absent, or nil and why the
+-- value there is not ours.
 local function inspect(key)
   local t = redis.call('TYPE', key)['ok']
   if t == 'none' then
     return false
   end
+  local reason = 'a Redis hash that is not an autoshard document (a version `v` and `p:` fields)'
   if t ~= 'hash' then
     return nil, 'a Redis ' .. t .. ' value, not an autoshard document'
   end
-  local f = redis.call('HMGET', key, 'v', 'd')
-  if not f[1] or not f[2] or not string.match(f[1], '^%d+$') then
-    return nil, 'a Redis hash without the autoshard fields `v` and `d`'
+  local version = redis.call('HGET', key, 'v')
+  if not version or not string.match(version, '^%d+$') then
+    return nil, reason
   end
-  return f[1]
+  for _, name in ipairs(redis.call('HKEYS', key)) do
+    if name ~= 'v' and string.sub(name, 1, 2) ~= 'p:' then
+      return nil, reason
+    end
+  end
+  return version
 end
 
 local pos = 1
@@ -54,38 +66,54 @@ for _ = 1, checks do
   end
 end
 
-local writes = tonumber(ARGV[pos])
+local writes = {}
+local count = tonumber(ARGV[pos])
 pos = pos + 1
-local ns_len = tonumber(ARGV[pos + 5 * writes])
+for w = 1, count do
+  local props = tonumber(ARGV[pos + 4])
+  writes[w] = {
+    key = KEYS[tonumber(ARGV[pos])],
+    counter_at = tonumber(ARGV[pos + 1]),
+    op = ARGV[pos + 2],
+    index = tonumber(ARGV[pos + 3]),
+    first = pos + 5,
+    props = props,
+  }
+  pos = pos + 5 + 2 * props
+end
+local ns_len = tonumber(ARGV[#ARGV])
 -- The version counters must hold integers, or INCR would fail halfway through.
-for w = 0, writes - 1 do
-  local at = tonumber(ARGV[pos + 5 * w + 1])
-  local t = redis.call('TYPE', KEYS[at])['ok']
-  if t ~= 'none' and (t ~= 'string' or not string.match(redis.call('GET', KEYS[at]), '^%d+$')) then
-    return { 'malformed', at, 'a version counter that does not hold an integer' }
+for _, w in ipairs(writes) do
+  local counter = KEYS[w.counter_at]
+  local t = redis.call('TYPE', counter)['ok']
+  if t ~= 'none' and (t ~= 'string' or not string.match(redis.call('GET', counter), '^%d+$')) then
+    return { 'malformed', w.counter_at, 'a version counter that does not hold an integer' }
   end
 end
 local out = { 'ok' }
-for _ = 1, writes do
-  local key = KEYS[tonumber(ARGV[pos])]
-  local counter = KEYS[tonumber(ARGV[pos + 1])]
-  local op = ARGV[pos + 2]
-  local body = ARGV[pos + 3]
-  local index = tonumber(ARGV[pos + 4])
-  pos = pos + 5
-  local existed = redis.call('EXISTS', key)
-  local member = string.sub(key, ns_len + 1)
-  if op == 'p' then
-    local version = redis.call('INCR', counter)
-    redis.call('HSET', key, 'v', version, 'd', body)
-    if index > 0 then
-      redis.call('ZADD', KEYS[index], 0, member)
+for _, w in ipairs(writes) do
+  local existed = redis.call('DEL', w.key)
+  local member = string.sub(w.key, ns_len + 1)
+  if w.op == 'p' then
+    local version = redis.call('INCR', KEYS[w.counter_at])
+    redis.call('HSET', w.key, 'v', version)
+    -- In slices, so that no call gets more arguments than Lua's stack allows.
+    local batch = {}
+    for i = 0, w.props - 1 do
+      batch[#batch + 1] = 'p:' .. ARGV[w.first + 2 * i]
+      batch[#batch + 1] = ARGV[w.first + 2 * i + 1]
+      if #batch >= 200 or i == w.props - 1 then
+        redis.call('HSET', w.key, unpack(batch))
+        batch = {}
+      end
+    end
+    if w.index > 0 then
+      redis.call('ZADD', KEYS[w.index], 0, member)
     end
     out[#out + 1] = version
   else
-    redis.call('DEL', key)
-    if index > 0 then
-      redis.call('ZREM', KEYS[index], member)
+    if w.index > 0 then
+      redis.call('ZREM', KEYS[w.index], member)
     end
     out[#out + 1] = 0
   end

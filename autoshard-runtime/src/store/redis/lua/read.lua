@@ -14,7 +14,9 @@
 --
 -- An entry is one of:
 --   {0}                      absent
---   {1, version, json}       an autoshard document
+--   {1, version, name_1, json_1, ..., name_n, json_n}
+--                            an autoshard document: its version, then each property's
+--                            name and JSON (the layout in `commit.lua`)
 --   {2, reason}              a value that is not ours
 --   {3}                      not read here (another hash tag; the caller reads it)
 
@@ -25,11 +27,24 @@ local function entry(key)
   elseif t ~= 'hash' then
     return { 2, 'a Redis ' .. t .. ' value, not an autoshard document' }
   end
-  local f = redis.call('HMGET', key, 'v', 'd')
-  if f[1] and f[2] and string.match(f[1], '^%d+$') then
-    return { 1, f[1], f[2] }
+  local fields = redis.call('HGETALL', key)
+  local out = { 1, false }
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if name == 'v' and string.match(fields[i + 1], '^%d+$') then
+      out[2] = fields[i + 1]
+    elseif string.sub(name, 1, 2) == 'p:' then
+      out[#out + 1] = string.sub(name, 3)
+      out[#out + 1] = fields[i + 1]
+    else
+      out = nil
+      break
+    end
   end
-  return { 2, 'a Redis hash without the autoshard fields `v` and `d`' }
+  if out and out[2] then
+    return out
+  end
+  return { 2, 'a Redis hash that is not an autoshard document (a version `v` and `p:` fields)' }
 end
 
 if ARGV[1] ~= 'scan' then

@@ -1,0 +1,402 @@
+//! The merge operation: a built-in fold applied by the store itself, without a read and
+//! without a conflict (like `RocksDB`'s merge operator), carrying a write id that the
+//! document records in the same atomic step.
+//!
+//! A [`Merge`] names one document, one top-level property, a [`Fold`] and an operand. The
+//! store applies it atomically:
+//! 1. the document must exist, and when the merge has a guard ([`Merge::only_if`]) its
+//!    guard property must hold the given string (or be absent, for `None`); otherwise
+//!    nothing is written and the answer is [`Merged::Missing`];
+//! 2. when the document's write record (property [`RECORD`]: `{writer: [seq, at_ms]}`)
+//!    holds `seq` or more for the merge's writer, nothing is written and the answer is
+//!    [`Merged::AlreadyApplied`];
+//! 3. otherwise the property becomes `fold(stored, operand)` (the operand alone when the
+//!    property is absent: a fold's neutral element is its identity), the record gets
+//!    `[seq, at_ms]` for the writer and loses every entry older than the horizon, and the
+//!    document gets a new version; the answer is [`Merged::Applied`].
+//!
+//! A sum outside the bounds the merge gives fails with [`Error::Overflow`] and writes
+//! nothing. A store answers [`Merged::Unsupported`] (and writes nothing) for values it
+//! cannot fold exactly: the folds are defined here on integers (sum, max, min) and on
+//! arrays of strings and integers (union); anything else goes through read and
+//! compare-and-set with the entity's typed fold. [`apply`] is the reference
+//! implementation; a store's answer must equal it.
+
+use crate::document::{Document, Value};
+use crate::error::{Error, Result};
+use crate::key::Key;
+
+/// The reserved property of a document that records the write ids applied to it:
+/// `{writer: [seq, at_ms]}`, the highest sequence number applied per writer and when.
+pub const RECORD: &str = "~w";
+
+/// A fold a store can apply itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// Integer sum, exact; a result outside `min..=max` (the field type's range) is an
+    /// overflow.
+    Sum {
+        /// The smallest value the property's type holds.
+        min: i128,
+        /// The largest value the property's type holds.
+        max: i128,
+    },
+    /// The larger integer.
+    Max,
+    /// The smaller integer.
+    Min,
+    /// The union of two sets stored as arrays of strings or integers (no duplicates).
+    Union,
+}
+
+impl Fold {
+    /// Whether the store-level fold takes `value` as an operand or stored value.
+    #[must_use]
+    pub fn supports(self, value: &Value) -> bool {
+        match self {
+            Fold::Sum { .. } | Fold::Max | Fold::Min => integer(value).is_some(),
+            Fold::Union => value
+                .as_array()
+                .is_some_and(|items| items.iter().all(set_element)),
+        }
+    }
+
+    /// `fold(stored, operand)` on encoded values: `Ok(None)` when either is not a value
+    /// this fold takes ([`Fold::supports`]), [`FoldError::Overflow`] for a sum out of
+    /// bounds.
+    pub fn apply(self, stored: &Value, operand: &Value) -> Result<Option<Value>, FoldError> {
+        if !self.supports(stored) || !self.supports(operand) {
+            return Ok(None);
+        }
+        let folded = match self {
+            Fold::Sum { min, max } => {
+                let (a, b) = (integer(stored), integer(operand));
+                let sum = a
+                    .zip(b)
+                    .and_then(|(a, b)| a.checked_add(b))
+                    .filter(|s| (min..=max).contains(s))
+                    .ok_or(FoldError::Overflow { min, max })?;
+                integer_value(sum)
+            }
+            Fold::Max | Fold::Min => {
+                let (a, b) = (integer(stored), integer(operand));
+                let pick_stored = if self == Fold::Max { a >= b } else { a <= b };
+                if pick_stored {
+                    stored.clone()
+                } else {
+                    operand.clone()
+                }
+            }
+            Fold::Union => {
+                let mut items = Vec::new();
+                let all = stored.as_array().into_iter().flatten();
+                for item in all.chain(operand.as_array().into_iter().flatten()) {
+                    if !items.contains(item) {
+                        items.push(item.clone());
+                    }
+                }
+                Value::Array(items)
+            }
+        };
+        Ok(Some(folded))
+    }
+}
+
+/// Why a built-in fold failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FoldError {
+    /// A sum left the range of the property's type.
+    #[error("the sum leaves the range {min}..={max} of the property's type")]
+    Overflow {
+        /// The smallest value the type holds.
+        min: i128,
+        /// The largest value the type holds.
+        max: i128,
+    },
+}
+
+fn integer(value: &Value) -> Option<i128> {
+    match value {
+        Value::Number(n) => n
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from)),
+        _ => None,
+    }
+}
+
+fn integer_value(n: i128) -> Value {
+    i64::try_from(n).map_or_else(
+        |_| u64::try_from(n).map_or(Value::Null, Value::from),
+        Value::from,
+    )
+}
+
+fn set_element(value: &Value) -> bool {
+    value.is_string() || integer(value).is_some()
+}
+
+/// The write id a merge (or a commit folding a change) carries: writer and sequence
+/// number; see the mapper's `writes` module for the rules that make "highest sequence
+/// number applied" stand for every earlier write of the writer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteId {
+    /// The writer's id.
+    pub writer: String,
+    /// Its sequence number, growing per writer.
+    pub seq: u64,
+    /// When the write was first sent, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Record entries older than this (milliseconds since the Unix epoch) are dropped.
+    pub horizon_ms: u64,
+}
+
+/// One merge request: fold `operand` into property `property` of the document at `key`
+/// with `fold`, recording `write` (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Merge {
+    /// The document.
+    pub key: Key,
+    /// The top-level property folded into.
+    pub property: String,
+    /// The fold.
+    pub fold: Fold,
+    /// The value folded in.
+    pub operand: Value,
+    /// The write id recorded with it.
+    pub write: WriteId,
+    /// A property the document must hold with this string value (`None`: must not hold).
+    pub guard: Option<(String, Option<String>)>,
+}
+
+impl Merge {
+    /// A merge without a guard (the document only has to exist).
+    #[must_use]
+    pub fn new(
+        key: Key,
+        property: impl Into<String>,
+        fold: Fold,
+        operand: Value,
+        write: WriteId,
+    ) -> Self {
+        Merge {
+            key,
+            property: property.into(),
+            fold,
+            operand,
+            write,
+            guard: None,
+        }
+    }
+
+    /// Applies only while property `property` of the document holds the string `value`
+    /// (`None`: only while it is absent).
+    #[must_use]
+    pub fn only_if(mut self, property: impl Into<String>, value: Option<String>) -> Self {
+        self.guard = Some((property.into(), value));
+        self
+    }
+}
+
+/// The outcome of [`DocumentStore::merge`](super::DocumentStore::merge).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Merged {
+    /// Folded in and recorded.
+    Applied,
+    /// The document records this write id: it was applied before; nothing written.
+    AlreadyApplied,
+    /// The document is absent or its guard property does not hold; nothing written.
+    Missing,
+    /// The stored value or the operand is not one this store folds exactly; nothing
+    /// written (the caller reads and commits instead).
+    Unsupported,
+}
+
+/// What [`apply`] decided for a document.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// The merge's answer, with nothing to write.
+    Answer(Merged),
+    /// Write this document (the answer is [`Merged::Applied`]).
+    Write(Document),
+}
+
+/// The reference implementation of a merge on `doc` (`None`: absent), the one every
+/// store's answer must equal.
+///
+/// # Errors
+/// [`Error::Overflow`] for a sum out of the bounds of [`Fold::Sum`].
+pub fn apply(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
+    let Some(doc) = doc else {
+        return Ok(Step::Answer(Merged::Missing));
+    };
+    if let Some((property, expected)) = &merge.guard {
+        if doc.get(property).and_then(Value::as_str) != expected.as_deref()
+            || (expected.is_none() && doc.contains_key(property))
+        {
+            return Ok(Step::Answer(Merged::Missing));
+        }
+    }
+    if applied(Some(doc), &merge.write.writer, merge.write.seq) {
+        return Ok(Step::Answer(Merged::AlreadyApplied));
+    }
+    // An absent property holds the fold's neutral element: 0 for a sum (whose bounds
+    // still apply), and nothing at all for the others.
+    let neutral = match merge.fold {
+        Fold::Sum { .. } => Some(Value::from(0)),
+        _ => None,
+    };
+    let folded = match doc.get(&merge.property).or(neutral.as_ref()) {
+        None if merge.fold.supports(&merge.operand) => Some(merge.operand.clone()),
+        None => None,
+        Some(stored) => merge
+            .fold
+            .apply(stored, &merge.operand)
+            .map_err(|_| overflow(merge))?,
+    };
+    let Some(folded) = folded else {
+        return Ok(Step::Answer(Merged::Unsupported));
+    };
+    let mut doc = doc.clone();
+    doc.insert(merge.property.clone(), folded);
+    let WriteId {
+        writer,
+        seq,
+        at_ms,
+        horizon_ms,
+    } = &merge.write;
+    record(&mut doc, writer, *seq, *at_ms, *horizon_ms);
+    Ok(Step::Write(doc))
+}
+
+/// The [`Error::Overflow`] of a sum merge that left its bounds.
+pub(crate) fn overflow(merge: &Merge) -> Error {
+    let (min, max) = match merge.fold {
+        Fold::Sum { min, max } => (min, max),
+        _ => (i128::MIN, i128::MAX),
+    };
+    Error::Overflow {
+        key: merge.key.clone(),
+        property: merge.property.clone(),
+        reason: FoldError::Overflow { min, max }.to_string(),
+    }
+}
+
+/// The highest sequence number `doc` records for `writer`.
+fn recorded(doc: &Document, writer: &str) -> Option<u64> {
+    doc.get(RECORD)?.get(writer)?.get(0)?.as_u64()
+}
+
+/// Whether `doc` records the write `(writer, seq)` as applied.
+#[must_use]
+pub fn applied(doc: Option<&Document>, writer: &str, seq: u64) -> bool {
+    doc.and_then(|doc| recorded(doc, writer))
+        .is_some_and(|last| last >= seq)
+}
+
+/// Records `(writer, seq)` at `now` in `doc` (keeping the higher sequence number if one
+/// is there) and drops the entries written before `horizon`.
+pub fn record(doc: &mut Document, writer: &str, seq: u64, now: u64, horizon: u64) {
+    let seq = recorded(doc, writer).map_or(seq, |last| last.max(seq));
+    let mut entries = match doc.remove(RECORD) {
+        Some(Value::Object(entries)) => entries,
+        _ => serde_json::Map::new(),
+    };
+    entries.retain(|_, entry| {
+        entry
+            .get(1)
+            .and_then(Value::as_u64)
+            .is_some_and(|at| at >= horizon)
+    });
+    entries.insert(writer.to_owned(), Value::from(vec![seq, now]));
+    doc.insert(RECORD.to_owned(), Value::Object(entries));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const I64: Fold = Fold::Sum {
+        min: i64::MIN as i128,
+        max: i64::MAX as i128,
+    };
+
+    #[test]
+    fn sums_are_exact_over_the_whole_range_and_refuse_overflow() {
+        let big = json!(i64::MAX - 1);
+        assert_eq!(I64.apply(&big, &json!(1)), Ok(Some(json!(i64::MAX))));
+        assert!(I64.apply(&big, &json!(2)).is_err());
+        let u = Fold::Sum {
+            min: 0,
+            max: u64::MAX as i128,
+        };
+        assert_eq!(
+            u.apply(&json!(u64::MAX - 3), &json!(3)),
+            Ok(Some(json!(u64::MAX)))
+        );
+        assert_eq!(I64.apply(&json!(1.5), &json!(1)), Ok(None));
+    }
+
+    #[test]
+    fn union_keeps_each_element_once() {
+        let folded = Fold::Union.apply(&json!(["a", 1]), &json!([1, "b", "b"]));
+        assert_eq!(folded, Ok(Some(json!(["a", 1, "b"]))));
+        assert_eq!(Fold::Union.apply(&json!([]), &json!([{"x": 1}])), Ok(None));
+    }
+
+    #[test]
+    fn a_guarded_merge_needs_the_guard_to_hold() {
+        let key = Key::new("K", "1");
+        let write = WriteId {
+            writer: "w".into(),
+            seq: 1,
+            at_ms: 10,
+            horizon_ms: 0,
+        };
+        let merge = Merge::new(key, "n", I64, json!(2), write).only_if("~inc", Some("a".into()));
+        let doc: Document = [("n".to_owned(), json!(1))].into();
+        assert_eq!(
+            apply(Some(&doc), &merge).unwrap(),
+            Step::Answer(Merged::Missing)
+        );
+        let mut doc = doc;
+        doc.insert("~inc".into(), json!("a"));
+        let Step::Write(after) = apply(Some(&doc), &merge).unwrap() else {
+            panic!("not applied");
+        };
+        assert_eq!(after["n"], json!(3));
+        assert_eq!(
+            apply(Some(&after), &merge).unwrap(),
+            Step::Answer(Merged::AlreadyApplied)
+        );
+    }
+
+    #[test]
+    fn a_record_covers_every_earlier_sequence_number_of_its_writer() {
+        let mut doc = Document::new();
+        record(&mut doc, "a", 3, 1_000, 0);
+        assert!(applied(Some(&doc), "a", 3));
+        assert!(applied(Some(&doc), "a", 1));
+        assert!(!applied(Some(&doc), "a", 4));
+        assert!(!applied(Some(&doc), "b", 1));
+        assert!(!applied(None, "a", 1));
+        record(&mut doc, "a", 2, 1_001, 0);
+        assert!(
+            applied(Some(&doc), "a", 3),
+            "a lower number never lowers the record"
+        );
+    }
+
+    #[test]
+    fn records_older_than_the_horizon_are_dropped_on_the_next_write() {
+        let mut doc = Document::new();
+        record(&mut doc, "old", 1, 10_000, 9_000);
+        record(&mut doc, "new", 1, 10_500, 9_500);
+        assert!(applied(Some(&doc), "old", 1));
+        record(&mut doc, "new", 2, 11_200, 10_200);
+        assert!(!applied(Some(&doc), "old", 1));
+        assert!(applied(Some(&doc), "new", 2));
+    }
+}

@@ -1,0 +1,252 @@
+-- autoshard: fold an operand into one property of one document with a built-in fold,
+-- at most once per write id (the store contract's merge, `store/merge.rs`), in one
+-- atomic step. The document layout is the one in `commit.lua`.
+--
+-- KEYS: {document, version counter of its entity group}
+-- ARGV: property, fold ('sum' | 'max' | 'min' | 'union'), operand JSON, sum minimum,
+--       sum maximum (decimal), writer, seq, at_ms, horizon_ms, guard property ('' for
+--       none), guard mode ('-' must be absent | '=' must hold), guard value JSON.
+--
+-- Numbers are never Lua numbers where exactness matters: integers stay decimal text
+-- (sums, comparisons and bounds on digit strings), and union elements stay the JSON
+-- text serde_json wrote (equal values, equal texts). Only the write record's sequence
+-- numbers and times go through cjson; they stay far below 2^53.
+--
+-- Reply: {'applied'} | {'already'} | {'missing'} | {'unsupported'} | {'overflow'}
+--        | {'malformed', reason}
+
+local key, counter = KEYS[1], KEYS[2]
+local property, fold, operand = ARGV[1], ARGV[2], ARGV[3]
+local sum_min, sum_max = ARGV[4], ARGV[5]
+local writer, seq, at_ms, horizon = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local guard, guard_mode, guard_value = ARGV[10], ARGV[11], ARGV[12]
+
+local t = redis.call('TYPE', key)['ok']
+if t == 'none' then
+  return { 'missing' }
+end
+local version = t == 'hash' and redis.call('HGET', key, 'v')
+if not version or not string.match(version, '^%d+$') then
+  return { 'malformed', 'not an autoshard document' }
+end
+for _, name in ipairs(redis.call('HKEYS', key)) do
+  if name ~= 'v' and string.sub(name, 1, 2) ~= 'p:' then
+    return { 'malformed', 'a Redis hash that is not an autoshard document' }
+  end
+end
+
+if guard ~= '' then
+  local have = redis.call('HGET', key, 'p:' .. guard)
+  if (guard_mode == '-' and have) or (guard_mode == '=' and have ~= guard_value) then
+    return { 'missing' }
+  end
+end
+
+-- The write record: {writer: [seq, at_ms]}.
+local record = {}
+local stored_record = redis.call('HGET', key, 'p:~w')
+if stored_record then
+  local ok, decoded = pcall(cjson.decode, stored_record)
+  if not ok or type(decoded) ~= 'table' then
+    return { 'malformed', 'the write record `~w` is not a JSON object' }
+  end
+  record = decoded
+end
+local mine = record[writer]
+if type(mine) == 'table' and tonumber(mine[1]) and tonumber(mine[1]) >= seq then
+  return { 'already' }
+end
+
+-- Signed decimal integers as text.
+local function split(x)
+  if string.sub(x, 1, 1) == '-' then
+    return -1, string.sub(x, 2)
+  end
+  return 1, x
+end
+
+local function cmp_digits(a, b)
+  if #a ~= #b then
+    return #a < #b and -1 or 1
+  end
+  if a == b then
+    return 0
+  end
+  return a < b and -1 or 1
+end
+
+local function add_digits(a, b)
+  local out, carry = {}, 0
+  local i, j = #a, #b
+  while i > 0 or j > 0 or carry > 0 do
+    local d = carry + (i > 0 and string.byte(a, i) - 48 or 0) + (j > 0 and string.byte(b, j) - 48 or 0)
+    out[#out + 1] = string.char(48 + d % 10)
+    carry = math.floor(d / 10)
+    i, j = i - 1, j - 1
+  end
+  return string.reverse(table.concat(out))
+end
+
+-- a - b for digit strings with a >= b.
+local function sub_digits(a, b)
+  local out, borrow = {}, 0
+  local i, j = #a, #b
+  while i > 0 do
+    local d = string.byte(a, i) - 48 - borrow - (j > 0 and string.byte(b, j) - 48 or 0)
+    if d < 0 then
+      d, borrow = d + 10, 1
+    else
+      borrow = 0
+    end
+    out[#out + 1] = string.char(48 + d)
+    i, j = i - 1, j - 1
+  end
+  local s = string.gsub(string.reverse(table.concat(out)), '^0+', '')
+  return s == '' and '0' or s
+end
+
+local function signed(sign, digits)
+  if digits == '0' or sign > 0 then
+    return digits
+  end
+  return '-' .. digits
+end
+
+local function add(x, y)
+  local sx, dx = split(x)
+  local sy, dy = split(y)
+  if sx == sy then
+    return signed(sx, add_digits(dx, dy))
+  end
+  local c = cmp_digits(dx, dy)
+  if c == 0 then
+    return '0'
+  elseif c > 0 then
+    return signed(sx, sub_digits(dx, dy))
+  end
+  return signed(sy, sub_digits(dy, dx))
+end
+
+local function cmp(x, y)
+  local sx, dx = split(x)
+  local sy, dy = split(y)
+  if dx == '0' then
+    sx = 1
+  end
+  if dy == '0' then
+    sy = 1
+  end
+  if sx ~= sy then
+    return sx < sy and -1 or 1
+  end
+  local c = cmp_digits(dx, dy)
+  return sx > 0 and c or -c
+end
+
+local function integer(x)
+  return x and (string.match(x, '^-?[1-9]%d*$') or x == '0')
+end
+
+-- The elements of a JSON array of strings and integers, as their JSON text; nil for
+-- anything else.
+local function elements(text)
+  if not text or string.sub(text, 1, 1) ~= '[' then
+    return nil
+  end
+  local out, i, n = {}, 2, #text
+  if string.sub(text, i, i) == ']' then
+    return i == n and out or nil
+  end
+  while true do
+    local token
+    if string.sub(text, i, i) == '"' then
+      local j = i + 1
+      while true do
+        local c = string.sub(text, j, j)
+        if c == '\\' then
+          j = j + 2
+        elseif c == '"' then
+          break
+        elseif c == '' then
+          return nil
+        else
+          j = j + 1
+        end
+      end
+      token = string.sub(text, i, j)
+      i = j + 1
+    else
+      local s, e = string.find(text, '^-?%d+', i)
+      if not s then
+        return nil
+      end
+      token = string.sub(text, s, e)
+      if not integer(token) then
+        return nil
+      end
+      i = e + 1
+    end
+    out[#out + 1] = token
+    local c = string.sub(text, i, i)
+    if c == ']' then
+      return i == n and out or nil
+    elseif c ~= ',' then
+      return nil
+    end
+    i = i + 1
+  end
+end
+
+local stored = redis.call('HGET', key, 'p:' .. property)
+local folded
+if fold == 'union' then
+  local mine_items = elements(operand)
+  local have = stored and elements(stored) or (not stored and {})
+  if not mine_items or not have then
+    return { 'unsupported' }
+  end
+  local seen = {}
+  for _, item in ipairs(have) do
+    seen[item] = true
+  end
+  for _, item in ipairs(mine_items) do
+    if not seen[item] then
+      seen[item] = true
+      have[#have + 1] = item
+    end
+  end
+  folded = '[' .. table.concat(have, ',') .. ']'
+else
+  if not integer(operand) or (stored and not integer(stored)) then
+    return { 'unsupported' }
+  end
+  if not stored then
+    folded = operand
+  elseif fold == 'sum' then
+    folded = add(stored, operand)
+  elseif fold == 'max' then
+    folded = cmp(stored, operand) >= 0 and stored or operand
+  else
+    folded = cmp(stored, operand) <= 0 and stored or operand
+  end
+  if fold == 'sum' and (cmp(folded, sum_min) < 0 or cmp(folded, sum_max) > 0) then
+    return { 'overflow' }
+  end
+end
+
+-- The record with this write, without entries older than the horizon.
+local entries = {}
+for w, entry in pairs(record) do
+  local at = type(entry) == 'table' and tonumber(entry[2])
+  if w ~= writer and at and at >= horizon then
+    entries[#entries + 1] = cjson.encode(w) .. ':[' .. string.format('%.0f', tonumber(entry[1]) or 0)
+      .. ',' .. string.format('%.0f', at) .. ']'
+  end
+end
+local last = math.max(seq, type(mine) == 'table' and tonumber(mine[1]) or 0)
+entries[#entries + 1] = cjson.encode(writer) .. ':[' .. string.format('%.0f', last) .. ','
+  .. string.format('%.0f', at_ms) .. ']'
+
+local new_version = redis.call('INCR', counter)
+redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded, 'p:~w', '{' .. table.concat(entries, ',') .. '}')
+return { 'applied' }

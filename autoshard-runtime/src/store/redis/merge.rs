@@ -1,0 +1,73 @@
+//! Merges: one `lua/merge.lua` call per [`Merge`], in the document's own slot, and the
+//! decoding of its reply.
+
+use super::{reply, RedisStore, WHOLE_DOCUMENT};
+use crate::error::{Error, Result};
+use crate::store::{Fold, Merge, Merged};
+use ::redis::Value;
+
+impl RedisStore {
+    pub(super) async fn run_merge(&self, merge: &Merge) -> Result<Merged> {
+        let what = format_args!("merge into `{}`", merge.key).to_string();
+        let encode = |value: &serde_json::Value| {
+            serde_json::to_string(value).map_err(|e| Error::Malformed {
+                key: merge.key.clone(),
+                field: merge.property.clone(),
+                reason: format!("cannot be encoded as JSON: {e}"),
+            })
+        };
+        let (fold, min, max) = match merge.fold {
+            Fold::Sum { min, max } => ("sum", min.to_string(), max.to_string()),
+            Fold::Max => ("max", String::new(), String::new()),
+            Fold::Min => ("min", String::new(), String::new()),
+            Fold::Union => ("union", String::new(), String::new()),
+        };
+        let (guard, mode, expected) = match &merge.guard {
+            None => (String::new(), "-", String::new()),
+            Some((property, None)) => (property.clone(), "-", String::new()),
+            Some((property, Some(value))) => {
+                (property.clone(), "=", encode(&value.clone().into())?)
+            }
+        };
+        let mut invocation = self.merge_script.prepare_invoke();
+        invocation
+            .key(self.layout.doc(&merge.key))
+            .key(self.layout.counter(&merge.key))
+            .arg(&merge.property)
+            .arg(fold)
+            .arg(encode(&merge.operand)?)
+            .arg(min)
+            .arg(max)
+            .arg(&merge.write.writer)
+            .arg(merge.write.seq)
+            .arg(merge.write.at_ms)
+            .arg(merge.write.horizon_ms)
+            .arg(guard)
+            .arg(mode)
+            .arg(expected);
+        let mut conn = self.conns.get();
+        let reply: Value = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.backend(&what, e))?;
+        let bad = || self.backend(&what, reply::unexpected("the merge script", &reply));
+        let items = reply::array(&reply).ok_or_else(bad)?;
+        match items.first().and_then(reply::text) {
+            Some("applied") => Ok(Merged::Applied),
+            Some("already") => Ok(Merged::AlreadyApplied),
+            Some("missing") => Ok(Merged::Missing),
+            Some("unsupported") => Ok(Merged::Unsupported),
+            Some("overflow") => Err(crate::store::merge::overflow(merge)),
+            Some("malformed") => Err(Error::Malformed {
+                key: merge.key.clone(),
+                field: WHOLE_DOCUMENT.to_owned(),
+                reason: items
+                    .get(1)
+                    .and_then(reply::text)
+                    .unwrap_or("not ours")
+                    .to_owned(),
+            }),
+            _ => Err(bad()),
+        }
+    }
+}
