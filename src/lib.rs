@@ -147,7 +147,46 @@ pub use autoshard_derive::Entity;
 /// It also generates a constructor `new` taking every field you wrote, in order; rename
 /// it with `#[autoshard::sharded(constructor = other_name)]` or leave it out with
 /// `constructor = false`. A struct that derives `Default` can also be built with
-/// `..Default::default()`. Every sharded field needs a [`macro@shard_fold`].
+/// `..Default::default()`.
+///
+/// Every sharded field needs a fold: a [`macro@shard_fold`] function, or a built-in
+/// `fold = sum | max | min | union` that the store applies itself, in one round trip
+/// without a read or a conflict ([`DocumentStore::merge`]): `sum` on integer fields
+/// (exact over the type's range, [`Error::Overflow`] beyond it: the store checks each
+/// shard's sum when it folds a save in, the load checks the total), `max` and `min` on
+/// integers, `union` on `BTreeSet`/`HashSet` fields (of strings or integers on the
+/// store; other values go through read and compare-and-set with the same fold). `sum`
+/// and `union` need no `neutral` (0 and the empty set).
+///
+/// ```
+/// use autoshard::prelude::*;
+/// use std::collections::BTreeSet;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity)]
+/// struct Question {
+///     #[id]
+///     id: u64,
+///     #[shardable(shards = 10, fold = sum)]
+///     votes: i64,
+///     #[shardable(neutral = 0, shards = 4, fold = max)]
+///     best_score: u32,
+///     #[shardable(fold = union)] // dynamic: a new shard per save
+///     tags: BTreeSet<String>,
+/// }
+///
+/// impl Question {
+///     #[shard_method]
+///     fn vote(&mut self, score: u32) {
+///         self.votes += 1;
+///         self.best_score = self.best_score.max(score);
+///     }
+/// }
+///
+/// let mut q = Question::new(1, 0, 0, BTreeSet::new());
+/// q.vote(7);
+/// assert_eq!((q.votes, q.best_score), (1, 7));
+/// ```
 ///
 /// ```
 /// use autoshard::prelude::*;

@@ -14,27 +14,37 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A poll: `votes` over 10 static shards, `views` sharded dynamically.
+/// A poll: `votes` over 10 static shards with a built-in fold (merged by the store),
+/// `stars` over 4 static shards with a fold of its own (read and compare-and-set),
+/// `views` sharded dynamically.
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone)]
 struct Poll {
     #[id]
     id: u64,
-    #[shardable(neutral = 0, shards = 10)]
+    #[shardable(shards = 10, fold = sum)]
     votes: i64,
+    #[shardable(neutral = 0, shards = 4)]
+    stars: i64,
     #[shardable(neutral = 0)]
     views: i64,
 }
 
 impl Poll {
+    /// The `n`-th vote of a writer: a vote or a star (each save changes one static
+    /// property, so concurrent saves coalesce), and a view.
     #[shard_method]
-    fn vote(&mut self) {
-        self.votes += 1;
+    fn vote(&mut self, n: u64) {
+        if n.is_multiple_of(2) {
+            self.votes += 1;
+        } else {
+            self.stars += 1;
+        }
         self.views += 1;
     }
 
     #[shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
+    fn fold_stars(a: i64, b: i64) -> i64 {
         a + b
     }
 
@@ -118,8 +128,8 @@ async fn votes_survive_interruptions(
                         break poll;
                     }
                 };
-                for _ in 0..votes {
-                    poll.vote();
+                for n in 0..votes {
+                    poll.vote(n);
                     save_until_stored(&db, &mut poll, limit(), &seen).await;
                 }
             })
@@ -132,20 +142,30 @@ async fn votes_survive_interruptions(
     compactor.await.unwrap();
     let seen = Arc::into_inner(seen).unwrap();
     let made = i64::try_from(writers * votes).unwrap();
+    let stars = i64::try_from(writers * (votes / 2)).unwrap();
     let stored: Poll = loop {
         if let Ok(poll) = db.load(&id).await {
             break poll;
         }
     };
     eprintln!(
-        "{label}: {made} votes made, stored {} (static) and {} (dynamic); \
-         {} saves timed out, {} failed, all saved again",
+        "{label}: {made} votes made, stored {} + {} (static, merged and compare-and-set) \
+         and {} (dynamic); {} saves timed out, {} failed, all saved again",
         stored.votes,
+        stored.stars,
         stored.views,
         seen.timeouts.load(Ordering::Relaxed),
         seen.errors.load(Ordering::Relaxed),
     );
-    assert_eq!(stored.votes, made, "{label}: static property");
+    assert_eq!(
+        stored.votes,
+        made - stars,
+        "{label}: static property, merged"
+    );
+    assert_eq!(
+        stored.stars, stars,
+        "{label}: static property, compare-and-set"
+    );
     assert_eq!(stored.views, made, "{label}: dynamic property");
     seen
 }
@@ -158,7 +178,7 @@ async fn timed_out_saves_saved_again_count_once(
     label: &str,
 ) {
     let db: Db = Mapper::new(store);
-    db.insert(&mut Poll::new(1, 0, 0)).await.unwrap();
+    db.insert(&mut Poll::new(1, 0, 0, 0)).await.unwrap();
     let limit = move || {
         Some(Duration::from_micros(rand::random_range(
             0..=max.as_micros() as u64,
@@ -188,7 +208,7 @@ async fn lost_replies_saved_again_count_once(
             1000,
         ));
     let id = 2 + u64::from(lanes);
-    db.insert(&mut Poll::new(id, 0, 0)).await.unwrap();
+    db.insert(&mut Poll::new(id, 0, 0, 0)).await.unwrap();
     faulty.fail_randomly(8, fault);
     let seen = votes_survive_interruptions(&db, id, 16, 100, || None, label).await;
     faulty.clear();
@@ -258,13 +278,16 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
 async fn keyed_vote_with_lost_reply_applies_once(store: Arc<dyn DocumentStore>, label: &str) {
     let faulty = FaultyStore::new(store);
     let db: Db = Mapper::new(Arc::new(faulty.clone()) as Arc<dyn DocumentStore>);
-    db.insert(&mut Poll::new(5, 0, 0)).await.unwrap();
+    db.insert(&mut Poll::new(5, 0, 0, 0)).await.unwrap();
     for at in 0..12 {
         let op = format!("vote {at}");
         faulty.fail_call(at, Fault::After);
-        let first = db.update_once(&5, &op, Poll::vote).await;
+        let first = db.update_once(&5, &op, |p: &mut Poll| p.vote(0)).await;
         faulty.clear();
-        let again = db.update_once(&5, &op, Poll::vote).await.unwrap();
+        let again = db
+            .update_once(&5, &op, |p: &mut Poll| p.vote(0))
+            .await
+            .unwrap();
         if first.is_ok() {
             assert_eq!(again, Once::AlreadyApplied, "{label}: fault at call {at}");
         }
@@ -320,10 +343,10 @@ async fn keyed_operation_changing_an_unsharded_field_is_refused() {
 async fn change_sent_longer_ago_than_the_window_is_not_sent_again() {
     let faulty = FaultyStore::new(MemoryStore::new());
     let db = Mapper::new(faulty.clone()).with_write_window(Duration::from_millis(50));
-    db.insert(&mut Poll::new(1, 0, 0)).await.unwrap();
+    db.insert(&mut Poll::new(1, 0, 0, 0)).await.unwrap();
     let mut poll: Poll = db.load(&1).await.unwrap();
-    poll.vote();
-    faulty.fail_call(1, Fault::After); // the save's commit: applied, reply lost
+    poll.vote(0);
+    faulty.fail_call(0, Fault::After); // the save's merge: applied, reply lost
     db.save(&mut poll).await.unwrap_err();
     tokio::time::sleep(Duration::from_millis(80)).await;
     let err = db.save(&mut poll).await.unwrap_err();
@@ -333,8 +356,8 @@ async fn change_sent_longer_ago_than_the_window_is_not_sent_again() {
 
     let db = db.with_write_window(Duration::from_mins(10));
     let mut poll: Poll = db.load(&1).await.unwrap();
-    poll.vote();
-    faulty.fail_call(1, Fault::After);
+    poll.vote(0);
+    faulty.fail_call(0, Fault::After);
     db.save(&mut poll).await.unwrap_err();
     db.save(&mut poll).await.unwrap();
     assert!(!poll.state().unwrap().has_pending());

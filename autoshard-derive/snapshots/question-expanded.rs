@@ -133,6 +133,7 @@ const _: () = {
                 sharding: ::autoshard::__private::Sharding::Static {
                     shards: 10u32,
                 },
+                fold: ::core::option::Option::None,
             },
         ];
         fn fold_stored(

@@ -33,6 +33,10 @@ pub struct ShardedProperty {
     pub stored_as: &'static str,
     /// Static or dynamic sharding.
     pub sharding: Sharding,
+    /// The built-in fold of `#[shardable(fold = ...)]`, which the store applies itself
+    /// ([`crate::DocumentStore::merge`]); `None` for a `#[shard_fold]` function, folded
+    /// through read and compare-and-set.
+    pub fold: Option<crate::Fold>,
 }
 
 impl ShardedProperty {
@@ -281,6 +285,10 @@ pub(crate) struct Sent {
     pub(crate) shard: Key,
     /// When it was first sent, in milliseconds since the Unix epoch.
     pub(crate) at_ms: u64,
+    /// What was sent under this id when it is more than the pending change: the fold of
+    /// the changes of several saves coalesced into one commit (see `mapper/coalesce.rs`).
+    /// Sending it again sends all of it; the other saves then find it applied.
+    pub(crate) value: Option<Value>,
 }
 
 impl EntityState {

@@ -76,13 +76,15 @@ impl<T: Clone> ShardMethodArg for T {
     }
 }
 
-/// Implemented by `#[derive(Entity)]` for each `#[shardable]` field, with `NAME` a hash
+/// Implemented by `#[derive(Entity)]` for each `#[shardable]` field without a built-in
+/// fold, with `NAME` a hash
 /// of the field's name; a `#[shard_fold]` requires it for the property it folds, so a
 /// fold of a field that is not sharded (or a typo) is reported on the fold's name.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no `#[shardable]` field that this `#[shard_fold]` could fold",
-    label = "no `#[shardable]` field of this name",
-    note = "a `#[shard_fold]` function `fold_<field>` (or one marked `#[shard_fold(<field>)]`) folds the `#[shardable]` field `<field>`: check the name, and that the field is `#[shardable]`"
+    label = "no `#[shardable]` field of this name without a built-in `fold`",
+    note = "a `#[shard_fold]` function `fold_<field>` (or one marked `#[shard_fold(<field>)]`) folds the `#[shardable]` field `<field>`: check the name, and that the field is `#[shardable]`",
+    note = "a field with a built-in fold (`#[shardable(fold = sum)]`) is folded by the store and takes no `#[shard_fold]`: remove one of the two"
 )]
 pub trait HasShardedProperty<const NAME: u64> {}
 
@@ -124,4 +126,114 @@ pub fn decode_field<T: serde::de::DeserializeOwned>(
     field: &str,
 ) -> Result<Option<T>, crate::FieldError> {
     doc.get(field).map(|value| decode(field, value)).transpose()
+}
+
+/// An integer type `#[shardable(fold = sum)]` (and `max`, `min`) can fold on the store:
+/// its range, and its value as an `i128`.
+#[diagnostic::on_unimplemented(
+    message = "`fold = sum` needs an integer field; `{Self}` is not one",
+    label = "not an integer type of at most 64 bits",
+    note = "for another fold leave `fold` out and write a `#[shard_fold]` function"
+)]
+pub trait IntegerFold: Copy {
+    /// The smallest value of the type.
+    const MIN: i128;
+    /// The largest value of the type.
+    const MAX: i128;
+    /// The value as an `i128` (exact).
+    fn to_i128(self) -> i128;
+    /// The value of an `i128` within `MIN..=MAX`.
+    fn from_i128(value: i128) -> Option<Self>;
+}
+
+macro_rules! integer_fold {
+    ($($t:ty),*) => {$(
+        // `as` widens without loss here; `From` is not usable in consts, nor for
+        // `isize`/`usize`.
+        #[allow(clippy::cast_lossless, clippy::cast_possible_wrap)]
+        impl IntegerFold for $t {
+            const MIN: i128 = <$t>::MIN as i128;
+            const MAX: i128 = <$t>::MAX as i128;
+            fn to_i128(self) -> i128 {
+                self as i128
+            }
+            fn from_i128(value: i128) -> Option<Self> {
+                <$t>::try_from(value).ok()
+            }
+        }
+    )*};
+}
+integer_fold!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+/// A set type `#[shardable(fold = union)]` can fold: stored as an array of its elements.
+#[diagnostic::on_unimplemented(
+    message = "`fold = union` needs a set field (`BTreeSet<T>` or `HashSet<T>`); `{Self}` is not one",
+    label = "not a set type",
+    note = "the store folds sets of strings and integers itself; other elements go through read and compare-and-set"
+)]
+pub trait UnionFold: Extend<<Self as IntoIterator>::Item> + IntoIterator {}
+
+impl<T: Ord> UnionFold for std::collections::BTreeSet<T> {}
+impl<T: Eq + std::hash::Hash, S: std::hash::BuildHasher> UnionFold
+    for std::collections::HashSet<T, S>
+{
+}
+
+/// The store-level fold of `fold = sum` on `T`.
+#[must_use]
+pub const fn sum_fold<T: IntegerFold>() -> crate::Fold {
+    crate::Fold::Sum {
+        min: T::MIN,
+        max: T::MAX,
+    }
+}
+
+/// The store-level fold of `fold = max` on `T`.
+#[must_use]
+pub const fn max_fold<T: Ord>() -> crate::Fold {
+    crate::Fold::Max
+}
+
+/// The store-level fold of `fold = min` on `T`.
+#[must_use]
+pub const fn min_fold<T: Ord>() -> crate::Fold {
+    crate::Fold::Min
+}
+
+/// The store-level fold of `fold = union` on `T`.
+#[must_use]
+pub const fn union_fold<T: UnionFold>() -> crate::Fold {
+    crate::Fold::Union
+}
+
+/// `a + b` for `fold = sum`: exact, or a [`crate::FieldError`] marked as an overflow
+/// naming the property when the sum leaves `T`'s range.
+pub fn fold_sum<T: IntegerFold>(field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
+    let sum = a.to_i128() + b.to_i128();
+    T::from_i128(sum).ok_or_else(|| {
+        crate::FieldError::overflow(
+            field,
+            format_args!(
+                "the sum {sum} leaves the range {}..={} of the property's type",
+                T::MIN,
+                T::MAX
+            ),
+        )
+    })
+}
+
+/// The larger of `a` and `b`, for `fold = max`.
+pub fn fold_max<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
+    Ok(a.max(b))
+}
+
+/// The smaller of `a` and `b`, for `fold = min`.
+pub fn fold_min<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
+    Ok(a.min(b))
+}
+
+/// The union of `a` and `b`, for `fold = union`.
+pub fn fold_union<T: UnionFold>(_field: &str, mut a: T, b: T) -> Result<T, crate::FieldError> {
+    a.extend(b);
+    Ok(a)
 }

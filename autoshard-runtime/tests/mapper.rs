@@ -23,7 +23,8 @@ async fn sharded_mapper<S: DocumentStore + Clone + 'static>(
     store: S,
     policy: RetryPolicy,
 ) -> Mapper<S> {
-    let db = Mapper::new(store).with_retry(policy);
+    // One commit per save, so that the tests can count them (`coalescing` below).
+    let db = Mapper::new(store).with_retry(policy).with_coalescing(false);
     db.insert(&mut Question::new(1, "Hot?", START))
         .await
         .expect("insert");
@@ -230,8 +231,11 @@ async fn insert_writes_main_and_every_shard() {
         let want = if i == 0 { 41 } else { 0 };
         assert_eq!(
             shard.doc,
-            Document::from([("shard_votes".to_owned(), want.into())]),
-            "shard {i}"
+            Document::from([
+                ("shard_votes".to_owned(), want.into()),
+                ("~inc".to_owned(), incarnation.clone()),
+            ]),
+            "shard {i}: its value and the entity's incarnation"
         );
     }
     db.save(&mut q).await.expect("save");

@@ -4,7 +4,8 @@
 use autoshard::prelude::*;
 use std::collections::BTreeSet;
 
-/// Three sharded properties with three different folds: sum, max and set union.
+/// Three sharded properties with three different folds: sum (built in: the store merges
+/// it), max and set union (functions: read and compare-and-set).
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone, PartialEq)]
 #[entity(kind = "Scoreboard")]
@@ -13,7 +14,7 @@ pub struct Board {
     pub id: String,
     pub title: String,
     pub note: Option<String>,
-    #[shardable(neutral = 0, shards = 4)]
+    #[shardable(shards = 4, fold = sum)]
     pub score: i64,
     #[shardable(neutral = 0)]
     pub peak: u64,
@@ -43,11 +44,6 @@ impl Board {
     pub fn add_checked(&mut self, delta: i64) {
         assert!(self.score + delta >= 0, "score would go negative");
         self.score += delta;
-    }
-
-    #[shard_fold]
-    pub fn fold_score(a: i64, b: i64) -> i64 {
-        a + b
     }
 
     #[shard_fold]

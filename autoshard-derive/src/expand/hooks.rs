@@ -4,10 +4,11 @@
 //! beside the impl; and the `ShardedFields` impl the `#[shard_method]` wrappers call.
 
 use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::internals::ast::{Entity, Property, Sharding};
+use crate::internals::attr::BuiltinFold;
 
 /// What a sharded entity adds to the derive's output.
 #[derive(Default)]
@@ -45,9 +46,20 @@ impl Property<'_> {
     /// `Self::__autoshard_fold_<field>(a, b)`, through a function pointer of the field's
     /// type: a missing fold is reported on the field's name, a fold of another type as one
     /// mismatch between `fn(T, T) -> T` and the fold's signature.
+    ///
+    /// A built-in fold (`fold = sum`) calls the runtime's typed fold instead, which
+    /// reports a type it does not take on the field's type and an overflow as a
+    /// `FieldError`.
     fn fold_call(&self, a: &TokenStream, b: &TokenStream) -> TokenStream {
         let fold = &self.fold_fn;
         let ty = self.ty;
+        if let Some(builtin) = self.builtin {
+            let name = &self.name;
+            let function = format_ident!("fold_{}", builtin.name());
+            return quote_spanned! {ty.span()=>
+                ::autoshard::__private::#function::<#ty>(#name, #a, #b)?
+            };
+        }
         let path = quote_spanned!(self.ident.span()=> Self::#fold);
         let fn_ty = quote_spanned!(ty.span()=> fn(#ty, #ty) -> #ty);
         quote! {{
@@ -119,11 +131,20 @@ fn properties(props: &[Property]) -> TokenStream {
             }
             Sharding::Dynamic => quote!(::autoshard::__private::Sharding::Dynamic),
         };
+        let fold = if let Some(builtin) = p.builtin {
+            let ty = p.ty;
+            let function = format_ident!("{}_fold", builtin.name());
+            let fold = quote_spanned!(ty.span()=> ::autoshard::__private::#function::<#ty>());
+            quote!(::core::option::Option::Some(#fold))
+        } else {
+            quote!(::core::option::Option::None)
+        };
         quote! {
             ::autoshard::__private::ShardedProperty {
                 name: #name,
                 stored_as: #stored_as,
                 sharding: #sharding,
+                fold: #fold,
             }
         }
     });
@@ -350,9 +371,12 @@ fn helpers(entity: &Entity) -> TokenStream {
     let neutral_fns = entity.properties.iter().map(|p| {
         let neutral = &p.neutral_fn;
         let ty = p.ty;
-        // `check` requires `neutral`, so the `else` is never taken.
+        // `check` requires `neutral` unless the fold's neutral value is the type's
+        // default, so the last branch is never taken.
         let body = if let Some(expr) = &p.neutral {
             quote_spanned!(expr.span()=> #expr)
+        } else if p.builtin.is_some_and(BuiltinFold::default_is_neutral) {
+            quote_spanned!(ty.span()=> ::core::default::Default::default())
         } else {
             quote!(::core::unreachable!())
         };
@@ -363,12 +387,18 @@ fn helpers(entity: &Entity) -> TokenStream {
             }
         }
     });
-    let markers = entity.properties.iter().map(|p| {
-        let hash = p.hash;
-        quote! {
-            impl ::autoshard::__private::HasShardedProperty<#hash> for #ident {}
-        }
-    });
+    // A property with a built-in fold takes no `#[shard_fold]`: it gets no marker, so a
+    // fold written for it is refused on its name.
+    let markers = entity
+        .properties
+        .iter()
+        .filter(|p| p.builtin.is_none())
+        .map(|p| {
+            let hash = p.hash;
+            quote! {
+                impl ::autoshard::__private::HasShardedProperty<#hash> for #ident {}
+            }
+        });
     let fallback_folds = entity.properties.iter().map(|p| {
         let fold = &p.fold_fn;
         let ty = p.ty;

@@ -8,7 +8,7 @@ use syn::{
     Attribute, Data, DeriveInput, Expr, Fields, GenericArgument, Ident, PathArguments, Type,
 };
 
-use super::attr::{EntityAttr, FieldAttrs, ShardableAttr};
+use super::attr::{BuiltinFold, EntityAttr, FieldAttrs, ShardableAttr};
 use super::ctxt::Ctxt;
 use super::names;
 use super::symbol::{SHARDABLE, SHARDED_MARKER};
@@ -57,8 +57,10 @@ pub struct Property<'a> {
     /// The field that holds its shard value in a shard document: `shard_<name>`.
     pub stored_as: String,
     pub sharding: Sharding,
-    /// `neutral = EXPR` (`check` reports it when missing).
+    /// `neutral = EXPR` (`check` reports it when missing and the fold has no default).
     pub neutral: Option<Expr>,
+    /// `fold = ...`: a built-in fold instead of a `#[shard_fold]` function.
+    pub builtin: Option<BuiltinFold>,
     /// The hidden shadow field, neutral function and fold.
     pub shadow: Ident,
     pub neutral_fn: Ident,
@@ -131,6 +133,7 @@ impl<'a> Entity<'a> {
                 stored_as: format!("shard_{}", field.name()),
                 sharding: shardable.shards.map_or(Sharding::Dynamic, Sharding::Static),
                 neutral: shardable.neutral.clone(),
+                builtin: shardable.fold.as_ref().map(|(_, fold)| *fold),
                 shadow: names::shadow_field(field.ident),
                 neutral_fn: names::neutral_fn(field.ident),
                 fold_fn: names::fold_fn(field.ident),

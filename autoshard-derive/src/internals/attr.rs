@@ -12,7 +12,7 @@ use syn::{Attribute, Expr, Ident, Lit, LitStr, Meta, Path};
 
 use super::ctxt::Ctxt;
 use super::symbol::{
-    Symbol, CONSTRUCTOR, ENTITY, GROUP_SHARDS, ID, KIND, NEUTRAL, PARENT, SHARDABLE, SHARDED,
+    Symbol, CONSTRUCTOR, ENTITY, FOLD, GROUP_SHARDS, ID, KIND, NEUTRAL, PARENT, SHARDABLE, SHARDED,
     SHARDS,
 };
 
@@ -176,7 +176,40 @@ impl<'a> FieldAttrs<'a> {
     }
 }
 
-/// Options of `#[shardable(neutral = EXPR, shards = N)]` on a field.
+/// A fold named by `#[shardable(fold = ...)]`, which the store applies itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinFold {
+    Sum,
+    Max,
+    Min,
+    Union,
+}
+
+impl BuiltinFold {
+    /// The folds by the name the annotation uses.
+    const ALL: [(&'static str, BuiltinFold); 4] = [
+        ("sum", BuiltinFold::Sum),
+        ("max", BuiltinFold::Max),
+        ("min", BuiltinFold::Min),
+        ("union", BuiltinFold::Union),
+    ];
+
+    /// Whether the fold has a neutral element every type it takes agrees on (`0`, the
+    /// empty set: the type's `Default`), so `neutral` may be left out.
+    pub fn default_is_neutral(self) -> bool {
+        matches!(self, BuiltinFold::Sum | BuiltinFold::Union)
+    }
+
+    /// The fold's name in the annotation.
+    pub fn name(self) -> &'static str {
+        BuiltinFold::ALL
+            .iter()
+            .find(|(_, f)| *f == self)
+            .map_or("sum", |(name, _)| name)
+    }
+}
+
+/// Options of `#[shardable(neutral = EXPR, shards = N, fold = F)]` on a field.
 pub struct ShardableAttr<'a> {
     /// The attribute itself, for spans.
     pub attr: &'a Attribute,
@@ -185,6 +218,10 @@ pub struct ShardableAttr<'a> {
     /// `shards = N`: static sharding over `N >= 1` shards; `None` is dynamic sharding
     /// (or a rejected value).
     pub shards: Option<u32>,
+    /// `fold = sum | max | min | union`: a built-in fold, and the tokens naming it.
+    pub fold: Option<(syn::Path, BuiltinFold)>,
+    /// Whether a `fold` was written that names no built-in fold (already reported).
+    pub unknown_fold: bool,
 }
 
 impl<'a> ShardableAttr<'a> {
@@ -193,6 +230,8 @@ impl<'a> ShardableAttr<'a> {
             attr,
             neutral: None,
             shards: None,
+            fold: None,
+            unknown_fold: false,
         }
     }
 
@@ -203,6 +242,7 @@ impl<'a> ShardableAttr<'a> {
         }
         let mut neutral = Attr::option(cx, SHARDABLE, NEUTRAL);
         let mut shards: Attr<Option<u32>> = Attr::option(cx, SHARDABLE, SHARDS);
+        let mut fold: Attr<Option<(syn::Path, BuiltinFold)>> = Attr::option(cx, SHARDABLE, FOLD);
         let result = attr.parse_nested_meta(|meta| {
             if meta.path == NEUTRAL {
                 neutral.set(&meta.path, meta.value()?.parse::<Expr>()?);
@@ -221,8 +261,28 @@ impl<'a> ShardableAttr<'a> {
                 } else {
                     shards.set_seen(&meta.path);
                 }
+            } else if meta.path == FOLD {
+                let name: syn::Path = meta.value()?.parse()?;
+                let known = BuiltinFold::ALL
+                    .iter()
+                    .find(|(text, _)| name.is_ident(text));
+                if let Some(&(_, builtin)) = known {
+                    fold.set(&meta.path, Some((name, builtin)));
+                } else {
+                    cx.error_spanned_by(
+                        &name,
+                        "expected `fold = sum`, `max`, `min` or `union` (folds the store \
+                         applies itself); for another fold leave `fold` out and write a \
+                         `#[shard_fold]` function",
+                    );
+                    fold.set_seen(&meta.path);
+                }
             } else {
-                return Err(unknown(&meta, SHARDABLE, "expected `neutral` or `shards`"));
+                return Err(unknown(
+                    &meta,
+                    SHARDABLE,
+                    "expected `neutral`, `shards` or `fold`",
+                ));
             }
             Ok(())
         });
@@ -233,6 +293,8 @@ impl<'a> ShardableAttr<'a> {
             attr,
             neutral: neutral.get(),
             shards: shards.get().flatten(),
+            unknown_fold: fold.value.as_ref().is_some_and(Option::is_none),
+            fold: fold.get().flatten(),
         }
     }
 }

@@ -111,13 +111,24 @@ fn sharded(cx: &Ctxt, entity: &Entity) {
         return;
     }
     for (field, shardable) in entity.sharded_fields() {
-        if shardable.neutral.is_none() {
+        let default_neutral = shardable
+            .fold
+            .as_ref()
+            .is_some_and(|(_, fold)| fold.default_is_neutral());
+        if shardable.neutral.is_none() && !default_neutral && !shardable.unknown_fold {
             cx.error_spanned_by(
                 shardable.attr,
                 format_args!(
                     "`#[shardable]` needs `neutral = ...`: the value of `{}` that its fold \
-                     leaves unchanged, e.g. `neutral = 0` for a sum",
-                    field.ident
+                     leaves unchanged, e.g. `neutral = 0` for a sum{}",
+                    field.ident,
+                    match &shardable.fold {
+                        Some((_, fold)) => format!(
+                            " (`fold = {}` has no neutral value for every type)",
+                            fold.name()
+                        ),
+                        None => String::new(),
+                    }
                 ),
             );
         }

@@ -32,6 +32,8 @@ pub const GROUP_SHARDS: Symbol = Symbol("group_shards");
 pub const NEUTRAL: Symbol = Symbol("neutral");
 /// `#[shardable(shards = N)]`.
 pub const SHARDS: Symbol = Symbol("shards");
+/// `#[shardable(fold = sum)]`: a built-in fold the store applies itself.
+pub const FOLD: Symbol = Symbol("fold");
 /// `#[autoshard::sharded(constructor = name | false)]`.
 pub const CONSTRUCTOR: Symbol = Symbol("constructor");
 /// The attribute macro's own name, to recognise `#[autoshard::sharded]` below the derive.

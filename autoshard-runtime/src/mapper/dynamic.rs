@@ -83,6 +83,7 @@ impl<S: DocumentStore> Mapper<S> {
                 seq,
                 shard: key,
                 at_ms: writes::now_ms(),
+                value: None,
             };
             let attempt = self.insert_dynamic_shard(entity, main, &doc, &props, &sent);
             let outcome = retrying.attempt(attempt).await;

@@ -78,13 +78,14 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let main = entity.key();
         let main_doc = entity.to_document().map_err(malformed(&main))?;
-        let shards = shard_documents(entity, &main)?;
-        tracing::debug!(key = %main, shards = shards.len(), "insert");
-        // A sharded entity gets a fresh incarnation (see `layout::INCARNATION`).
+        // A sharded entity gets a fresh incarnation (see `layout::INCARNATION`), recorded
+        // in its main document and its static shards.
         let incarnation = entity
             .state()
             .is_some()
             .then(|| uuid::Uuid::new_v4().simple().to_string());
+        let shards = shard_documents(entity, &main, incarnation.as_deref())?;
+        tracing::debug!(key = %main, shards = shards.len(), "insert");
         let mut stored_main = main_doc.clone();
         if let Some(incarnation) = &incarnation {
             stored_main.insert(layout::INCARNATION.to_owned(), incarnation.clone().into());
@@ -179,8 +180,12 @@ impl<S: DocumentStore> Mapper<S> {
 /// the start value of each dynamic property. The compacted document is written for every
 /// sharded entity, even when empty (a static-only entity), so that it overwrites one left
 /// behind by an interrupted delete.
-fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
-    let mut docs = static_shard_documents(entity, main)?;
+fn shard_documents<E: Entity>(
+    entity: &E,
+    main: &Key,
+    incarnation: Option<&str>,
+) -> Result<Vec<(Key, Document)>> {
+    let mut docs = static_shard_documents(entity, main, incarnation)?;
     if !E::PROPERTIES.is_empty() {
         let key = layout::compacted(main);
         let mut doc = Document::new();
@@ -195,7 +200,11 @@ fn shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Docume
     Ok(docs)
 }
 
-fn static_shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key, Document)>> {
+fn static_shard_documents<E: Entity>(
+    entity: &E,
+    main: &Key,
+    incarnation: Option<&str>,
+) -> Result<Vec<(Key, Document)>> {
     let mut docs = Vec::new();
     for p in static_properties::<E>() {
         for shard in 0..p.shards {
@@ -206,7 +215,11 @@ fn static_shard_documents<E: Entity>(entity: &E, main: &Key) -> Result<Vec<(Key,
                 E::neutral_value(p.index)
             }
             .map_err(malformed(&key))?;
-            docs.push((key, [(p.property.stored_as.to_owned(), value)].into()));
+            let mut doc: Document = [(p.property.stored_as.to_owned(), value)].into();
+            if let Some(incarnation) = incarnation {
+                doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            docs.push((key, doc));
         }
     }
     Ok(docs)

@@ -11,6 +11,7 @@
 
 mod attempt;
 mod children;
+mod coalesce;
 mod codec;
 mod compact;
 mod dynamic;
@@ -20,6 +21,7 @@ pub(crate) mod layout;
 mod load;
 mod once;
 mod save;
+mod single;
 mod update;
 mod writes;
 
@@ -108,6 +110,9 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     writers: Arc<writes::Pool>,
     /// How long shard documents remember a writer's last write (see `writes`).
     write_window: Duration,
+    /// Properties with a commit in flight and the saves queued behind it, shared by
+    /// clones (see `coalesce`); `None` when coalescing is off.
+    coalescer: Option<Arc<coalesce::Coalescer>>,
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -120,7 +125,29 @@ impl<S: DocumentStore> Mapper<S> {
             lanes: Some(Arc::new(lanes::Lanes::new())),
             writers: Arc::default(),
             write_window: DEFAULT_WRITE_WINDOW,
+            coalescer: Some(Arc::default()),
         }
+    }
+
+    /// The same mapper with write coalescing on (the default) or off. With it,
+    /// concurrent saves of one sharded property of one entity through this mapper and its
+    /// clones fold their changes into one commit while a commit of that property is in
+    /// flight (group commit): each save returns when the commit holding its change is
+    /// answered, with its error if it failed (the change then stays in the entity, as
+    /// after any failed save). A save that finds no commit in flight sends at once, so
+    /// coalescing adds no latency without contention. It applies to saves that change
+    /// one statically sharded property and no unsharded field; others commit as before.
+    ///
+    /// ```
+    /// use autoshard::{Mapper, MemoryStore};
+    ///
+    /// let one_commit_per_save = Mapper::new(MemoryStore::new()).with_coalescing(false);
+    /// # let _ = one_commit_per_save;
+    /// ```
+    #[must_use]
+    pub fn with_coalescing(mut self, on: bool) -> Self {
+        self.coalescer = on.then(Arc::default);
+        self
     }
 
     /// The same mapper with another retry policy (metrics stay shared).
@@ -199,6 +226,7 @@ impl<S: Clone> Clone for Mapper<S> {
             lanes: self.lanes.clone(),
             writers: self.writers.clone(),
             write_window: self.write_window,
+            coalescer: self.coalescer.clone(),
         }
     }
 }

@@ -145,20 +145,19 @@ impl<S: DocumentStore> Mapper<S> {
             .filter(|p| pending(entity, p.index).value.is_some())
             .collect();
         let put_main = dirty.then_some(&doc);
-        if self.store.cross_group_transactions() {
+        if self.store.cross_group_transactions() && (put_main.is_some() || touched.len() > 1) {
             // One commit: the main document (expected present; rewritten when dirty) and
             // a shard of every touched static property.
-            if put_main.is_some() || !touched.is_empty() {
-                self.save_shadows(entity, &main, put_main, &touched).await?;
-            }
+            self.save_shadows(entity, &main, put_main, &touched).await?;
         } else {
-            // Each commit stays in one group (one slot): the main document first, then
-            // each property's shard; each checks that the main document exists.
+            // The main document first, then each property on its own (coalesced with
+            // concurrent saves of it, merged by the store where its fold allows: see
+            // `single`); each write checks that the entity exists.
             if put_main.is_some() {
                 self.save_shadows(entity, &main, put_main, &[]).await?;
             }
             for &p in &touched {
-                self.save_shadows(entity, &main, None, &[p]).await?;
+                self.save_single(entity, &main, p).await?;
             }
         }
         if dirty {
@@ -180,12 +179,14 @@ impl<S: DocumentStore> Mapper<S> {
         p: StaticProperty,
     ) -> Result<()> {
         let Pending {
-            value: Some(value),
+            value: Some(pending),
             sent: Some(sent),
         } = pending(entity, p.index)
         else {
             return Ok(());
         };
+        // What was sent: the pending change, or the batch it was coalesced into.
+        let value = sent.value.clone().unwrap_or(pending);
         self.check_window(&sent)?;
         let mut retrying = self.retrying("save again");
         loop {
@@ -326,7 +327,14 @@ impl<S: DocumentStore> Mapper<S> {
             let Some(value) = pending(entity, p.index).value else {
                 continue;
             };
-            shards.push((key, fold_into::<E>(key, current, *p, &value)?));
+            let (mut doc, version) = fold_into::<E>(key, current, *p, &value)?;
+            let incarnation = entity.state().and_then(EntityState::incarnation);
+            if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
+                // A shard created here, or stored before shards recorded incarnations.
+                doc.entry(layout::INCARNATION.to_owned())
+                    .or_insert_with(|| incarnation.into());
+            }
+            shards.push((key, (doc, version)));
         }
         // Everything that can fail before sending has; from here the writer is in doubt
         // until the store answers.
@@ -343,6 +351,7 @@ impl<S: DocumentStore> Mapper<S> {
                 seq,
                 shard: key.clone(),
                 at_ms,
+                value: None,
             });
         }
         let answer = self.store.commit(&txn).await?;

@@ -231,7 +231,19 @@ pub(super) fn check_same_entity<E: Entity>(
     main: &Key,
     found: Option<&crate::document::Versioned>,
 ) -> Result<crate::document::Version> {
-    let expected = entity.state().and_then(EntityState::incarnation);
+    check_incarnation(
+        entity.state().and_then(EntityState::incarnation),
+        main,
+        found,
+    )
+}
+
+/// [`check_same_entity`] for an entity of incarnation `expected` (`None`: any).
+pub(super) fn check_incarnation(
+    expected: Option<&str>,
+    main: &Key,
+    found: Option<&crate::document::Versioned>,
+) -> Result<crate::document::Version> {
     match found {
         Some(found)
             if expected.is_none_or(|e| layout::incarnation(&found.doc).unwrap_or("") == e) =>

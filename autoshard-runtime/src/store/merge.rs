@@ -31,7 +31,7 @@ use crate::key::Key;
 pub const RECORD: &str = "~w";
 
 /// A fold a store can apply itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fold {
     /// Integer sum, exact; a result outside `min..=max` (the field type's range) is an
     /// overflow.
