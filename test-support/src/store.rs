@@ -33,6 +33,10 @@ pub struct Knobs {
     /// again before its answer comes back, as a network would: a caller that gives up
     /// waiting (a timeout) may then leave a commit that was applied, or one that was not.
     pub commit_latency: Option<std::time::Duration>,
+    /// Answer `get_many` a random time up to this long after reading: a read's snapshot
+    /// is then older than its answer, as over a network, so writes can complete between
+    /// the two.
+    pub read_latency: Option<std::time::Duration>,
 }
 
 /// A store decorator for tests; see the module docs.
@@ -99,7 +103,11 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         if self.knobs.torn_reads {
             return self.one_by_one(keys).await;
         }
-        self.inner.get_many(keys).await
+        let found = self.inner.get_many(keys).await?;
+        if let Some(latency) = self.knobs.read_latency {
+            random_sleep(latency).await;
+        }
+        Ok(found)
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {

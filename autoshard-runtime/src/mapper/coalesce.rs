@@ -267,10 +267,13 @@ pub(super) fn in_doubt(error: &Error) -> bool {
 
 /// The outcome of a batch for each of its saves.
 fn duplicate(result: &Result<()>) -> Result<()> {
-    let Err(e) = result else {
-        return Ok(());
-    };
-    Err(match e {
+    result.as_ref().map(|()| ()).map_err(share_error)
+}
+
+/// The same error for another caller that shared the call: the same variant where it
+/// can be copied, a [`Error::Backend`] carrying its text otherwise.
+pub(super) fn share_error(e: &Error) -> Error {
+    match e {
         Error::NotFound { key } => Error::NotFound { key: key.clone() },
         Error::Contention { key, attempts } => Error::Contention {
             key: key.clone(),
@@ -295,9 +298,6 @@ fn duplicate(result: &Result<()>) -> Result<()> {
             age: *age,
         },
         Error::Invalid(reason) => Error::Invalid(reason.clone()),
-        other => Error::backend(
-            "the coalesced commit holding this change",
-            other.to_string(),
-        ),
-    })
+        other => Error::backend("the shared call", other.to_string()),
+    }
 }

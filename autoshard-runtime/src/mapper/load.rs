@@ -8,6 +8,7 @@ use super::Mapper;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::store::DocumentStore;
+use std::sync::Arc;
 
 impl<S: DocumentStore> Mapper<S> {
     /// Loads the entity with this id. Each sharded property is the fold of its shards
@@ -64,17 +65,29 @@ impl<S: DocumentStore> Mapper<S> {
         let mut keys = vec![main.clone()];
         keys.extend(static_shard_keys::<E>(&main));
         tracing::debug!(key = %main, documents = keys.len(), "load");
-        let (found, extra) = futures::try_join!(
-            self.store.get_many(&keys),
-            self.read_extra_shards::<E>(&main)
-        )?;
-        let mut found = found.into_iter();
-        if found.len() != keys.len() {
-            return Err(Error::backend(
-                format!("get_many of {} keys for `{main}`", keys.len()),
-                format!("the store answered {} entries", found.len()),
-            ));
-        }
+        let read = || async {
+            let (found, extra) = futures::try_join!(
+                self.store.get_many(&keys),
+                self.read_extra_shards::<E>(&main)
+            )?;
+            if found.len() != keys.len() {
+                return Err(Error::backend(
+                    format!("get_many of {} keys for `{main}`", keys.len()),
+                    format!("the store answered {} entries", found.len()),
+                ));
+            }
+            Ok(Arc::new((found, extra)))
+        };
+        let shared = match &self.reads {
+            Some(reads) => {
+                reads
+                    .read(&(main.clone(), std::any::type_name::<E>()), read)
+                    .await?
+            }
+            None => read().await?,
+        };
+        let (found, extra) = &*shared;
+        let mut found = found.iter().cloned();
         let Some(main_doc) = found.next().flatten() else {
             return Err(Error::NotFound { key: main });
         };
@@ -87,7 +100,7 @@ impl<S: DocumentStore> Mapper<S> {
                 fold_document(&mut entity, key, &doc.doc)?;
             }
         }
-        for (key, doc) in &extra {
+        for (key, doc) in extra {
             fold_document(&mut entity, key, &doc.doc)?;
         }
 

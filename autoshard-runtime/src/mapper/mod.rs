@@ -21,6 +21,7 @@ pub(crate) mod layout;
 mod load;
 mod once;
 mod save;
+mod shared_read;
 mod single;
 mod update;
 mod writes;
@@ -113,6 +114,9 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     /// Properties with a commit in flight and the saves queued behind it, shared by
     /// clones (see `coalesce`); `None` when coalescing is off.
     coalescer: Option<Arc<coalesce::Coalescer>>,
+    /// Loads in flight per entity and the loads waiting for the next read, shared by
+    /// clones (see `shared_read`); `None` when reads are not shared.
+    reads: Option<Arc<shared_read::SharedReads>>,
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -126,7 +130,26 @@ impl<S: DocumentStore> Mapper<S> {
             writers: Arc::default(),
             write_window: DEFAULT_WRITE_WINDOW,
             coalescer: Some(Arc::default()),
+            reads: Some(Arc::default()),
         }
+    }
+
+    /// The same mapper with shared reads on (the default) or off. With them, concurrent
+    /// loads of one entity through this mapper and its clones share one read of its
+    /// documents; every load is still answered by a read that started after it was
+    /// called, so it sees every write completed before (its own ones too). Turn them
+    /// off to model independent clients, one read per load.
+    ///
+    /// ```
+    /// use autoshard::{Mapper, MemoryStore};
+    ///
+    /// let one_read_per_load = Mapper::new(MemoryStore::new()).with_shared_reads(false);
+    /// # let _ = one_read_per_load;
+    /// ```
+    #[must_use]
+    pub fn with_shared_reads(mut self, on: bool) -> Self {
+        self.reads = on.then(Arc::default);
+        self
     }
 
     /// The same mapper with write coalescing on (the default) or off. With it,
@@ -227,6 +250,7 @@ impl<S: Clone> Clone for Mapper<S> {
             writers: self.writers.clone(),
             write_window: self.write_window,
             coalescer: self.coalescer.clone(),
+            reads: self.reads.clone(),
         }
     }
 }
