@@ -267,7 +267,10 @@ pub(super) fn in_doubt(error: &Error) -> bool {
 
 /// The outcome of a batch for each of its saves.
 fn duplicate(result: &Result<()>) -> Result<()> {
-    result.as_ref().map(|()| ()).map_err(share_error)
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) => Err(share_error(e)),
+    }
 }
 
 /// The same error for another caller that shared the call: the same variant where it

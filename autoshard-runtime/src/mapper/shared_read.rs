@@ -113,9 +113,8 @@ impl SharedReads {
         while !waiting.is_empty() {
             let next = waiting.remove(0);
             match next.send(Turn::Lead(waiting)) {
-                Ok(()) => return,
                 Err(Turn::Lead(rest)) => waiting = rest,
-                Err(Turn::Done(_)) => return,
+                Ok(()) | Err(Turn::Done(_)) => return,
             }
         }
         running.remove(main);
