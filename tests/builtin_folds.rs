@@ -1,8 +1,8 @@
 //! Built-in folds (`#[shardable(fold = ...)]`) and write coalescing through the mapper:
 //! saves merge on the store without conflicts, values round-trip for every fold, an
 //! overflow keeps the change, concurrent saves share commits and stay exact, and every
-//! save of a batch whose commit fails gets the error and keeps its change. Every store
-//! runs every case.
+//! save of a batch whose commit fails gets the error and keeps its change, and `apply`
+//! changes sharded properties without a load. Every store runs every case.
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
@@ -201,6 +201,7 @@ async fn every_case(connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>, label
     concurrent_likes_never_conflict(connect("concurrent").await, label).await;
     overflow_keeps_the_change(connect("overflow").await, label).await;
     failed_batches_keep_every_change(connect("failed").await, label).await;
+    apply_without_a_load(connect("apply").await, label).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,4 +232,47 @@ async fn redis_cluster() {
         Arc::new(store.unwrap()) as Arc<dyn DocumentStore>
     };
     every_case(connect, "cluster").await;
+}
+
+/// `apply` changes sharded properties without loading them, never writes into a deleted
+/// entity (also when it reused the main document of one it applied to before), applies
+/// to the entity stored when it runs after a delete and insert, and refuses a change to
+/// an unsharded field.
+async fn apply_without_a_load(store: Arc<dyn DocumentStore>, label: &str) {
+    let db: Db = Mapper::new(store);
+    db.insert(&mut Post::fresh(6)).await.unwrap();
+    for _ in 0..5 {
+        db.apply(&6, Post::like).await.unwrap();
+    }
+    db.apply(&6, |p: &mut Post| p.read(9, 4, -1, "x"))
+        .await
+        .unwrap();
+    let post: Post = db.load(&6).await.unwrap();
+    assert_eq!((post.likes, post.best, post.lowest), (5, 4, -1), "{label}");
+    assert!(db.delete::<Post>(&6).await.unwrap());
+    let gone = db.apply(&6, Post::like).await;
+    assert!(
+        matches!(gone, Err(Error::NotFound { .. })),
+        "{label}: {gone:?}"
+    );
+    db.insert(&mut Post::fresh(6)).await.unwrap();
+    db.apply(&6, Post::like).await.unwrap();
+    assert_eq!(db.load::<Post>(&6).await.unwrap().likes, 1, "{label}");
+    // Replaced while this mapper still holds the old main document: the like goes to
+    // the new entity, once.
+    db.delete::<Post>(&6).await.unwrap();
+    db.insert(&mut Post::fresh(6)).await.unwrap();
+    db.apply(&6, Post::like).await.unwrap();
+    assert_eq!(db.load::<Post>(&6).await.unwrap().likes, 1, "{label}");
+    let renamed = db.apply(&6, |p: &mut Post| p.title = "new".into()).await;
+    assert!(
+        matches!(renamed, Err(Error::Invalid(_))),
+        "{label}: {renamed:?}"
+    );
+    assert_eq!(db.load::<Post>(&6).await.unwrap().title, "t", "{label}");
+    let never = db.apply(&7, Post::like).await;
+    assert!(
+        matches!(never, Err(Error::NotFound { .. })),
+        "{label}: {never:?}"
+    );
 }

@@ -302,6 +302,15 @@ impl EntityState {
         }
     }
 
+    /// Moves the changes pending in `from` (none of them sent with an unknown outcome)
+    /// into this state, which must have none.
+    pub(crate) fn take_pending_from(&mut self, from: &mut EntityState) {
+        self.pending = std::mem::take(&mut from.pending);
+        for pending in &mut self.pending {
+            pending.sent = None;
+        }
+    }
+
     /// The main document as last loaded or saved.
     #[must_use]
     pub fn saved_main(&self) -> Option<&Document> {

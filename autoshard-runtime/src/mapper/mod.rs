@@ -9,6 +9,7 @@
 //! most one write per shard document at a time within a process) and `writes` (the write
 //! ids that make sending a change again apply it at most once).
 
+mod apply;
 mod attempt;
 mod children;
 mod coalesce;
@@ -117,6 +118,8 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     /// Loads in flight per entity and the loads waiting for the next read, shared by
     /// clones (see `shared_read`); `None` when reads are not shared.
     reads: Option<Arc<shared_read::SharedReads>>,
+    /// Main documents `apply` reuses, shared by clones (see `apply`).
+    main_cache: apply::MainCache,
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -131,6 +134,7 @@ impl<S: DocumentStore> Mapper<S> {
             write_window: DEFAULT_WRITE_WINDOW,
             coalescer: Some(Arc::default()),
             reads: Some(Arc::default()),
+            main_cache: apply::main_cache(),
         }
     }
 
@@ -251,6 +255,7 @@ impl<S: Clone> Clone for Mapper<S> {
             write_window: self.write_window,
             coalescer: self.coalescer.clone(),
             reads: self.reads.clone(),
+            main_cache: self.main_cache.clone(),
         }
     }
 }

@@ -1,0 +1,152 @@
+//! `apply`: a change to sharded properties without loading their values (a vote that
+//! needs no vote count). The entity is built from its main document alone, the change
+//! runs on it, and the save sends the shadows: with a built-in fold, one merge.
+//!
+//! Main documents are kept in a small cache per mapper ([`MAIN_CACHE_CAPACITY`] entries
+//! for [`MAIN_CACHE_TTL`]), so a hot entity costs one round trip per `apply`. A cached
+//! document can be stale; that changes nothing stored, because the save checks the
+//! entity against the store: a merge is guarded by the incarnation recorded in the
+//! shard, and a compare-and-set reads the main document. When the save finds the entity
+//! gone or replaced, `apply` drops the cached document and tries once more from the
+//! store, so it applies to the entity stored when it runs, or fails with `NotFound`.
+
+use super::codec::malformed;
+use super::layout;
+use super::Mapper;
+use crate::document::Versioned;
+use crate::error::{Error, Result};
+use crate::group::Root;
+use crate::key::Key;
+use crate::store::DocumentStore;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How many main documents a mapper keeps for [`Mapper::apply`].
+pub(super) const MAIN_CACHE_CAPACITY: u64 = 10_000;
+
+/// How long a main document stays in that cache.
+pub(super) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
+
+/// The main documents `apply` reuses, shared by a mapper's clones.
+pub(super) type MainCache = moka::sync::Cache<Key, Arc<Versioned>>;
+
+pub(super) fn main_cache() -> MainCache {
+    moka::sync::Cache::builder()
+        .max_capacity(MAIN_CACHE_CAPACITY)
+        .time_to_live(MAIN_CACHE_TTL)
+        .build()
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Applies `change` to the sharded properties of the entity with this id without
+    /// loading their values: `change` runs on the entity built from its main document,
+    /// whose sharded fields hold their neutral values (so what it reads of them is not
+    /// the aggregate) and whose other fields may be up to a second old (the mapper
+    /// reuses main documents of entities it applied to recently; the entity's existence
+    /// is still checked by the write), and the save writes only the changes of the
+    /// shadows. With a
+    /// built-in fold (`#[shardable(fold = sum)]`) that is one merge: one round trip, no
+    /// read, no conflict, coalesced with concurrent saves of the property.
+    ///
+    /// The entity must exist: [`Error::NotFound`] when it does not (nothing written). A
+    /// change to an unsharded field fails with [`Error::Invalid`] before anything is
+    /// written. An error from the store leaves the outcome unknown, as for any write
+    /// that fails ([`Error::Backend`]); to apply a change exactly once across retries,
+    /// use [`Mapper::update_once`] with an operation key.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(1, "Why?".into(), 41)).await?;
+    /// db.apply(&1, Question::vote_up).await?; // one merge; the count is not read
+    /// assert_eq!(db.load::<Question>(&1).await?.votes, 42);
+    /// assert!(matches!(db.apply(&2, Question::vote_up).await, Err(Error::NotFound { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn apply<E, F>(&self, id: &E::Id, change: F) -> Result<()>
+    where
+        E: Root,
+        F: FnOnce(&mut E),
+    {
+        let main = E::key_for(id);
+        let cached = self.main_cache.get(&main);
+        let from_cache = cached.is_some();
+        let stored = match cached {
+            Some(stored) => stored,
+            None => self.fetch_main(&main).await?,
+        };
+        let mut entity = self.entity_from_main::<E>(id, &main, &stored)?;
+        change(&mut entity);
+        let unchanged = entity.to_document().map_err(malformed(&main))?;
+        if entity.state().and_then(|s| s.saved_main()) != Some(&unchanged) {
+            return Err(Error::Invalid(format!(
+                "`apply` to `{main}` changed an unsharded field; it changes sharded \
+                 properties only (use `update` for the others)"
+            )));
+        }
+        match self.save(&mut entity).await {
+            Err(Error::NotFound { .. }) if from_cache => {
+                // The cached document was of an entity deleted or replaced since, and
+                // nothing was written: the change goes to the entity stored now.
+                self.main_cache.invalidate(&main);
+                let stored = self.fetch_main(&main).await?;
+                let mut fresh = self.entity_from_main::<E>(id, &main, &stored)?;
+                if let (Some(from), Some(to)) = (entity.state_mut(), fresh.state_mut()) {
+                    to.take_pending_from(from);
+                }
+                self.save(&mut fresh).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Reads the main document at `main` and caches it; [`Error::NotFound`] when absent.
+    async fn fetch_main(&self, main: &Key) -> Result<Arc<Versioned>> {
+        let Some(stored) = self.store.get(main).await? else {
+            self.main_cache.invalidate(main);
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        let stored = Arc::new(stored);
+        self.main_cache.insert(main.clone(), stored.clone());
+        Ok(stored)
+    }
+
+    /// The entity as its main document `stored` says, sharded fields neutral, with the
+    /// state a load would give it (dirty tracking, incarnation).
+    fn entity_from_main<E: Root>(&self, id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
+        let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
+        for index in 0..E::PROPERTIES.len() {
+            entity.reset_shadow(index);
+        }
+        if entity.state().is_some() {
+            let saved = entity.to_document().map_err(malformed(main))?;
+            let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
+            if let Some(state) = entity.state_mut() {
+                state.set_saved_main(saved);
+                state.set_incarnation(incarnation);
+            }
+        }
+        Ok(entity)
+    }
+}
