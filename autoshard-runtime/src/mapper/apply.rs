@@ -96,7 +96,7 @@ impl<S: DocumentStore> Mapper<S> {
             Some(stored) => stored,
             None => self.fetch_main(&main).await?,
         };
-        let mut entity = self.entity_from_main::<E>(id, &main, &stored)?;
+        let mut entity = from_main::<E>(id, &main, &stored)?;
         change(&mut entity);
         let unchanged = entity.to_document().map_err(malformed(&main))?;
         if entity.state().and_then(|s| s.saved_main()) != Some(&unchanged) {
@@ -111,7 +111,7 @@ impl<S: DocumentStore> Mapper<S> {
                 // nothing was written: the change goes to the entity stored now.
                 self.main_cache.invalidate(&main);
                 let stored = self.fetch_main(&main).await?;
-                let mut fresh = self.entity_from_main::<E>(id, &main, &stored)?;
+                let mut fresh = from_main::<E>(id, &main, &stored)?;
                 if let (Some(from), Some(to)) = (entity.state_mut(), fresh.state_mut()) {
                     to.take_pending_from(from);
                 }
@@ -131,22 +131,24 @@ impl<S: DocumentStore> Mapper<S> {
         self.main_cache.insert(main.clone(), stored.clone());
         Ok(stored)
     }
+}
 
-    /// The entity as its main document `stored` says, sharded fields neutral, with the
-    /// state a load would give it (dirty tracking, incarnation).
-    fn entity_from_main<E: Root>(&self, id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
-        let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
-        for index in 0..E::PROPERTIES.len() {
-            entity.reset_shadow(index);
-        }
-        if entity.state().is_some() {
-            let saved = entity.to_document().map_err(malformed(main))?;
-            let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
-            if let Some(state) = entity.state_mut() {
-                state.set_saved_main(saved);
-                state.set_incarnation(incarnation);
-            }
-        }
-        Ok(entity)
+/// The entity as its main document `stored` says, sharded fields neutral, with the state
+/// a load gives it (dirty tracking, incarnation); `load` then folds the shards in.
+pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
+    let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
+    for index in 0..E::PROPERTIES.len() {
+        entity.reset_shadow(index);
     }
+    if entity.state().is_some() {
+        // Re-encoded rather than the stored text, so a save right after load sees no
+        // change even if the store's encoding differs in detail.
+        let saved = entity.to_document().map_err(malformed(main))?;
+        let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
+        if let Some(state) = entity.state_mut() {
+            state.set_saved_main(saved);
+            state.set_incarnation(incarnation);
+        }
+    }
+    Ok(entity)
 }

@@ -2,8 +2,9 @@
 //! property folded over its shards (paper, section 4, "Loading"); concurrently, the
 //! dynamic shards (see `dynamic`).
 
-use super::codec::{fold_document, malformed};
-use super::layout::{self, static_shard_keys};
+use super::apply::from_main;
+use super::codec::fold_document;
+use super::layout::static_shard_keys;
 use super::Mapper;
 use crate::error::{Error, Result};
 use crate::group::Root;
@@ -87,11 +88,11 @@ impl<S: DocumentStore> Mapper<S> {
             None => read().await?,
         };
         let (found, extra) = &*shared;
-        let mut found = found.iter().cloned();
-        let Some(main_doc) = found.next().flatten() else {
+        let mut found = found.iter();
+        let Some(main_doc) = found.next().and_then(Option::as_ref) else {
             return Err(Error::NotFound { key: main });
         };
-        let mut entity = E::from_document(id.clone(), &main_doc.doc).map_err(malformed(&main))?;
+        let mut entity: E = from_main(id, &main, main_doc)?;
 
         // Every sharded property found in any shard document is folded, whatever the
         // current annotation says, so switching static <-> dynamic loses nothing.
@@ -104,19 +105,6 @@ impl<S: DocumentStore> Mapper<S> {
             fold_document(&mut entity, key, &doc.doc)?;
         }
 
-        for index in 0..E::PROPERTIES.len() {
-            entity.reset_shadow(index);
-        }
-        if entity.state().is_some() {
-            // Re-encoded rather than the stored text, so a save right after load sees no
-            // change even if the store's encoding differs in detail.
-            let saved = entity.to_document().map_err(malformed(&main))?;
-            let incarnation = Some(layout::incarnation(&main_doc.doc).unwrap_or("").to_owned());
-            if let Some(state) = entity.state_mut() {
-                state.set_saved_main(saved);
-                state.set_incarnation(incarnation);
-            }
-        }
         Ok(entity)
     }
 }
