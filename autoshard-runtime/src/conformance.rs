@@ -27,7 +27,7 @@ use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::merge::{self, Fold, Merge, Merged, WriteId, RECORD};
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
 use futures::future::{join_all, BoxFuture, FutureExt};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -92,6 +92,7 @@ cases!(
     merge_drops_records_older_than_the_horizon,
     merge_matches_the_reference_fold,
     concurrent_merges_are_exact,
+    lookup_answers_as_get_many_and_scan,
 );
 
 /// The names of all cases, in order.
@@ -1182,31 +1183,31 @@ pub async fn merge_refuses_what_it_cannot_fold_exactly(store: &dyn DocumentStore
     assert_eq!(must_get(store, &key).await.version, version);
 }
 
-/// A merge drops the record entries of other writers older than its horizon and keeps
-/// the newer ones.
+/// A merge whose sequence number is a multiple of 16 drops the record entries of other
+/// writers older than its horizon and keeps the newer ones.
 pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStore) {
     let key = Key::new(fresh_kind("MergeHorizon"), "1");
     ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
-    let at = |writer: &str, at_ms, horizon_ms| WriteId {
+    let at = |writer: &str, seq, at_ms, horizon_ms| WriteId {
         writer: writer.to_owned(),
-        seq: 1,
+        seq,
         at_ms,
         horizon_ms,
     };
     for write in [
-        at("old", 1_000, 0),
-        at("mid", 5_000, 0),
-        at("new", 9_000, 4_000),
+        at("old", 1, 1_000, 0),
+        at("mid", 1, 5_000, 0),
+        at("new", 16, 9_000, 4_000),
     ] {
         let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write);
         assert_eq!(merge_ok(store, &m).await, Merged::Applied);
     }
     let found = must_get(store, &key).await;
     let record = found.doc[RECORD].as_object().expect("a record");
-    let mut writers: Vec<&str> = record.keys().map(String::as_str).collect();
-    writers.sort_unstable();
-    assert_eq!(writers, ["mid", "new"]);
-    assert_eq!(record["new"], serde_json::json!([1, 9_000]));
+    let mut recorded: Vec<&str> = record.keys().map(String::as_str).collect();
+    recorded.sort_unstable();
+    assert_eq!(recorded, ["mid", "new"]);
+    assert_eq!(record["new"], serde_json::json!([16, 9_000]));
 }
 
 /// For each built-in fold and random operands over the whole range of the values it
@@ -1313,4 +1314,69 @@ pub async fn concurrent_merges_are_exact(store: &dyn DocumentStore) {
     });
     join_all(writers).await;
     assert_eq!(must_get(store, &key).await.doc["n"], WRITERS * EACH);
+}
+
+/// A lookup answers, for its keys, what `get_many` answers (in order, `None` for missing
+/// keys), and for each scan a first page as `scan` would (here: everything, in one page,
+/// in any order); with records off, documents equal the stored ones but for their write
+/// record.
+pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Lookup");
+    let root = Key::new(kind.as_str(), "1");
+    ok(store.insert(&root, doc(&[("n", 1.into())])).await, "insert");
+    let children: Vec<Key> = (0..3)
+        .map(|i| root.child_group("Part", i.to_string()))
+        .collect();
+    for (i, child) in (0..).zip(&children) {
+        ok(
+            store.insert(child, doc(&[("i", i.into())])).await,
+            "insert child",
+        );
+    }
+    let m = Merge::new(root.clone(), "n", SUM_I64, 1.into(), write_id("w", 1));
+    assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    let keys = vec![
+        root.clone(),
+        Key::new(kind.as_str(), "missing"),
+        children[1].clone(),
+    ];
+    let scans = vec![
+        Scan::new("Part", Some(root.clone())),
+        Scan::new("Nothing", Some(root.clone())),
+    ];
+    for records in [true, false] {
+        let lookup = Lookup {
+            keys: keys.clone(),
+            scans: scans.clone(),
+            records,
+        };
+        let found = ok(store.lookup(&lookup).await, "lookup");
+        let want = ok(store.get_many(&keys).await, "get_many");
+        assert_eq!(found.docs.len(), want.len());
+        for (got, want) in found.docs.iter().zip(&want) {
+            let strip = |v: &Option<Versioned>| {
+                v.clone().map(|mut v| {
+                    if !records {
+                        v.doc.remove(RECORD);
+                    }
+                    v
+                })
+            };
+            assert_eq!(strip(got), strip(want), "records {records}");
+        }
+        if records {
+            assert!(found.docs[0]
+                .as_ref()
+                .is_some_and(|d| merge::applied(Some(&d.doc), "w", 1)));
+        }
+        assert_eq!(found.pages.len(), 2);
+        let listed: BTreeSet<Key> = found.pages[0]
+            .items
+            .iter()
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(listed, children.iter().cloned().collect());
+        assert!(found.pages[0].next.is_none());
+        assert!(found.pages[1].items.is_empty() && found.pages[1].next.is_none());
+    }
 }

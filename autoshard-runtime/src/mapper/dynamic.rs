@@ -52,7 +52,7 @@ use crate::document::{Document, Versioned};
 use crate::entity::{Entity, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction};
 use std::ops::ControlFlow;
 
 /// How many times a load scans the dynamic shards again because compaction raced it.
@@ -179,30 +179,42 @@ impl<S: DocumentStore> Mapper<S> {
         Ok(Attempt::Committed(()))
     }
 
-    /// The shard documents a load folds besides the current static shards: every dynamic
-    /// shard and, when `E` has a dynamic property, static shards beyond the current
-    /// count (module docs).
-    pub(super) async fn read_extra_shards<E: Entity>(
+    /// The shard documents a load folds besides the current static shards, from the
+    /// first pages of [`extra_scans`] (`pages`, in that order): every dynamic shard and,
+    /// when `E` has a dynamic property, static shards beyond the current count (module
+    /// docs). A scan that needs more pages is read again in full.
+    pub(super) async fn extra_shards<E: Entity>(
         &self,
         main: &Key,
+        pages: Vec<ScanPage>,
     ) -> Result<Vec<(Key, Versioned)>> {
-        if E::PROPERTIES.is_empty() {
+        let mut pages = pages.into_iter();
+        let (Some(dynamic), old_static) = (pages.next(), pages.next()) else {
             return Ok(Vec::new());
-        }
-        if !has_dynamic::<E>() {
-            return self.read_dynamic_shards(main).await;
-        }
+        };
+        let dynamic = async {
+            if dynamic.next.is_none() {
+                // One page: one atomic read of the group.
+                Ok(dynamic.items)
+            } else {
+                self.read_dynamic_shards(main).await
+            }
+        };
         let old_static = async {
-            let all = self
-                .scan_all(layout::static_shards_scan(main).limit(LOAD_PAGE))
-                .await?;
+            let all = match old_static {
+                None => Vec::new(),
+                Some(page) if page.next.is_none() => page.items,
+                Some(_) => {
+                    self.scan_all(layout::static_shards_scan(main).limit(LOAD_PAGE))
+                        .await?
+                }
+            };
             Ok::<_, Error>(
                 all.into_iter()
                     .filter(|(key, _)| is_former_static_shard::<E>(key)),
             )
         };
-        let (mut dynamic, old_static) =
-            futures::try_join!(self.read_dynamic_shards(main), old_static)?;
+        let (mut dynamic, old_static) = futures::try_join!(dynamic, old_static)?;
         dynamic.extend(old_static);
         Ok(dynamic)
     }
@@ -234,6 +246,20 @@ impl<S: DocumentStore> Mapper<S> {
             attempts: LOAD_SCAN_ATTEMPTS,
         })
     }
+}
+
+/// The scans whose first pages a load of `E` at `main` reads with its documents (see
+/// [`Mapper::extra_shards`]): none for an entity without sharded properties, the dynamic
+/// shards, and for an entity with a dynamic property also every static shard.
+pub(super) fn extra_scans<E: Entity>(main: &Key) -> Vec<Scan> {
+    if E::PROPERTIES.is_empty() {
+        return Vec::new();
+    }
+    let mut scans = vec![layout::dynamic_shards_scan(main).limit(LOAD_PAGE)];
+    if has_dynamic::<E>() {
+        scans.push(layout::static_shards_scan(main).limit(LOAD_PAGE));
+    }
+    scans
 }
 
 /// The pending changes of the dynamic properties of `entity` that `which` selects, as a

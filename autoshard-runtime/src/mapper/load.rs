@@ -4,11 +4,12 @@
 
 use super::apply::from_main;
 use super::codec::fold_document;
+use super::dynamic::extra_scans;
 use super::layout::static_shard_keys;
 use super::Mapper;
 use crate::error::{Error, Result};
 use crate::group::Root;
-use crate::store::DocumentStore;
+use crate::store::{DocumentStore, Lookup};
 use std::sync::Arc;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -66,18 +67,25 @@ impl<S: DocumentStore> Mapper<S> {
         let mut keys = vec![main.clone()];
         keys.extend(static_shard_keys::<E>(&main));
         tracing::debug!(key = %main, documents = keys.len(), "load");
+        let lookup = Lookup {
+            keys,
+            scans: extra_scans::<E>(&main),
+            records: false,
+        };
         let read = || async {
-            let (found, extra) = futures::try_join!(
-                self.store.get_many(&keys),
-                self.read_extra_shards::<E>(&main)
-            )?;
-            if found.len() != keys.len() {
+            let found = self.store.lookup(&lookup).await?;
+            if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len() {
                 return Err(Error::backend(
-                    format!("get_many of {} keys for `{main}`", keys.len()),
-                    format!("the store answered {} entries", found.len()),
+                    format!("lookup of {} keys for `{main}`", lookup.keys.len()),
+                    format!(
+                        "the store answered {} entries and {} pages",
+                        found.docs.len(),
+                        found.pages.len()
+                    ),
                 ));
             }
-            Ok(Arc::new((found, extra)))
+            let extra = self.extra_shards::<E>(&main, found.pages).await?;
+            Ok(Arc::new((found.docs, extra)))
         };
         let shared = match &self.reads {
             Some(reads) => {
@@ -96,7 +104,7 @@ impl<S: DocumentStore> Mapper<S> {
 
         // Every sharded property found in any shard document is folded, whatever the
         // current annotation says, so switching static <-> dynamic loses nothing.
-        for (key, doc) in keys[1..].iter().zip(found) {
+        for (key, doc) in lookup.keys[1..].iter().zip(found) {
             if let Some(doc) = doc {
                 fold_document(&mut entity, key, &doc.doc)?;
             }

@@ -12,8 +12,10 @@
 //!    [`Merged::AlreadyApplied`];
 //! 3. otherwise the property becomes `fold(stored, operand)` (the operand alone when the
 //!    property is absent: a fold's neutral element is its identity), the record gets
-//!    `[seq, at_ms]` for the writer and loses every entry older than the horizon, and the
-//!    document gets a new version; the answer is [`Merged::Applied`].
+//!    `[seq, at_ms]` for the writer, and the document gets a new version; the answer is
+//!    [`Merged::Applied`]. The record may also lose entries of other writers older than
+//!    the horizon, and does lose all of them when `seq` is a multiple of 16 (so records
+//!    stay bounded while a merge need not visit every entry).
 //!
 //! A sum outside the bounds the merge gives fails with [`Error::Overflow`] and writes
 //! nothing. A store answers [`Merged::Unsupported`] (and writes nothing) for values it

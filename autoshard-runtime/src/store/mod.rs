@@ -72,6 +72,12 @@ pub use merge::{Fold, Merge, Merged, WriteId};
 ///   says so; elsewhere it is rejected with [`Error::Invalid`](crate::Error::Invalid)
 ///   and nothing is applied.
 ///
+/// **Lookups.** [`DocumentStore::lookup`] answers, for its keys, what `get_many` would,
+/// and for each of its scans the page `scan` would, with the same guarantees each (and
+/// nothing more: the parts are not one snapshot together). A store may answer it all in
+/// one round trip. With [`Lookup::records`] off, a document may come without its write
+/// record ([`merge::RECORD`]): for reads that never write the document back.
+///
 /// **Merges.** [`DocumentStore::merge`] folds an operand into one property of one
 /// document with a built-in [`Fold`], atomically, exactly as [`merge::apply`] specifies:
 /// only when the document exists (and its guard holds), at most once per write id (the
@@ -112,6 +118,15 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// `None`), one page at a time, in no promised order (see the contract above: what
     /// a page and a whole scan guarantee).
     async fn scan(&self, scan: &Scan) -> Result<ScanPage>;
+
+    /// Reads documents by key and the first page of scans, in one round trip where the
+    /// store can (see the contract above). The default implementation runs `get_many`
+    /// and the scans concurrently.
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        let pages = futures::future::try_join_all(lookup.scans.iter().map(|s| self.scan(s)));
+        let (docs, pages) = futures::try_join!(self.get_many(&lookup.keys), pages)?;
+        Ok(Found { docs, pages })
+    }
 
     /// Applies `txn` atomically if every read it lists still has the version it expects;
     /// otherwise applies nothing and answers [`Commit::Conflict`].
@@ -183,6 +198,29 @@ impl Scan {
         self.limit = limit.max(1);
         self
     }
+}
+
+/// Documents by key and first pages of scans, read together by
+/// [`DocumentStore::lookup`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lookup {
+    /// Documents to read, as `get_many` would.
+    pub keys: Vec<Key>,
+    /// Scans whose first page to read, as `scan` would.
+    pub scans: Vec<Scan>,
+    /// Whether documents must come with their write record ([`merge::RECORD`]); without
+    /// it a store may leave the record out (cheaper where a document records many
+    /// writers).
+    pub records: bool,
+}
+
+/// The answer to a [`Lookup`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Found {
+    /// One entry per key, in order, as `get_many` answers.
+    pub docs: Vec<Option<Versioned>>,
+    /// One page per scan, in order.
+    pub pages: Vec<ScanPage>,
 }
 
 /// One page of a scan.
@@ -315,6 +353,9 @@ macro_rules! forward_store {
             }
             async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
                 (**self).scan(scan).await
+            }
+            async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+                (**self).lookup(lookup).await
             }
             async fn commit(&self, txn: &Transaction) -> Result<Commit> {
                 (**self).commit(txn).await

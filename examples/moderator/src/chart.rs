@@ -1,9 +1,9 @@
-//! A chart of the benchmark like the paper's Figure 6, as SVG: grouped bars of the
-//! failed share and the mean latency of naive and autoshard, without and with
-//! transaction retries.
+//! Charts as SVG: the benchmark like the paper's Figure 6 (grouped bars of the failed
+//! share and the mean latency of naive and autoshard, without and with transaction
+//! retries), and the hot spot's votes per second against clients, one line per target.
 //!
-//! Written by hand rather than with a plotting crate: two panels of four bars need a few
-//! rectangles and labels, not a dependency to compile on every build of the workspace.
+//! Written by hand rather than with a plotting crate: a few rectangles, lines and labels,
+//! not a dependency to compile on every build of the workspace.
 
 use crate::bench::{Strategy, VariantResult};
 use std::fmt::Write as _;
@@ -145,6 +145,118 @@ fn panel(
             );
         }
     }
+}
+
+/// Colours of the hot-spot chart's lines, in target order.
+const LINES: [&str; 8] = [
+    "#000000", "#d95f02", "#1b9e77", "#66a61e", "#7570b3", "#e7298a", "#a6761d", "#e6ab02",
+];
+
+/// Votes per second against clients (a log-2 axis), one line per target, as SVG.
+#[must_use]
+pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
+    const W: f64 = 760.0;
+    const H: f64 = 420.0;
+    const LEFT: f64 = 80.0;
+    const PLOT_W: f64 = 420.0;
+    const TOP: f64 = 50.0;
+    const PLOT_HT: f64 = 300.0;
+    let mut targets: Vec<&str> = Vec::new();
+    let mut clients: Vec<usize> = Vec::new();
+    for r in rows {
+        if !targets.contains(&r.target.as_str()) {
+            targets.push(&r.target);
+        }
+        if !clients.contains(&r.clients) {
+            clients.push(r.clients);
+        }
+    }
+    clients.sort_unstable();
+    let top = nice_ceiling(rows.iter().map(|r| r.per_sec).fold(0.0, f64::max));
+    #[allow(clippy::cast_precision_loss)]
+    let x_of = |c: usize| {
+        let (lo, hi) = (
+            (*clients.first().unwrap_or(&1) as f64).max(1.0).log2(),
+            (*clients.last().unwrap_or(&1) as f64).max(1.0).log2(),
+        );
+        let span = if hi > lo { hi - lo } else { 1.0 };
+        LEFT + PLOT_W * ((c as f64).max(1.0).log2() - lo) / span
+    };
+    let y_of = |v: f64| TOP + PLOT_HT - PLOT_HT * v / top;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="14">{}</text>"#,
+        W / 2.0,
+        escape(title)
+    );
+    for step in 0..=5 {
+        let v = top * f64::from(step) / 5.0;
+        let y = y_of(v);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
+            LEFT + PLOT_W
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            LEFT - 6.0,
+            y + 4.0,
+            trim(v)
+        );
+    }
+    for &c in &clients {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">{c}</text>"#,
+            x_of(c),
+            TOP + PLOT_HT + 18.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">clients</text><text x="20" y="{}" transform="rotate(-90 20 {})" text-anchor="middle">committed votes/s</text>"#,
+        LEFT + PLOT_W / 2.0,
+        TOP + PLOT_HT + 38.0,
+        TOP + PLOT_HT / 2.0,
+        TOP + PLOT_HT / 2.0
+    );
+    for (i, target) in targets.iter().enumerate() {
+        let colour = LINES[i % LINES.len()];
+        let points: Vec<String> = clients
+            .iter()
+            .filter_map(|&c| {
+                let r = rows
+                    .iter()
+                    .find(|r| r.clients == c && r.target == *target)?;
+                Some(format!("{:.1},{:.1}", x_of(c), y_of(r.per_sec)))
+            })
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
+            points.join(" ")
+        );
+        #[allow(clippy::cast_precision_loss)]
+        let y = TOP + 10.0 + 22.0 * i as f64;
+        let x = LEFT + PLOT_W + 30.0;
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{colour}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+            x + 20.0,
+            x + 26.0,
+            y + 4.0,
+            escape(target)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
 }
 
 /// The smallest of 1, 2, 5 times a power of ten that is at least `v` (1 for `v <= 0`).

@@ -1,13 +1,21 @@
 //! The hot-spot mode: `C` concurrent clients vote on ONE question as fast as they can
-//! (closed loop: each sends its next vote when the last one answered), naive versus
-//! autoshard versus raw `HINCRBY` on the same Redis, for each `C` in one run.
+//! (closed loop: each sends its next vote when the last one answered), for each `C` in
+//! one run, on the same store:
+//! - raw `HINCRBY` (Redis only): the ceiling, one round trip, no read, no transaction;
+//! - naive: `update` of an unsharded question (read, then compare-and-set);
+//! - autoshard variants ([`TARGETS`]): `update` (load, vote, save) or `apply` (vote
+//!   without a load), with the built-in `sum` fold (the store merges) or a
+//!   `#[shard_fold]` function (read and compare-and-set on a shard), through one shared
+//!   `Mapper` (its saves coalesce and its loads share reads) or one `Mapper` per client
+//!   (as if each client were its own process), and one shared `Mapper` with coalescing
+//!   and shared reads off.
 //!
-//! `HINCRBY` is the ceiling: one round trip, no read, no transaction. The ratio of each
-//! variant's throughput to it says what the mapper's transactions cost on a hot spot.
-//! On the embedded stores there is no `HINCRBY`, and the ratio is left out.
+//! The ratio of each target's throughput to `HINCRBY`'s says what the mapper costs on a
+//! hot spot. On the embedded stores there is no `HINCRBY`, and the ratio is left out.
+//! Each row also reports the process's resident memory after it ran.
 
 use crate::backend::Backend;
-use crate::bench::{insert_question, vote, votes_of, Strategy};
+use crate::model::{FoldFnQuestion, NaiveQuestion, Question};
 use crate::progress::Progress;
 use autoshard::prelude::*;
 use futures::future::BoxFuture;
@@ -24,6 +32,8 @@ pub struct HotspotConfig {
     pub duration: Duration,
     /// Retry policy of the naive and autoshard votes.
     pub retry: RetryPolicy,
+    /// Run only the targets whose name contains one of these (all when empty).
+    pub only: Vec<String>,
 }
 
 impl Default for HotspotConfig {
@@ -32,6 +42,7 @@ impl Default for HotspotConfig {
             clients: vec![1, 8, 32, 64],
             duration: Duration::from_secs(3),
             retry: RetryPolicy::default(),
+            only: Vec::new(),
         }
     }
 }
@@ -41,7 +52,7 @@ impl Default for HotspotConfig {
 pub struct HotspotRow {
     /// Concurrent clients.
     pub clients: usize,
-    /// `raw HINCRBY`, `naive` or `autoshard`.
+    /// The target's name (see [`TARGETS`]).
     pub target: String,
     /// Votes that committed.
     pub committed: u64,
@@ -54,9 +65,90 @@ pub struct HotspotRow {
     /// Share of transaction attempts that hit a conflict, in % (`None` for raw
     /// `HINCRBY`, which has no transaction).
     pub conflict_pct: Option<f64>,
+    /// Store writes per committed vote (below 1 when saves coalesce).
+    pub writes_per_vote: Option<f64>,
     /// Whether the counter read back equals `committed`.
     pub total_matches: bool,
+    /// Resident memory of this process after the row, in MiB (Linux; `None` elsewhere).
+    pub rss_mib: Option<f64>,
 }
+
+/// How a vote reaches the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// `update`: load the question, vote, save.
+    Update,
+    /// `apply`: vote without loading the votes.
+    Apply,
+}
+
+/// The fold of the sharded votes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoldKind {
+    /// `fold = sum`: merged by the store.
+    BuiltIn,
+    /// A `#[shard_fold]` function: read and compare-and-set.
+    Function,
+}
+
+/// One thing the clients hammer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// `HINCRBY` on a plain Redis hash.
+    Raw,
+    /// `update` of [`NaiveQuestion`].
+    Naive,
+    /// A sharded question.
+    Sharded {
+        /// How votes are written.
+        write: Write,
+        /// The votes' fold.
+        fold: FoldKind,
+        /// One `Mapper` per client instead of one shared by all.
+        mapper_per_client: bool,
+        /// Coalesced saves and shared reads (the default) or neither.
+        sharing: bool,
+    },
+}
+
+const fn sharded(write: Write, fold: FoldKind, mapper_per_client: bool, sharing: bool) -> Target {
+    Target::Sharded {
+        write,
+        fold,
+        mapper_per_client,
+        sharing,
+    }
+}
+
+/// Every target, by name, in the order they run.
+pub const TARGETS: [(&str, Target); 8] = [
+    ("raw HINCRBY", Target::Raw),
+    ("naive update", Target::Naive),
+    (
+        "update sum",
+        sharded(Write::Update, FoldKind::BuiltIn, false, true),
+    ),
+    (
+        "update sum unshared",
+        sharded(Write::Update, FoldKind::BuiltIn, false, false),
+    ),
+    (
+        "update fold-fn",
+        sharded(Write::Update, FoldKind::Function, false, true),
+    ),
+    (
+        "apply sum",
+        sharded(Write::Apply, FoldKind::BuiltIn, false, true),
+    ),
+    (
+        "update sum mapper/client",
+        sharded(Write::Update, FoldKind::BuiltIn, true, true),
+    ),
+    (
+        "apply sum mapper/client",
+        sharded(Write::Apply, FoldKind::BuiltIn, true, true),
+    ),
+];
 
 /// Runs every client count against every target.
 pub async fn run(
@@ -70,72 +162,200 @@ pub async fn run(
         Backend::RedisCluster(urls) => Some(RawRedis::connect_cluster(urls).await?),
         Backend::Memory | Backend::Modelled(_) => None,
     };
+    let chosen = TARGETS.iter().filter(|(name, _)| {
+        config.only.is_empty() || config.only.iter().any(|o| name.contains(o.as_str()))
+    });
+    let chosen: Vec<_> = chosen.collect();
     let mut rows = Vec::new();
     for &clients in &config.clients {
         let mut raw_rate = None;
-        if let Some(raw) = &raw {
-            let key = format!("{namespace}-c{clients}:hincrby");
-            let (r, k) = (raw.clone(), key.clone());
-            let op: Op = Arc::new(move || {
-                let (r, k) = (r.clone(), k.clone());
-                Box::pin(async move { r.hincrby(&k).await })
-            });
-            let bar = progress.bar(
-                secs(config.duration),
-                &format!("{clients:>2} clients: raw HINCRBY"),
-            );
-            let (committed, failed, per_sec) = hammer(clients, config.duration, op, &bar).await;
-            let found = raw.hget(&key).await?;
-            raw_rate = Some(per_sec);
-            rows.push(HotspotRow {
-                clients,
-                target: "raw HINCRBY".into(),
-                committed,
-                failed,
-                per_sec,
-                ratio_to_hincrby: Some(1.0),
-                conflict_pct: None,
-                total_matches: u64::try_from(found).ok() == Some(committed),
-            });
-        }
-        for strategy in [Strategy::Naive, Strategy::Autoshard] {
-            let name = match strategy {
-                Strategy::Naive => "naive",
-                Strategy::Autoshard => "autoshard",
-            };
-            let store = backend
-                .connect(&format!("{namespace}-c{clients}-{name}"))
-                .await?;
-            let db = Mapper::new(store).with_retry(config.retry);
-            insert_question(&db, strategy, 1).await?;
-            let voter = db.clone();
-            let op: Op = Arc::new(move || {
-                let db = voter.clone();
-                Box::pin(async move { vote(&db, strategy, 1).await })
-            });
+        for &&(name, target) in &chosen {
             let bar = progress.bar(
                 secs(config.duration),
                 &format!("{clients:>2} clients: {name}"),
             );
-            let (committed, failed, per_sec) = hammer(clients, config.duration, op, &bar).await;
-            let metrics = db.metrics().snapshot();
-            let found = votes_of(&db, strategy, 1).await?;
-            #[allow(clippy::cast_precision_loss)]
-            let conflict_pct = (metrics.attempts > 0)
-                .then(|| 100.0 * metrics.conflicts as f64 / metrics.attempts as f64);
+            let ns = format!(
+                "{namespace}-c{clients}-{}",
+                name.replace([' ', ',', '/'], "_")
+            );
+            let row = match target {
+                Target::Raw => {
+                    let Some(raw) = &raw else { continue };
+                    run_raw(raw, &ns, clients, config.duration, &bar).await?
+                }
+                Target::Naive | Target::Sharded { .. } => {
+                    let store = backend.connect(&ns).await?;
+                    run_mapped(store, target, clients, config, &bar).await?
+                }
+            };
+            if target == Target::Raw {
+                raw_rate = Some(row.per_sec);
+            }
             rows.push(HotspotRow {
-                clients,
                 target: name.into(),
-                committed,
-                failed,
-                per_sec,
-                ratio_to_hincrby: raw_rate.map(|raw| per_sec / raw),
-                conflict_pct,
-                total_matches: u64::try_from(found).ok() == Some(committed),
+                ratio_to_hincrby: raw_rate.map(|raw| row.per_sec / raw),
+                ..row
             });
         }
     }
     Ok(rows)
+}
+
+async fn run_raw(
+    raw: &RawRedis,
+    key: &str,
+    clients: usize,
+    duration: Duration,
+    bar: &indicatif::ProgressBar,
+) -> Result<HotspotRow> {
+    let (r, k) = (raw.clone(), key.to_owned());
+    let op: Op = Arc::new(move || {
+        let (r, k) = (r.clone(), k.clone());
+        Box::pin(async move { r.hincrby(&k).await })
+    });
+    let (committed, failed, per_sec) = hammer(vec![op; clients], duration, bar).await;
+    let found = raw.hget(key).await?;
+    Ok(HotspotRow {
+        clients,
+        target: String::new(),
+        committed,
+        failed,
+        per_sec,
+        ratio_to_hincrby: None,
+        conflict_pct: None,
+        writes_per_vote: Some(1.0),
+        total_matches: u64::try_from(found).ok() == Some(committed),
+        rss_mib: rss_mib(),
+    })
+}
+
+async fn run_mapped(
+    store: Arc<dyn DocumentStore>,
+    target: Target,
+    clients: usize,
+    config: &HotspotConfig,
+    bar: &indicatif::ProgressBar,
+) -> Result<HotspotRow> {
+    let (per_client, sharing) = match target {
+        Target::Sharded {
+            mapper_per_client,
+            sharing,
+            ..
+        } => (mapper_per_client, sharing),
+        Target::Raw | Target::Naive => (false, true),
+    };
+    let mapper = || {
+        Mapper::new(store.clone())
+            .with_retry(config.retry)
+            .with_coalescing(sharing)
+            .with_shared_reads(sharing)
+    };
+    let first = mapper();
+    insert(&first, target).await?;
+    let mappers: Vec<_> = if per_client {
+        (0..clients).map(|_| mapper()).collect()
+    } else {
+        vec![first.clone()]
+    };
+    let ops: Vec<Op> = (0..clients)
+        .map(|i| {
+            let db = mappers[i % mappers.len()].clone();
+            let op: Op = Arc::new(move || {
+                let db = db.clone();
+                Box::pin(async move { vote(&db, target).await })
+            });
+            op
+        })
+        .collect();
+    let (committed, failed, per_sec) = hammer(ops, config.duration, bar).await;
+    let (mut attempts, mut conflicts) = (0, 0);
+    for db in &mappers {
+        let m = db.metrics().snapshot();
+        attempts += m.attempts;
+        conflicts += m.conflicts;
+    }
+    let found = votes(&first, target).await?;
+    #[allow(clippy::cast_precision_loss)]
+    let (conflict_pct, writes_per_vote) = (
+        (attempts > 0).then(|| 100.0 * conflicts as f64 / attempts as f64),
+        (committed > 0).then(|| (attempts - conflicts) as f64 / committed as f64),
+    );
+    Ok(HotspotRow {
+        clients,
+        target: String::new(),
+        committed,
+        failed,
+        per_sec,
+        ratio_to_hincrby: None,
+        conflict_pct,
+        writes_per_vote,
+        total_matches: u64::try_from(found).ok() == Some(committed),
+        rss_mib: rss_mib(),
+    })
+}
+
+/// The question every client votes on.
+const ID: u64 = 1;
+
+async fn insert(db: &Mapper<Arc<dyn DocumentStore>>, target: Target) -> Result<()> {
+    let (text, author) = ("Hot?".to_owned(), "candidate".to_owned());
+    match target {
+        Target::Raw => Ok(()),
+        Target::Naive => {
+            db.insert(&mut NaiveQuestion {
+                id: ID,
+                text,
+                author,
+                votes: 0,
+            })
+            .await
+        }
+        Target::Sharded {
+            fold: FoldKind::BuiltIn,
+            ..
+        } => db.insert(&mut Question::new(ID, text, author, 0)).await,
+        Target::Sharded {
+            fold: FoldKind::Function,
+            ..
+        } => db.insert(&mut FoldFnQuestion::new(ID, text, 0)).await,
+    }
+}
+
+async fn vote(db: &Mapper<Arc<dyn DocumentStore>>, target: Target) -> Result<()> {
+    match target {
+        Target::Raw => Ok(()),
+        Target::Naive => db.update(&ID, NaiveQuestion::vote_up).await,
+        Target::Sharded { write, fold, .. } => match (write, fold) {
+            (Write::Update, FoldKind::BuiltIn) => db.update(&ID, Question::vote_up).await,
+            (Write::Apply, FoldKind::BuiltIn) => db.apply(&ID, Question::vote_up).await,
+            (Write::Update, FoldKind::Function) => db.update(&ID, FoldFnQuestion::vote_up).await,
+            (Write::Apply, FoldKind::Function) => db.apply(&ID, FoldFnQuestion::vote_up).await,
+        },
+    }
+}
+
+async fn votes(db: &Mapper<Arc<dyn DocumentStore>>, target: Target) -> Result<i64> {
+    Ok(match target {
+        Target::Raw => 0,
+        Target::Naive => db.load::<NaiveQuestion>(&ID).await?.votes,
+        Target::Sharded {
+            fold: FoldKind::BuiltIn,
+            ..
+        } => db.load::<Question>(&ID).await?.votes,
+        Target::Sharded {
+            fold: FoldKind::Function,
+            ..
+        } => db.load::<FoldFnQuestion>(&ID).await?.votes,
+    })
+}
+
+/// Resident memory of this process in MiB (`VmRSS` of `/proc/self/status`).
+#[must_use]
+pub fn rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 type Op = Arc<dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync>;
@@ -144,19 +364,14 @@ fn secs(d: Duration) -> u64 {
     d.as_secs().max(1)
 }
 
-/// Runs `op` in `clients` closed-loop tasks for `duration`; (ok, failed, ok per second).
-async fn hammer(
-    clients: usize,
-    duration: Duration,
-    op: Op,
-    bar: &indicatif::ProgressBar,
-) -> (u64, u64, f64) {
+/// Runs each of `ops` in a closed-loop task for `duration`; (ok, failed, ok per second).
+async fn hammer(ops: Vec<Op>, duration: Duration, bar: &indicatif::ProgressBar) -> (u64, u64, f64) {
     let ok = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..clients {
-        let (op, ok, failed) = (op.clone(), ok.clone(), failed.clone());
+    for op in ops {
+        let (ok, failed) = (ok.clone(), failed.clone());
         tasks.spawn(async move {
             while start.elapsed() < duration {
                 match op().await {

@@ -1,13 +1,15 @@
 //! A Google-Moderator-style voting app on autoshard, and the AutoShard paper's experiment
 //! (section 5, Figure 6) as a benchmark.
 //!
-//! - [`model`]: the entities (`Question` with sharded votes, its naive twin, `Response`).
+//! - [`model`]: the entities (`Question` with sharded votes, its naive twin, its twin with
+//!   a fold function, `Response`).
 //! - [`responses`]: the one place that writes and reads responses.
 //! - [`app`]: seed questions, simulate users voting and responding, check the leaderboard.
 //! - [`bench`]: the paper's open-loop workload in four variants.
 //! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
+//! - [`latency`]: one client: medians of loads and votes, and their ratios.
 //! - [`backend`]: which store to run on, and connecting to it.
-//! - [`report`], [`chart`]: tables, CSV, JSON and the SVG chart.
+//! - [`report`], [`chart`]: tables, CSV, JSON and the SVG charts.
 //!
 //! The library prints nothing; the `moderator` binary does.
 
@@ -16,6 +18,7 @@ pub mod backend;
 pub mod bench;
 pub mod chart;
 pub mod hotspot;
+pub mod latency;
 pub mod model;
 pub mod progress;
 pub mod report;

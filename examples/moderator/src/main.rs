@@ -1,11 +1,13 @@
-//! `moderator`: the voting app (default), the paper's benchmark (`bench`) and the
-//! hot-spot mode (`hotspot`), on the embedded store or on Redis.
+//! `moderator`: the voting app (default), the paper's benchmark (`bench`), the hot-spot
+//! mode (`hotspot`) and one client's latencies (`latency`), on the embedded store or on
+//! Redis.
 
 use autoshard::Error;
 use autoshard_moderator::app::{self, AppConfig};
 use autoshard_moderator::backend::{Backend, ModelledLatency};
 use autoshard_moderator::bench::{self, BenchConfig};
 use autoshard_moderator::hotspot::{self, HotspotConfig};
+use autoshard_moderator::latency;
 use autoshard_moderator::progress::Progress;
 use autoshard_moderator::{chart, report};
 use clap::{Args, Parser, Subcommand};
@@ -28,8 +30,10 @@ enum Command {
     App(AppArgs),
     /// The paper's experiment: votes at a fixed rate over 16 questions, four variants.
     Bench(BenchArgs),
-    /// C clients on ONE question: naive vs autoshard vs raw HINCRBY.
+    /// C clients on ONE question: naive vs autoshard variants vs raw HINCRBY.
     Hotspot(HotspotArgs),
+    /// One client on one question: median latency of loads and votes, and their ratios.
+    Latency(LatencyArgs),
 }
 
 /// Where to run.
@@ -111,9 +115,24 @@ struct HotspotArgs {
     /// Seconds per client count and target.
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
+    /// Run only the targets whose name contains one of these (e.g. `--only HINCRBY,apply`).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Draw votes/s against clients, one line per target, into this SVG file.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct LatencyArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Rounds (each times every operation once).
+    #[arg(long, default_value_t = 2000)]
+    rounds: usize,
 }
 
 #[tokio::main]
@@ -206,6 +225,7 @@ async fn run(command: Command) -> Result<bool, String> {
             let config = HotspotConfig {
                 clients: args.clients,
                 duration: seconds(args.duration)?,
+                only: args.only,
                 ..HotspotConfig::default()
             };
             let format = args.out.as_deref().map(report::Format::of).transpose()?;
@@ -222,7 +242,20 @@ async fn run(command: Command) -> Result<bool, String> {
                 let text = report::render(format, &rows, || report::hotspot_csv(&rows))?;
                 write(path, &text)?;
             }
+            if let Some(path) = &args.plot {
+                let title = format!("Hot spot on {backend}: committed votes/s, one question");
+                write(path, &chart::hotspot(&rows, &title))?;
+            }
             Ok(rows.iter().all(|r| r.total_matches))
+        }
+        Command::Latency(args) => {
+            let backend = backend(&args.store, None)?;
+            println!("latency on {backend}: one client, {} rounds", args.rounds);
+            let rows = latency::run(&backend, &namespace(&args.store), args.rounds.max(1))
+                .await
+                .map_err(chain)?;
+            print!("{}", latency::table(&rows));
+            Ok(true)
         }
     }
 }

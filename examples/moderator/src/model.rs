@@ -1,7 +1,10 @@
 //! The application's entities, written exactly as a user of `autoshard` writes them.
 //!
-//! - [`Question`]: the hot spot. Its `votes` are sharded over 10 static shards, so a vote
-//!   commits to one random shard instead of the question's document.
+//! - [`Question`]: the hot spot. Its `votes` are sharded over 10 static shards with the
+//!   built-in `sum` fold, so a vote is one merge into one random shard (no read, no
+//!   conflict) instead of a transaction on the question's document.
+//! - [`FoldFnQuestion`]: the same with a `#[shard_fold]` function, folded by read and
+//!   compare-and-set on a shard (the paper's scheme), for the hot-spot benchmark.
 //! - [`NaiveQuestion`]: the same question without annotations, the paper's naive baseline
 //!   (every vote is an optimistic read-modify-write of the one document).
 //! - [`Response`]: an answer to a question.
@@ -29,13 +32,36 @@ pub struct Question {
     pub text: String,
     /// Who asked.
     pub author: String,
-    /// Up-votes so far: the fold (sum) of the 10 shards.
-    #[shardable(neutral = 0, shards = 10)]
+    /// Up-votes so far: the sum of the 10 shards, which the store adds up itself.
+    #[shardable(shards = 10, fold = sum)]
     pub votes: i64,
 }
 
 impl Question {
     /// One more vote. Runs on the shadow and on the aggregate (`#[shard_method]`).
+    #[shard_method]
+    pub fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+}
+
+/// [`Question`] with its fold written as a function: the store cannot apply it, so a
+/// vote reads a shard, folds, and commits expecting the version read.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct FoldFnQuestion {
+    /// The question's number.
+    #[id]
+    pub id: u64,
+    /// What is asked.
+    pub text: String,
+    /// Up-votes so far: the fold of the 10 shards with [`FoldFnQuestion::fold_votes`].
+    #[shardable(neutral = 0, shards = 10)]
+    pub votes: i64,
+}
+
+impl FoldFnQuestion {
+    /// One more vote.
     #[shard_method]
     pub fn vote_up(&mut self) {
         self.votes += 1;

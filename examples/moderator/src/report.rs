@@ -97,21 +97,34 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:>7}  {:<12} {:>10} {:>8} {:>12} {:>12} {:>10}  totals",
-        "clients", "target", "committed", "failed", "votes/s", "/ HINCRBY", "conflicts"
+        "{:>7}  {:<27} {:>9} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8}  totals",
+        "clients",
+        "target",
+        "committed",
+        "failed",
+        "votes/s",
+        "/HINCRBY",
+        "conflicts",
+        "wr/vote",
+        "RSS MiB"
     );
     for r in rows {
-        let ratio = r
-            .ratio_to_hincrby
-            .map_or_else(|| "n/a".to_owned(), |x| format!("{x:.3}"));
-        let conflicts = r
-            .conflict_pct
-            .map_or_else(|| "n/a".to_owned(), |x| format!("{x:.1}%"));
+        let opt = |x: Option<f64>, digits: usize, suffix: &str| {
+            x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.digits$}{suffix}"))
+        };
         let totals = if r.total_matches { "ok" } else { "MISMATCH" };
         let _ = writeln!(
             out,
-            "{:>7}  {:<12} {:>10} {:>8} {:>12.0} {:>12} {:>10}  {totals}",
-            r.clients, r.target, r.committed, r.failed, r.per_sec, ratio, conflicts
+            "{:>7}  {:<27} {:>9} {:>6} {:>9.0} {:>9} {:>9} {:>8} {:>8}  {totals}",
+            r.clients,
+            r.target,
+            r.committed,
+            r.failed,
+            r.per_sec,
+            opt(r.ratio_to_hincrby, 3, ""),
+            opt(r.conflict_pct, 1, "%"),
+            opt(r.writes_per_vote, 2, ""),
+            opt(r.rss_mib, 0, ""),
         );
     }
     out
@@ -155,19 +168,23 @@ pub fn bench_csv(results: &[VariantResult]) -> String {
 #[must_use]
 pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
     let mut out = String::from(
-        "clients,target,committed,failed,per_sec,ratio_to_hincrby,conflict_pct,total_matches\n",
+        "clients,target,committed,failed,per_sec,ratio_to_hincrby,conflict_pct,writes_per_vote,total_matches,rss_mib\n",
     );
+    let opt = |x: Option<f64>| x.map_or_else(String::new, |x| format!("{x:.4}"));
     for r in rows {
-        let ratio = r
-            .ratio_to_hincrby
-            .map_or_else(String::new, |x| format!("{x:.4}"));
-        let conflicts = r
-            .conflict_pct
-            .map_or_else(String::new, |x| format!("{x:.3}"));
         let _ = writeln!(
             out,
-            "{},{},{},{},{:.3},{ratio},{conflicts},{}",
-            r.clients, r.target, r.committed, r.failed, r.per_sec, r.total_matches
+            "{},\"{}\",{},{},{:.3},{},{},{},{},{}",
+            r.clients,
+            r.target,
+            r.committed,
+            r.failed,
+            r.per_sec,
+            opt(r.ratio_to_hincrby),
+            opt(r.conflict_pct),
+            opt(r.writes_per_vote),
+            r.total_matches,
+            opt(r.rss_mib),
         );
     }
     out

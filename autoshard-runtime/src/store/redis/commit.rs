@@ -6,21 +6,35 @@ use super::index::OutOfSlotIndex;
 use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::store::merge::RECORD;
 use crate::store::{Transaction, Write};
 use ::redis::Value;
 use std::collections::{HashMap, HashSet};
 
-/// The `name, JSON` argument pairs of `doc`'s properties (the layout in `lua/commit.lua`).
+/// The `field, JSON` argument pairs of `doc` (the layout in `lua/commit.lua`): `p:name`
+/// per property, and `w:<writer>` per entry of the write record.
 fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<String>> {
     let mut args = Vec::with_capacity(2 * doc.len());
-    for (name, value) in doc {
-        let json = serde_json::to_string(value).map_err(|e| Error::Malformed {
+    let json = |field: &str, value: &serde_json::Value| {
+        serde_json::to_string(value).map_err(|e| Error::Malformed {
             key: key.clone(),
-            field: name.clone(),
+            field: field.to_owned(),
             reason: format!("cannot be encoded as JSON: {e}"),
-        })?;
-        args.push(name.clone());
-        args.push(json);
+        })
+    };
+    for (name, value) in doc {
+        match value {
+            serde_json::Value::Object(entries) if name == RECORD => {
+                for (writer, entry) in entries {
+                    args.push(format!("w:{writer}"));
+                    args.push(json(name, entry)?);
+                }
+            }
+            _ => {
+                args.push(format!("p:{name}"));
+                args.push(json(name, value)?);
+            }
+        }
     }
     Ok(args)
 }

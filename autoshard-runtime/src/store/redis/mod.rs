@@ -4,12 +4,14 @@
 //! scripts. It does not know about entities, shards or retries (the mapper does).
 //!
 //! # Layout
-//! - A document is a Redis **hash**: field `v` holds its version (decimal), and each
-//!   property `name` is a field `p:name` holding that property's JSON. A script reads and
-//!   compares the version with one `HGET` and never decodes a document in Lua (whose
-//!   numbers are doubles: it would round large integers); a merge (`lua/merge.lua`)
-//!   touches only the property it folds and the write record `~w`, with integers kept as
-//!   decimal text. A foreign value at one of our keys is easy to tell apart (another type,
+//! - A document is a Redis **hash**: field `v` holds its version (decimal), each
+//!   property `name` is a field `p:name` holding that property's JSON, and each entry of
+//!   the write record `~w` (see [`crate::store::merge`]) is a field `w:<writer>` holding
+//!   `[seq,at_ms]`. A script reads and compares the version with one `HGET` and never
+//!   decodes a document in Lua (whose numbers are doubles: it would round large
+//!   integers); a merge (`lua/merge.lua`) touches only the property it folds and its
+//!   writer's record entry, with integers kept as decimal text, whatever the number of
+//!   writers the document records. A foreign value at one of our keys is easy to tell apart (another type,
 //!   or a hash with other fields) and is reported as [`Error::Malformed`] naming the key,
 //!   never overwritten.
 //! - The Redis key of a document is the namespace prefix followed by [`Key::encode`]:
@@ -86,7 +88,9 @@ pub use options::RedisOptions;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction};
+use crate::store::{
+    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+};
 use ::redis::Script;
 use async_trait::async_trait;
 use commit::Applied;
@@ -221,7 +225,7 @@ impl RedisStore {
 #[async_trait]
 impl DocumentStore for RedisStore {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        let mut docs = self.read(std::slice::from_ref(key)).await?;
+        let mut docs = self.read(std::slice::from_ref(key), true).await?;
         Ok(docs.pop().flatten())
     }
 
@@ -229,7 +233,7 @@ impl DocumentStore for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        self.read(keys).await
+        self.read(keys, true).await
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
@@ -263,7 +267,11 @@ impl DocumentStore for RedisStore {
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        self.scan_page(scan).await
+        self.scan_page(scan, true).await
+    }
+
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        self.lookup_all(lookup).await
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {

@@ -5,13 +5,15 @@ use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Scan, ScanPage};
+use crate::store::merge::RECORD;
+use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::Value;
 use std::collections::BTreeMap;
 
 impl RedisStore {
-    /// Reads documents with one read script per slot (one in all on a standalone server).
-    pub(super) async fn read(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
+    /// Reads documents with one read script per slot (one in all on a standalone server),
+    /// with their write records or (`records` off) without.
+    pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
         let names: Vec<String> = keys.iter().map(|k| self.layout.doc(k)).collect();
         let mut batches: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
@@ -24,6 +26,7 @@ impl RedisStore {
         }
         let calls = batches.into_values().map(|positions| {
             let mut invocation = self.read_script.prepare_invoke();
+            invocation.arg(flag(records));
             for &i in &positions {
                 invocation.key(&names[i]);
             }
@@ -56,21 +59,49 @@ impl RedisStore {
         let items = reply::array(entry).ok_or_else(bad)?;
         match items.first().and_then(reply::int) {
             Some(0) => Ok(None),
-            Some(1) if items.len() % 2 == 0 => {
-                let version = reply::uint(&items[1]).ok_or_else(bad)?;
+            Some(1) if items.len() == 2 => {
+                let fields = reply::array(&items[1]).ok_or_else(bad)?;
+                let foreign = || Error::Malformed {
+                    key: key.clone(),
+                    field: WHOLE_DOCUMENT.to_owned(),
+                    reason: "a Redis hash that is not an autoshard document (a version `v`, \
+                             `p:` and `w:` fields)"
+                        .to_owned(),
+                };
+                let mut version = None;
                 let mut doc = Document::new();
-                for pair in items[2..].chunks_exact(2) {
-                    let name = reply::text(&pair[0]).ok_or_else(bad)?;
-                    let json = match &pair[1] {
+                let mut record = serde_json::Map::new();
+                for pair in fields.chunks_exact(2) {
+                    let field = reply::text(&pair[0]).ok_or_else(foreign)?;
+                    let bytes = match &pair[1] {
                         Value::BulkString(bytes) => bytes.as_slice(),
                         _ => return Err(bad()),
                     };
-                    let value = serde_json::from_slice(json).map_err(|e| Error::Malformed {
-                        key: key.clone(),
-                        field: name.to_owned(),
-                        reason: format!("field `p:{name}` does not hold JSON: {e}"),
-                    })?;
-                    doc.insert(name.to_owned(), value);
+                    let json = |field: &str| {
+                        serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
+                            key: key.clone(),
+                            field: field.to_owned(),
+                            reason: format!("field `{field}` does not hold JSON: {e}"),
+                        })
+                    };
+                    match field.split_at_checked(2) {
+                        Some(("p:", name)) => {
+                            doc.insert(name.to_owned(), json(field)?);
+                        }
+                        Some(("w:", writer)) => {
+                            record.insert(writer.to_owned(), json(field)?);
+                        }
+                        _ if field == "v" => {
+                            version = std::str::from_utf8(bytes)
+                                .ok()
+                                .and_then(|v| v.parse::<u64>().ok());
+                        }
+                        _ => return Err(foreign()),
+                    }
+                }
+                let version = version.ok_or_else(foreign)?;
+                if !record.is_empty() {
+                    doc.insert(RECORD.to_owned(), serde_json::Value::Object(record));
                 }
                 Ok(Some(Versioned {
                     doc,
@@ -92,22 +123,19 @@ impl RedisStore {
 
     /// One scan page: one read script that lists the page and reads, atomically, the
     /// documents in the index's own entity group (module docs).
-    pub(super) async fn scan_page(&self, scan: &Scan) -> Result<ScanPage> {
+    pub(super) async fn scan_page(&self, scan: &Scan, records: bool) -> Result<ScanPage> {
         let index = self.layout.index(scan.parent.as_ref(), &scan.kind);
         let limit = scan.limit.max(1);
-        let min = scan
-            .cursor
-            .as_ref()
-            .map_or_else(|| "-".to_owned(), |c| format!("({c}"));
         let what = format!("scan of `{index}`");
         // One script lists the page and reads its documents: atomic for the members in
         // the index's own entity group (all of them on a standalone server).
         let mut invocation = self.read_script.prepare_invoke();
         invocation
             .key(&index)
+            .arg(flag(records))
             .arg("scan")
             .arg(self.layout.prefix())
-            .arg(min)
+            .arg(cursor_min(scan))
             .arg(limit)
             .arg(if self.is_cluster() { "0" } else { "1" });
         let mut conn = self.conns.get();
@@ -115,8 +143,84 @@ impl RedisStore {
             .invoke_async(&mut conn)
             .await
             .map_err(|e| self.backend(&what, e))?;
+        self.decode_page(scan, &index, &reply, records).await
+    }
+
+    /// A lookup: on a standalone server one read script for all of it; on a cluster the
+    /// documents (one script per slot) and each scan page, concurrently.
+    pub(super) async fn lookup_all(&self, lookup: &Lookup) -> Result<Found> {
+        if self.is_cluster() || lookup.scans.is_empty() || lookup.keys.is_empty() {
+            let pages = lookup
+                .scans
+                .iter()
+                .map(|s| self.scan_page(s, lookup.records));
+            let docs = async {
+                if lookup.keys.is_empty() {
+                    Ok(Vec::new())
+                } else {
+                    self.read(&lookup.keys, lookup.records).await
+                }
+            };
+            let (docs, pages) = futures::try_join!(docs, futures::future::try_join_all(pages))?;
+            return Ok(Found { docs, pages });
+        }
+        let what = format!("lookup of `{}`", lookup.keys[0]);
+        let mut invocation = self.read_script.prepare_invoke();
+        for key in &lookup.keys {
+            invocation.key(self.layout.doc(key));
+        }
+        invocation
+            .arg(flag(lookup.records))
+            .arg("lookup")
+            .arg(lookup.keys.len())
+            .arg(self.layout.prefix());
+        let mut indexes = Vec::with_capacity(lookup.scans.len());
+        for scan in &lookup.scans {
+            let index = self.layout.index(scan.parent.as_ref(), &scan.kind);
+            invocation
+                .key(&index)
+                .arg(cursor_min(scan))
+                .arg(scan.limit.max(1));
+            indexes.push(index);
+        }
+        let mut conn = self.conns.get();
+        let reply: Value = invocation
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.backend(&what, e))?;
         let bad = || self.backend(&what, reply::unexpected("the read script", &reply));
-        let (members, entries) = match reply::array(&reply) {
+        let parts = reply::array(&reply)
+            .filter(|parts| parts.len() == 1 + lookup.scans.len())
+            .ok_or_else(bad)?;
+        let entries = reply::array(&parts[0])
+            .filter(|entries| entries.len() == lookup.keys.len())
+            .ok_or_else(bad)?;
+        let docs = lookup
+            .keys
+            .iter()
+            .zip(entries)
+            .map(|(key, entry)| self.decode_entry(key, entry))
+            .collect::<Result<_>>()?;
+        let mut pages = Vec::with_capacity(lookup.scans.len());
+        for ((scan, index), part) in lookup.scans.iter().zip(&indexes).zip(&parts[1..]) {
+            pages.push(self.decode_page(scan, index, part, lookup.records).await?);
+        }
+        Ok(Found { docs, pages })
+    }
+
+    /// A scan page from the read script's `{members, entries}`, reading the documents it
+    /// left to the caller (in groups of their own, on a cluster).
+    async fn decode_page(
+        &self,
+        scan: &Scan,
+        index: &str,
+        reply: &Value,
+        records: bool,
+    ) -> Result<ScanPage> {
+        let what = format!("scan of `{index}`");
+        let limit = scan.limit.max(1);
+        let bad = || self.backend(&what, reply::unexpected("the read script", reply));
+        let (members, entries) = match reply::array(reply) {
             Some([members, entries]) => (
                 reply::array(members).ok_or_else(bad)?,
                 reply::array(entries).ok_or_else(bad)?,
@@ -153,7 +257,7 @@ impl RedisStore {
         if !elsewhere.is_empty() {
             // Documents in groups of their own (cluster only): read after the listing.
             let keys: Vec<Key> = elsewhere.iter().map(|&i| found[i].0.clone()).collect();
-            for (&i, doc) in elsewhere.iter().zip(self.read(&keys).await?) {
+            for (&i, doc) in elsewhere.iter().zip(self.read(&keys, records).await?) {
                 found[i].1 = doc;
             }
         }
@@ -163,4 +267,20 @@ impl RedisStore {
             .collect();
         Ok(ScanPage { items, next })
     }
+}
+
+/// The read script's flag for `records`.
+fn flag(records: bool) -> &'static str {
+    if records {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+/// The `ZRANGEBYLEX` start of `scan`: from the beginning, or after its cursor.
+fn cursor_min(scan: &Scan) -> String {
+    scan.cursor
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |c| format!("({c}"))
 }

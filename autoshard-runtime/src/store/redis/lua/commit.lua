@@ -1,7 +1,9 @@
 -- autoshard: apply an optimistic transaction atomically (server side, no WATCH).
 --
--- A document is a Redis hash: field `v` holds its version, and each property `name` is
--- a field `p:name` holding that property's JSON.
+-- A document is a Redis hash: field `v` holds its version, each property `name` is a
+-- field `p:name` holding that property's JSON, except the write record `~w`, whose entry
+-- for each writer is a field `w:<writer>` holding `[seq,at_ms]` (so a merge reads and
+-- writes one entry, not the whole record).
 --
 -- KEYS: every Redis key the call touches (documents, version counters, scan indexes),
 -- each once; ARGV refers to them by 1-based position.
@@ -10,8 +12,8 @@
 --                ours (or absent), anything else: the version it must have.
 -- ARGV[next]   number of writes W, then W groups:
 --                key position, counter position, op ('p' put | 'd' delete),
---                index position (0: none here), number of properties P (0 for a
---                delete), then P pairs: property name, property JSON.
+--                index position (0: none here), number of fields P (0 for a
+--                delete), then P pairs: field name (`p:...` or `w:...`), its JSON.
 -- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
 --              Redis key without the namespace (its `Key::encode()`).
 --
@@ -28,7 +30,7 @@ local function inspect(key)
   if t == 'none' then
     return false
   end
-  local reason = 'a Redis hash that is not an autoshard document (a version `v` and `p:` fields)'
+  local reason = 'a Redis hash that is not an autoshard document (a version `v`, `p:` and `w:` fields)'
   if t ~= 'hash' then
     return nil, 'a Redis ' .. t .. ' value, not an autoshard document'
   end
@@ -37,7 +39,8 @@ local function inspect(key)
     return nil, reason
   end
   for _, name in ipairs(redis.call('HKEYS', key)) do
-    if name ~= 'v' and string.sub(name, 1, 2) ~= 'p:' then
+    local prefix = string.sub(name, 1, 2)
+    if name ~= 'v' and prefix ~= 'p:' and prefix ~= 'w:' then
       return nil, reason
     end
   end
@@ -51,16 +54,19 @@ for _ = 1, checks do
   local at = tonumber(ARGV[pos])
   local want = ARGV[pos + 1]
   pos = pos + 2
-  local have, reason = inspect(KEYS[at])
-  if have == nil then
-    return { 'malformed', at, reason }
-  end
-  if want == '-' then
-    if have then
-      return { 'conflict', at }
+  -- Fast path: the version expected is there (a document whose version a read handed
+  -- out is ours); anything else gets the full inspection.
+  local quick = want ~= '-' and want ~= '*' and redis.pcall('HGET', KEYS[at], 'v')
+  if quick ~= want then
+    local have, reason = inspect(KEYS[at])
+    if have == nil then
+      return { 'malformed', at, reason }
     end
-  elseif want ~= '*' then
-    if have ~= want then
+    if want == '-' then
+      if have then
+        return { 'conflict', at }
+      end
+    elseif want ~= '*' then
       return { 'conflict', at }
     end
   end
@@ -84,9 +90,8 @@ end
 local ns_len = tonumber(ARGV[#ARGV])
 -- The version counters must hold integers, or INCR would fail halfway through.
 for _, w in ipairs(writes) do
-  local counter = KEYS[w.counter_at]
-  local t = redis.call('TYPE', counter)['ok']
-  if t ~= 'none' and (t ~= 'string' or not string.match(redis.call('GET', counter), '^%d+$')) then
+  local value = redis.pcall('GET', KEYS[w.counter_at])
+  if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
     return { 'malformed', w.counter_at, 'a version counter that does not hold an integer' }
   end
 end
@@ -100,14 +105,14 @@ for _, w in ipairs(writes) do
     -- In slices, so that no call gets more arguments than Lua's stack allows.
     local batch = {}
     for i = 0, w.props - 1 do
-      batch[#batch + 1] = 'p:' .. ARGV[w.first + 2 * i]
+      batch[#batch + 1] = ARGV[w.first + 2 * i]
       batch[#batch + 1] = ARGV[w.first + 2 * i + 1]
       if #batch >= 200 or i == w.props - 1 then
         redis.call('HSET', w.key, unpack(batch))
         batch = {}
       end
     end
-    if w.index > 0 then
+    if w.index > 0 and existed == 0 then
       redis.call('ZADD', KEYS[w.index], 0, member)
     end
     out[#out + 1] = version

@@ -10,7 +10,11 @@
 -- Numbers are never Lua numbers where exactness matters: integers stay decimal text
 -- (sums, comparisons and bounds on digit strings), and union elements stay the JSON
 -- text serde_json wrote (equal values, equal texts). Only the write record's sequence
--- numbers and times go through cjson; they stay far below 2^53.
+-- numbers and times are Lua numbers; they stay far below 2^53.
+--
+-- The record entry of the merge's writer is one field `w:<writer>` = `[seq,at_ms]`; the
+-- entries of other writers older than the horizon are dropped on one merge in 16 (by
+-- sequence number), so a merge costs the same however many writers a document records.
 --
 -- Reply: {'applied'} | {'already'} | {'missing'} | {'unsupported'} | {'overflow'}
 --        | {'malformed', reason}
@@ -21,39 +25,32 @@ local sum_min, sum_max = ARGV[4], ARGV[5]
 local writer, seq, at_ms, horizon = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local guard, guard_mode, guard_value = ARGV[10], ARGV[11], ARGV[12]
 
-local t = redis.call('TYPE', key)['ok']
-if t == 'none' then
-  return { 'missing' }
-end
-local version = t == 'hash' and redis.call('HGET', key, 'v')
-if not version or not string.match(version, '^%d+$') then
+-- One read: the version, the guard property, this writer's record entry, the value.
+local fields = redis.pcall('HMGET', key, 'v', 'p:' .. (guard ~= '' and guard or property),
+  'w:' .. writer, 'p:' .. property)
+if fields.err then
   return { 'malformed', 'not an autoshard document' }
 end
-for _, name in ipairs(redis.call('HKEYS', key)) do
-  if name ~= 'v' and string.sub(name, 1, 2) ~= 'p:' then
+local version, guarded, entry, stored = fields[1], fields[2], fields[3], fields[4]
+if not version then
+  if redis.call('EXISTS', key) == 1 then
     return { 'malformed', 'a Redis hash that is not an autoshard document' }
   end
+  return { 'missing' }
+end
+if not string.match(version, '^%d+$') then
+  return { 'malformed', 'not an autoshard document' }
 end
 
 if guard ~= '' then
-  local have = redis.call('HGET', key, 'p:' .. guard)
-  if (guard_mode == '-' and have) or (guard_mode == '=' and have ~= guard_value) then
+  if (guard_mode == '-' and guarded) or (guard_mode == '=' and guarded ~= guard_value) then
     return { 'missing' }
   end
 end
 
--- The write record: {writer: [seq, at_ms]}.
-local record = {}
-local stored_record = redis.call('HGET', key, 'p:~w')
-if stored_record then
-  local ok, decoded = pcall(cjson.decode, stored_record)
-  if not ok or type(decoded) ~= 'table' then
-    return { 'malformed', 'the write record `~w` is not a JSON object' }
-  end
-  record = decoded
-end
-local mine = record[writer]
-if type(mine) == 'table' and tonumber(mine[1]) and tonumber(mine[1]) >= seq then
+-- This writer's entry of the write record.
+local mine = entry and tonumber(string.match(entry, '^%[(%d+),'))
+if mine and mine >= seq then
   return { 'already' }
 end
 
@@ -197,7 +194,15 @@ local function elements(text)
   end
 end
 
-local stored = redis.call('HGET', key, 'p:' .. property)
+if not stored then
+  -- A hash holding none of the property may be a foreign one with a `v` field.
+  for _, name in ipairs(redis.call('HKEYS', key)) do
+    local prefix = string.sub(name, 1, 2)
+    if name ~= 'v' and prefix ~= 'p:' and prefix ~= 'w:' then
+      return { 'malformed', 'a Redis hash that is not an autoshard document' }
+    end
+  end
+end
 local folded
 if fold == 'union' then
   local mine_items = elements(operand)
@@ -234,19 +239,18 @@ else
   end
 end
 
--- The record with this write, without entries older than the horizon.
-local entries = {}
-for w, entry in pairs(record) do
-  local at = type(entry) == 'table' and tonumber(entry[2])
-  if w ~= writer and at and at >= horizon then
-    entries[#entries + 1] = cjson.encode(w) .. ':[' .. string.format('%.0f', tonumber(entry[1]) or 0)
-      .. ',' .. string.format('%.0f', at) .. ']'
+local new_version = redis.call('INCR', counter)
+redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded,
+  'w:' .. writer, '[' .. string.format('%.0f', math.max(seq, mine or 0)) .. ',' .. string.format('%.0f', at_ms) .. ']')
+if seq % 16 == 0 then
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'w:' then
+      local at = tonumber(string.match(fields[i + 1], ',(%d+)%]$'))
+      if at and at < horizon then
+        redis.call('HDEL', key, fields[i])
+      end
+    end
   end
 end
-local last = math.max(seq, type(mine) == 'table' and tonumber(mine[1]) or 0)
-entries[#entries + 1] = cjson.encode(writer) .. ':[' .. string.format('%.0f', last) .. ','
-  .. string.format('%.0f', at_ms) .. ']'
-
-local new_version = redis.call('INCR', counter)
-redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded, 'p:~w', '{' .. table.concat(entries, ',') .. '}')
 return { 'applied' }
