@@ -25,7 +25,8 @@ use std::time::Duration;
 pub enum Strategy {
     /// [`NaiveQuestion`]: optimistic read-modify-write of the question's document.
     Naive,
-    /// [`Question`]: load (fold 10 shards), `vote_up`, save into one random shard.
+    /// [`Question`]: load (fold 10 shards), `vote_up`, save into one random shard (a
+    /// merge: the store adds the vote in).
     Autoshard,
 }
 
@@ -177,10 +178,13 @@ pub async fn run_variant(
     } else {
         RetryPolicy::none()
     };
-    // Every simulated user is an independent client, as in the paper: no shard lanes.
+    // Every simulated user is an independent client, as in the paper: no shard lanes,
+    // no coalesced saves, no shared reads.
     let db = Mapper::new(store)
         .with_retry(policy)
-        .with_shard_lanes(false);
+        .with_shard_lanes(false)
+        .with_coalescing(false)
+        .with_shared_reads(false);
     for id in 1..=config.questions {
         insert_question(&db, variant.strategy, id).await?;
     }
