@@ -10,8 +10,7 @@
 //! gone or replaced, `apply` drops the cached document and tries once more from the
 //! store, so it applies to the entity stored when it runs, or fails with `NotFound`.
 
-use super::codec::malformed;
-use super::layout;
+use super::codec::{from_main, malformed};
 use super::Mapper;
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -131,24 +130,4 @@ impl<S: DocumentStore> Mapper<S> {
         self.main_cache.insert(main.clone(), stored.clone());
         Ok(stored)
     }
-}
-
-/// The entity as its main document `stored` says, sharded fields neutral, with the state
-/// a load gives it (dirty tracking, incarnation); `load` then folds the shards in.
-pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
-    let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
-    for index in 0..E::PROPERTIES.len() {
-        entity.reset_shadow(index);
-    }
-    if entity.state().is_some() {
-        // Re-encoded rather than the stored text, so a save right after load sees no
-        // change even if the store's encoding differs in detail.
-        let saved = entity.to_document().map_err(malformed(main))?;
-        let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
-        if let Some(state) = entity.state_mut() {
-            state.set_saved_main(saved);
-            state.set_incarnation(incarnation);
-        }
-    }
-    Ok(entity)
 }

@@ -1,9 +1,12 @@
-//! Between stored documents and entity values: folding a shard document into an entity,
-//! and errors that name the key and the property a bad value came from. No store calls.
+//! Between stored documents and entity values: an entity from its main document, folding
+//! a shard document into it, and errors that name the key and the property a bad value
+//! came from. No store calls.
 
-use crate::document::Document;
+use super::layout;
+use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, FieldError, Result};
+use crate::group::Root;
 use crate::key::Key;
 
 /// Attaches the key to an entity hook's [`FieldError`].
@@ -30,4 +33,24 @@ pub(super) fn fold_document<E: Entity>(entity: &mut E, key: &Key, doc: &Document
         }
     }
     Ok(())
+}
+
+/// The entity as its main document `stored` says, sharded fields neutral, with the state
+/// a load gives it (dirty tracking, incarnation); `load` then folds the shards in.
+pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
+    let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
+    for index in 0..E::PROPERTIES.len() {
+        entity.reset_shadow(index);
+    }
+    if entity.state().is_some() {
+        // Re-encoded rather than the stored text, so a save right after load sees no
+        // change even if the store's encoding differs in detail.
+        let saved = entity.to_document().map_err(malformed(main))?;
+        let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
+        if let Some(state) = entity.state_mut() {
+            state.set_saved_main(saved);
+            state.set_incarnation(incarnation);
+        }
+    }
+    Ok(entity)
 }

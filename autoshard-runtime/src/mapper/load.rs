@@ -2,8 +2,7 @@
 //! property folded over its shards (paper, section 4, "Loading"); concurrently, the
 //! dynamic shards (see `dynamic`).
 
-use super::apply::from_main;
-use super::codec::fold_document;
+use super::codec::{fold_document, from_main};
 use super::dynamic::extra_scans;
 use super::layout::static_shard_keys;
 use super::Mapper;

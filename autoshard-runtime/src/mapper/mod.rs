@@ -40,10 +40,14 @@ use std::time::Duration;
 
 /// Persists [`Entity`](crate::Entity) values in a [`DocumentStore`], sharding hot properties as the
 /// `AutoShard` paper describes (section 4): `load` folds all shards, `save` folds the local
-/// change (the shadow) into one uniformly random shard in an optimistic transaction.
+/// change (the shadow) into one uniformly random shard, as a merge the store applies
+/// itself for a built-in fold (`#[shardable(fold = sum)]`), or in an optimistic
+/// transaction for a `#[shard_fold]` function.
 ///
 /// Cloning is cheap when `S` is (an `Arc`, [`crate::MemoryStore`]); clones share the
-/// [`Metrics`].
+/// [`Metrics`], the shard lanes, the coalescing of concurrent saves
+/// ([`Mapper::with_coalescing`]) and the sharing of concurrent loads
+/// ([`Mapper::with_shared_reads`]): share one mapper across the tasks of a process.
 ///
 /// ```
 /// use autoshard::prelude::*;
@@ -98,6 +102,7 @@ use std::time::Duration;
 /// | `save` | the entity keeps every change not known to be stored; **save the same entity again**: each change is stored exactly once (within the write window, [`Mapper::with_write_window`]) |
 /// | `update` | its change may or may not be stored, and the entity holding it is gone; running `update` again may apply it twice. Use `update_once` when a change must not be applied twice |
 /// | `update_once` | run it again with the same operation name: applied exactly once |
+/// | `apply` | like `update`: its change may or may not be stored; use `update_once` when it must not be applied twice |
 /// | `insert` | inserted or not (one commit; on a Redis Cluster, shard documents may be left that a later insert overwrites); running it again answers `AlreadyExists` if it was |
 /// | `delete`, `delete_child`, `delete_group` | run it again: deleting what is gone is a no-op |
 /// | `compact`, `compact_in_batches`, [`Compactor::run_once`](crate::compaction::Compactor::run_once), [`CompactorHandle::shutdown`](crate::compaction::CompactorHandle::shutdown) | each batch commits atomically; run it again |

@@ -48,14 +48,18 @@ impl<S: DocumentStore> Mapper<S> {
     /// 1. The main document is written only when it differs from the one last loaded or
     ///    saved (an unsharded entity, which keeps no such record, is always written).
     /// 2. For each statically sharded property whose shadow holds a change (touched and
-    ///    not the neutral value, which would fold into nothing): read one of its shards
-    ///    chosen uniformly at random, fold the change into its value, record the save's
-    ///    write id there, and commit expecting the version read. On a store with
-    ///    cross-group transactions ([`DocumentStore::cross_group_transactions`]) all such
-    ///    properties commit together, atomically; on a Redis Cluster each property
-    ///    commits on its own. A conflict retries per the [`crate::RetryPolicy`], on
-    ///    freshly chosen shards. A change is dropped from the entity only after its commit
-    ///    succeeded.
+    ///    not the neutral value, which would fold into nothing): fold the change into one
+    ///    of its shards chosen uniformly at random, recording the save's write id there.
+    ///    When the save changes one such property and nothing else static, that is one
+    ///    merge for a built-in fold (the store folds; no read, no conflict) or a read,
+    ///    fold and compare-and-set of the shard for a `#[shard_fold]` function, coalesced
+    ///    with concurrent saves of the property ([`Mapper::with_coalescing`]). Otherwise
+    ///    each property's shard is read, folded and committed expecting the version read:
+    ///    on a store with cross-group transactions
+    ///    ([`DocumentStore::cross_group_transactions`]) all of them together, atomically,
+    ///    with the main document; on a Redis Cluster each property on its own. A conflict
+    ///    retries per the [`crate::RetryPolicy`]. A change is dropped from the entity only
+    ///    after its commit succeeded.
     /// 3. The changes of dynamic properties (`#[shardable]` without `shards`) go into ONE
     ///    new shard document named after the save's write id: nothing to contend on (a
     ///    read of the main and compacted documents, then one commit that creates the new

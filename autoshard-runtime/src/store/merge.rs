@@ -332,7 +332,7 @@ mod tests {
         assert!(I64.apply(&big, &json!(2)).is_err());
         let u = Fold::Sum {
             min: 0,
-            max: u64::MAX as i128,
+            max: i128::from(u64::MAX),
         };
         assert_eq!(
             u.apply(&json!(u64::MAX - 3), &json!(3)),

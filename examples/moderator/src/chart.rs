@@ -147,20 +147,63 @@ fn panel(
     }
 }
 
+/// The hot-spot chart's grid, value labels and axis captions.
+fn axes(
+    svg: &mut String,
+    top: f64,
+    clients: &[usize],
+    x_of: &impl Fn(usize) -> f64,
+    y_of: &impl Fn(f64) -> f64,
+) {
+    for step in 0..=5 {
+        let v = top * f64::from(step) / 5.0;
+        let y = y_of(v);
+        let _ = writeln!(
+            *svg,
+            r##"<line x1="{HS_LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
+            HS_LEFT + HS_PLOT_W
+        );
+        let _ = writeln!(
+            *svg,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            HS_LEFT - 6.0,
+            y + 4.0,
+            trim(v)
+        );
+    }
+    for &c in clients {
+        let _ = writeln!(
+            *svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">{c}</text>"#,
+            x_of(c),
+            HS_TOP + HS_PLOT_H + 18.0
+        );
+    }
+    let _ = writeln!(
+        *svg,
+        r#"<text x="{}" y="{}" text-anchor="middle">clients</text><text x="20" y="{}" transform="rotate(-90 20 {})" text-anchor="middle">committed votes/s</text>"#,
+        HS_LEFT + HS_PLOT_W / 2.0,
+        HS_TOP + HS_PLOT_H + 38.0,
+        HS_TOP + HS_PLOT_H / 2.0,
+        HS_TOP + HS_PLOT_H / 2.0
+    );
+}
+
 /// Colours of the hot-spot chart's lines, in target order.
 const LINES: [&str; 8] = [
     "#000000", "#d95f02", "#1b9e77", "#66a61e", "#7570b3", "#e7298a", "#a6761d", "#e6ab02",
 ];
+
+const HS_LEFT: f64 = 80.0;
+const HS_PLOT_W: f64 = 420.0;
+const HS_TOP: f64 = 50.0;
+const HS_PLOT_H: f64 = 300.0;
 
 /// Votes per second against clients (a log-2 axis), one line per target, as SVG.
 #[must_use]
 pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
     const W: f64 = 760.0;
     const H: f64 = 420.0;
-    const LEFT: f64 = 80.0;
-    const PLOT_W: f64 = 420.0;
-    const TOP: f64 = 50.0;
-    const PLOT_HT: f64 = 300.0;
     let mut targets: Vec<&str> = Vec::new();
     let mut clients: Vec<usize> = Vec::new();
     for r in rows {
@@ -180,9 +223,9 @@ pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
             (*clients.last().unwrap_or(&1) as f64).max(1.0).log2(),
         );
         let span = if hi > lo { hi - lo } else { 1.0 };
-        LEFT + PLOT_W * ((c as f64).max(1.0).log2() - lo) / span
+        HS_LEFT + HS_PLOT_W * ((c as f64).max(1.0).log2() - lo) / span
     };
-    let y_of = |v: f64| TOP + PLOT_HT - PLOT_HT * v / top;
+    let y_of = |v: f64| HS_TOP + HS_PLOT_H - HS_PLOT_H * v / top;
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -195,38 +238,7 @@ pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
         W / 2.0,
         escape(title)
     );
-    for step in 0..=5 {
-        let v = top * f64::from(step) / 5.0;
-        let y = y_of(v);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
-            LEFT + PLOT_W
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            LEFT - 6.0,
-            y + 4.0,
-            trim(v)
-        );
-    }
-    for &c in &clients {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">{c}</text>"#,
-            x_of(c),
-            TOP + PLOT_HT + 18.0
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">clients</text><text x="20" y="{}" transform="rotate(-90 20 {})" text-anchor="middle">committed votes/s</text>"#,
-        LEFT + PLOT_W / 2.0,
-        TOP + PLOT_HT + 38.0,
-        TOP + PLOT_HT / 2.0,
-        TOP + PLOT_HT / 2.0
-    );
+    axes(&mut svg, top, &clients, &x_of, &y_of);
     for (i, target) in targets.iter().enumerate() {
         let colour = LINES[i % LINES.len()];
         let points: Vec<String> = clients
@@ -244,8 +256,8 @@ pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
             points.join(" ")
         );
         #[allow(clippy::cast_precision_loss)]
-        let y = TOP + 10.0 + 22.0 * i as f64;
-        let x = LEFT + PLOT_W + 30.0;
+        let y = HS_TOP + 10.0 + 22.0 * i as f64;
+        let x = HS_LEFT + HS_PLOT_W + 30.0;
         let _ = writeln!(
             svg,
             r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{colour}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,

@@ -220,34 +220,7 @@ async fn run(command: Command) -> Result<bool, String> {
             }
             Ok(results.iter().all(bench::VariantResult::totals_match))
         }
-        Command::Hotspot(args) => {
-            let backend = backend(&args.store, Some(&args.model))?;
-            let config = HotspotConfig {
-                clients: args.clients,
-                duration: seconds(args.duration)?,
-                only: args.only,
-                ..HotspotConfig::default()
-            };
-            let format = args.out.as_deref().map(report::Format::of).transpose()?;
-            println!(
-                "hot spot on {backend}: one question, {:?} clients, {} s each",
-                config.clients,
-                config.duration.as_secs_f64()
-            );
-            let rows = hotspot::run(&backend, &namespace(&args.store), &config, progress)
-                .await
-                .map_err(chain)?;
-            print!("{}", report::hotspot_table(&rows));
-            if let (Some(path), Some(format)) = (&args.out, format) {
-                let text = report::render(format, &rows, || report::hotspot_csv(&rows))?;
-                write(path, &text)?;
-            }
-            if let Some(path) = &args.plot {
-                let title = format!("Hot spot on {backend}: committed votes/s, one question");
-                write(path, &chart::hotspot(&rows, &title))?;
-            }
-            Ok(rows.iter().all(|r| r.total_matches))
-        }
+        Command::Hotspot(args) => run_hotspot(args, progress).await,
         Command::Latency(args) => {
             let backend = backend(&args.store, None)?;
             println!("latency on {backend}: one client, {} rounds", args.rounds);
@@ -258,6 +231,36 @@ async fn run(command: Command) -> Result<bool, String> {
             Ok(true)
         }
     }
+}
+
+/// The `hotspot` command: runs, prints, and writes the table and chart asked for.
+async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, String> {
+    let backend = backend(&args.store, Some(&args.model))?;
+    let config = HotspotConfig {
+        clients: args.clients,
+        duration: seconds(args.duration)?,
+        only: args.only,
+        ..HotspotConfig::default()
+    };
+    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    println!(
+        "hot spot on {backend}: one question, {:?} clients, {} s each",
+        config.clients,
+        config.duration.as_secs_f64()
+    );
+    let rows = hotspot::run(&backend, &namespace(&args.store), &config, progress)
+        .await
+        .map_err(chain)?;
+    print!("{}", report::hotspot_table(&rows));
+    if let (Some(path), Some(format)) = (&args.out, format) {
+        let text = report::render(format, &rows, || report::hotspot_csv(&rows))?;
+        write(path, &text)?;
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("Hot spot on {backend}: committed votes/s, one question");
+        write(path, &chart::hotspot(&rows, &title))?;
+    }
+    Ok(rows.iter().all(|r| r.total_matches))
 }
 
 /// The backend the flags ask for; `model` is the modelled latency of the embedded store
