@@ -141,7 +141,7 @@ impl<S: DocumentStore> Mapper<S> {
             .is_none_or(|state| state.saved_main() != Some(&doc));
         // Changes sent before with an unknown outcome go first, each to where it was sent.
         for p in static_properties::<E>() {
-            self.resend_static(entity, &main, p).await?;
+            self.resend_single(entity, &main, p).await?;
         }
         self.resend_dynamic(entity, &main).await?;
         stage(entity, &main)?;
@@ -170,76 +170,6 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         self.save_dynamic(entity, &main).await
-    }
-
-    /// Sends again the pending change of `p` whose earlier commit has an unknown outcome,
-    /// to the shard and under the write id it was sent with: folded only when the shard
-    /// does not record that id (module docs). Nothing to do when no change of `p` is
-    /// in doubt.
-    async fn resend_static<E: Entity>(
-        &self,
-        entity: &mut E,
-        main: &Key,
-        p: StaticProperty,
-    ) -> Result<()> {
-        let Pending {
-            value: Some(pending),
-            sent: Some(sent),
-        } = pending(entity, p.index)
-        else {
-            return Ok(());
-        };
-        // What was sent: the pending change, or the batch it was coalesced into.
-        let value = sent.value.clone().unwrap_or(pending);
-        self.check_window(&sent)?;
-        let mut retrying = self.retrying("save again");
-        loop {
-            let attempt = self.resend_static_attempt(entity, main, p, &value, &sent);
-            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
-                return Ok(());
-            }
-        }
-    }
-
-    /// One attempt of [`Mapper::resend_static`].
-    async fn resend_static_attempt<E: Entity>(
-        &self,
-        entity: &mut E,
-        main: &Key,
-        p: StaticProperty,
-        value: &Value,
-        sent: &Sent,
-    ) -> Result<Attempt<()>> {
-        let read = [main.clone(), sent.shard.clone()];
-        let [main_doc, shard] =
-            <[_; 2]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
-        let main_version = check_same_entity(entity, main, main_doc.as_ref())?;
-        if writes::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
-            tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before was applied");
-            *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
-            return Ok(Attempt::Committed(()));
-        }
-        let mut txn = Transaction::new();
-        if self.store.cross_group_transactions() {
-            txn = txn.expect(main.clone(), Some(main_version));
-        }
-        let (doc, version) = fold_into::<E>(&sent.shard, shard, p, value)?;
-        let mut doc = doc;
-        writes::record(
-            &mut doc,
-            &sent.writer,
-            sent.seq,
-            sent.at_ms,
-            self.write_window,
-        );
-        txn = txn
-            .expect(sent.shard.clone(), version)
-            .put(sent.shard.clone(), doc);
-        let answer = self.store.commit(&txn).await?;
-        if answer == Commit::Committed {
-            *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
-        }
-        Ok(answer.into())
     }
 
     /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.

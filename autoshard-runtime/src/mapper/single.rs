@@ -12,8 +12,9 @@
 //!
 //! Fixing the write id, shard and value before the first send is what lets any number of
 //! sends of the batch (the leader's attempts, and later a save of the batch sending it
-//! again after an unknown outcome) apply it at most once: the shard records the id in
-//! the same atomic step as the fold (`writes`).
+//! again after an unknown outcome, [`Mapper::resend_single`]) apply it at most once: the
+//! shard records the id in the same atomic step as the fold (`writes`). Every change of a
+//! static property in doubt is sent again that way, whichever save sent it first.
 
 use super::attempt::Attempt;
 use super::coalesce::{self, Claim, ClaimRef, Member};
@@ -40,6 +41,21 @@ struct Target<'a> {
     neutral: fn(usize) -> Result<Value, FieldError>,
 }
 
+impl<'a> Target<'a> {
+    fn of<E: Entity>(entity: &E, main: &'a Key, p: StaticProperty) -> Self {
+        Target {
+            main,
+            incarnation: entity
+                .state()
+                .and_then(EntityState::incarnation)
+                .map(str::to_owned),
+            p,
+            fold_values: E::fold_values,
+            neutral: E::neutral_value,
+        }
+    }
+}
+
 impl<S: DocumentStore> Mapper<S> {
     /// Saves the pending change of `p`, the one static property a save changes, through
     /// the mapper's coalescer (or alone when coalescing is off); see the module docs.
@@ -49,16 +65,7 @@ impl<S: DocumentStore> Mapper<S> {
         main: &Key,
         p: StaticProperty,
     ) -> Result<()> {
-        let target = Target {
-            main,
-            incarnation: entity
-                .state()
-                .and_then(EntityState::incarnation)
-                .map(str::to_owned),
-            p,
-            fold_values: E::fold_values,
-            neutral: E::neutral_value,
-        };
+        let target = Target::of(entity, main, p);
         let pending = state_of(entity, main)?.pending_mut(p.index);
         let Some(value) = pending.value.clone() else {
             return Ok(());
@@ -77,6 +84,36 @@ impl<S: DocumentStore> Mapper<S> {
         };
         drop(resolve);
         result
+    }
+
+    /// Sends again the pending change of `p` whose earlier write has an unknown outcome,
+    /// exactly as it was sent (its value, or the batch it was coalesced into, under its
+    /// write id, to its shard): applied only when the shard does not record the id
+    /// (module docs). Nothing to do when no change of `p` is in doubt; [`Error::Expired`]
+    /// when it was first sent longer ago than the write window.
+    pub(super) async fn resend_single<E: Entity>(
+        &self,
+        entity: &mut E,
+        main: &Key,
+        p: StaticProperty,
+    ) -> Result<()> {
+        let Pending {
+            value: Some(pending),
+            sent: Some(sent),
+        } = state_of(entity, main)?.pending(p.index)
+        else {
+            return Ok(());
+        };
+        self.check_window(&sent)?;
+        let sent = Sent {
+            value: Some(sent.value.clone().unwrap_or(pending)),
+            ..sent
+        };
+        let target = Target::of(entity, main, p);
+        self.send_fixed(&target, &sent).await?;
+        tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before is stored");
+        *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
+        Ok(())
     }
 
     /// Sends the fold of the changes of `members` as one write (module docs). Members
