@@ -1,6 +1,7 @@
 //! The paper's experiment (section 5, Figure 6): votes arrive at a fixed rate, spread
-//! uniformly over 16 questions, for a set time; four variants, naive or autoshard, each
-//! without and with transaction retries.
+//! uniformly over 16 questions, for a set time; naive, autoshard with the paper's fold
+//! function (read and compare-and-set of a shard) and autoshard with a built-in sum (a
+//! merge the store applies), each without and with transaction retries.
 //!
 //! Arrivals are open-loop: vote `i` is due at `start + i / rate` and starts then whether
 //! or not earlier votes finished (when the driver falls behind, late votes start at once,
@@ -10,7 +11,7 @@
 //! This module measures and checks; it prints nothing (see [`crate::report`]).
 
 use crate::backend::Backend;
-use crate::model::{sample_text, NaiveQuestion, Question};
+use crate::model::{sample_text, FoldFnQuestion, NaiveQuestion, Question};
 use crate::progress::Progress;
 use crate::stats::Latency;
 use autoshard::prelude::*;
@@ -25,12 +26,35 @@ use std::time::Duration;
 pub enum Strategy {
     /// [`NaiveQuestion`]: optimistic read-modify-write of the question's document.
     Naive,
+    /// [`FoldFnQuestion`], the paper's setting: load (fold 10 shards), `vote_up`, save
+    /// into one random shard by reading it and committing the folded value.
+    #[serde(rename = "autoshard-fold-fn")]
+    AutoshardFoldFn,
     /// [`Question`]: load (fold 10 shards), `vote_up`, save into one random shard (a
     /// merge: the store adds the vote in).
     Autoshard,
 }
 
-/// One of the four variants of the experiment.
+impl Strategy {
+    /// Every strategy, in the order variants and charts show them.
+    pub const ALL: [Strategy; 3] = [
+        Strategy::Naive,
+        Strategy::AutoshardFoldFn,
+        Strategy::Autoshard,
+    ];
+
+    /// The name variants and charts use.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Naive => "naive",
+            Strategy::AutoshardFoldFn => "autoshard fold-fn",
+            Strategy::Autoshard => "autoshard sum",
+        }
+    }
+}
+
+/// One of the six variants of the experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Variant {
     /// How votes are written.
@@ -40,33 +64,24 @@ pub struct Variant {
 }
 
 impl Variant {
-    /// The four variants in the paper's order.
-    pub const ALL: [Variant; 4] = [
-        Variant {
-            strategy: Strategy::Naive,
-            retries: false,
-        },
-        Variant {
-            strategy: Strategy::Autoshard,
-            retries: false,
-        },
-        Variant {
-            strategy: Strategy::Naive,
-            retries: true,
-        },
-        Variant {
-            strategy: Strategy::Autoshard,
-            retries: true,
-        },
-    ];
+    /// The variants in the paper's order (without retries, then with), every strategy in
+    /// each.
+    #[must_use]
+    pub fn all() -> Vec<Variant> {
+        [false, true]
+            .into_iter()
+            .flat_map(|retries| {
+                Strategy::ALL
+                    .into_iter()
+                    .map(move |strategy| Variant { strategy, retries })
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for Variant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let strategy = match self.strategy {
-            Strategy::Naive => "naive",
-            Strategy::Autoshard => "autoshard",
-        };
+        let strategy = self.strategy.name();
         let retries = if self.retries {
             "w/ Tx retry"
         } else {
@@ -150,7 +165,7 @@ impl VariantResult {
     }
 }
 
-/// Runs the four variants one after another, each on a fresh store of `backend` (on
+/// Runs the variants one after another, each on a fresh store of `backend` (on
 /// Redis: a fresh namespace `<namespace>-<n>`).
 pub async fn run(
     backend: &Backend,
@@ -159,7 +174,7 @@ pub async fn run(
     progress: Progress,
 ) -> Result<Vec<VariantResult>> {
     let mut results = Vec::new();
-    for (n, variant) in Variant::ALL.into_iter().enumerate() {
+    for (n, variant) in Variant::all().into_iter().enumerate() {
         let store = backend.connect(&format!("{namespace}-{n}")).await?;
         results.push(run_variant(store, variant, config, progress).await?);
     }
@@ -273,6 +288,7 @@ pub(crate) async fn insert_question<S: DocumentStore>(
             })
             .await
         }
+        Strategy::AutoshardFoldFn => db.insert(&mut FoldFnQuestion::new(id, text, 0)).await,
         Strategy::Autoshard => db.insert(&mut Question::new(id, text, author, 0)).await,
     }
 }
@@ -285,6 +301,7 @@ pub(crate) async fn vote<S: DocumentStore>(
 ) -> Result<()> {
     match strategy {
         Strategy::Naive => db.update(&id, |q: &mut NaiveQuestion| q.vote_up()).await,
+        Strategy::AutoshardFoldFn => db.update(&id, |q: &mut FoldFnQuestion| q.vote_up()).await,
         Strategy::Autoshard => db.update(&id, |q: &mut Question| q.vote_up()).await,
     }
 }
@@ -297,6 +314,7 @@ pub(crate) async fn votes_of<S: DocumentStore>(
 ) -> Result<i64> {
     Ok(match strategy {
         Strategy::Naive => db.load::<NaiveQuestion>(&id).await?.votes,
+        Strategy::AutoshardFoldFn => db.load::<FoldFnQuestion>(&id).await?.votes,
         Strategy::Autoshard => db.load::<Question>(&id).await?.votes,
     })
 }

@@ -1,6 +1,5 @@
 //! Charts as SVG: the benchmark like the paper's Figure 6 (grouped bars of the failed
-//! share and the mean latency of naive and autoshard, without and with transaction
-//! retries), and the hot spot's votes per second against clients, one line per target.
+//! share and the mean latency of each strategy, without and with transaction retries), and the hot spot's votes per second against clients, one line per target.
 //!
 //! Written by hand rather than with a plotting crate: a few rectangles, lines and labels,
 //! not a dependency to compile on every build of the workspace.
@@ -13,8 +12,10 @@ const HEIGHT: f64 = 360.0;
 const PANEL_W: f64 = 320.0;
 const PLOT_TOP: f64 = 60.0;
 const PLOT_H: f64 = 220.0;
-const NAIVE: &str = "#d95f02";
-const AUTOSHARD: &str = "#1b9e77";
+/// A bar colour per strategy, in [`Strategy::ALL`] order.
+const BARS: [&str; 3] = ["#d95f02", "#7570b3", "#1b9e77"];
+const BAR_W: f64 = 44.0;
+const BAR_STEP: f64 = 48.0;
 
 /// The SVG document; `title` goes on top.
 #[must_use]
@@ -42,12 +43,10 @@ pub fn figure6(results: &[VariantResult], title: &str) -> String {
         |r| r.latency.mean_ms,
     );
     // Legend.
-    for (i, (name, colour)) in [("naive", NAIVE), ("autoshard", AUTOSHARD)]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, (strategy, colour)) in Strategy::ALL.into_iter().zip(BARS).enumerate() {
+        let name = strategy.name();
         #[allow(clippy::cast_precision_loss)]
-        let x = WIDTH / 2.0 - 90.0 + 110.0 * i as f64;
+        let x = WIDTH / 2.0 - 210.0 + 150.0 * i as f64;
         let _ = writeln!(
             svg,
             r#"<rect x="{x}" y="{}" width="12" height="12" fill="{colour}"/>"#,
@@ -104,7 +103,7 @@ fn panel(
     );
     for (g, retries) in [false, true].into_iter().enumerate() {
         #[allow(clippy::cast_precision_loss)]
-        let group_left = left + 30.0 + 160.0 * g as f64;
+        let group_left = left + 10.0 + 160.0 * g as f64;
         let caption = if retries {
             "w/ Tx retry"
         } else {
@@ -113,13 +112,10 @@ fn panel(
         let _ = writeln!(
             svg,
             r#"<text x="{}" y="{}" text-anchor="middle">{caption}</text>"#,
-            group_left + 50.0,
+            group_left + BAR_STEP * 1.5 - (BAR_STEP - BAR_W) / 2.0,
             bottom + 18.0
         );
-        for (b, (strategy, colour)) in [(Strategy::Naive, NAIVE), (Strategy::Autoshard, AUTOSHARD)]
-            .into_iter()
-            .enumerate()
-        {
+        for (b, (strategy, colour)) in Strategy::ALL.into_iter().zip(BARS).enumerate() {
             let Some(r) = results
                 .iter()
                 .find(|r| r.variant.strategy == strategy && r.variant.retries == retries)
@@ -129,17 +125,17 @@ fn panel(
             let v = value(r);
             let h = if top > 0.0 { PLOT_H * v / top } else { 0.0 };
             #[allow(clippy::cast_precision_loss)]
-            let x = group_left + 50.0 * b as f64;
+            let x = group_left + BAR_STEP * b as f64;
             let _ = writeln!(
                 svg,
-                r#"<rect x="{x}" y="{}" width="44" height="{h}" fill="{colour}"><title>{}: {v:.1}</title></rect>"#,
+                r#"<rect x="{x}" y="{}" width="{BAR_W}" height="{h}" fill="{colour}"><title>{}: {v:.1}</title></rect>"#,
                 bottom - h,
                 escape(&r.name)
             );
             let _ = writeln!(
                 svg,
                 r#"<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text>"#,
-                x + 22.0,
+                x + BAR_W / 2.0,
                 bottom - h - 4.0,
                 trim(v)
             );

@@ -5,7 +5,7 @@
 //!   a fold function, `Response`).
 //! - [`responses`]: the one place that writes and reads responses.
 //! - [`app`]: seed questions, simulate users voting and responding, check the leaderboard.
-//! - [`bench`]: the paper's open-loop workload in four variants.
+//! - [`bench`]: the paper's open-loop workload in six variants (three strategies, without and with retries).
 //! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
 //! - [`latency`]: one client: medians of loads and votes, and their ratios.
 //! - [`backend`]: which store to run on, and connecting to it.

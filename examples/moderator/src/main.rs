@@ -28,7 +28,7 @@ enum Command {
     /// Seed questions, let simulated users vote and respond, print the checked leaderboard
     /// (the default).
     App(AppArgs),
-    /// The paper's experiment: votes at a fixed rate over 16 questions, four variants.
+    /// The paper's experiment: votes at a fixed rate over 16 questions, three strategies without and with retries.
     Bench(BenchArgs),
     /// C clients on ONE question: naive vs autoshard variants vs raw HINCRBY.
     Hotspot(HotspotArgs),

@@ -49,7 +49,7 @@ pub fn bench_table(results: &[VariantResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<24} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>12}  totals",
+        "{:<30} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>12}  totals",
         "variant",
         "attempted",
         "committed",
@@ -72,7 +72,7 @@ pub fn bench_table(results: &[VariantResult]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<24} {:>9} {:>9} {:>8.1} {:>8} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>12.1}  {totals}",
+            "{:<30} {:>9} {:>9} {:>8.1} {:>8} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>12.1}  {totals}",
             r.name,
             r.attempted,
             r.committed,

@@ -61,7 +61,7 @@ async fn app_is_exact(store: Arc<dyn DocumentStore>) {
 
 fn check_bench(results: &[VariantResult]) {
     let table = report::bench_table(results);
-    assert_eq!(results.len(), 4, "{table}");
+    assert_eq!(results.len(), 6, "{table}");
     for r in results {
         assert!(r.totals_match(), "{table}");
         assert_eq!(r.attempted, 60, "{table}");
@@ -72,9 +72,9 @@ fn check_bench(results: &[VariantResult]) {
         }
     }
     let csv = report::bench_csv(results);
-    assert_eq!(csv.lines().count(), 5);
+    assert_eq!(csv.lines().count(), 7);
     let svg = chart::figure6(results, "smoke");
-    assert!(svg.starts_with("<svg") && svg.matches("<rect").count() >= 8);
+    assert!(svg.starts_with("<svg") && svg.matches("<rect").count() >= 2 * 6 + 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
