@@ -262,6 +262,25 @@ pub struct EntityState {
     incarnation: Option<String>,
     /// Indexed by property; empty until a save stages a change.
     pending: Vec<Pending>,
+    /// The shard counts the stored entity records (see `mapper/layout.rs`), by field
+    /// name; `None` for a value built in code or stored without a record.
+    shard_counts: Option<std::sync::Arc<ShardCounts>>,
+}
+
+/// The shard layout a stored entity records for its statically sharded properties, by
+/// field name (see `mapper/layout.rs`, which reads and writes it).
+pub(crate) type ShardCounts = Vec<(String, ShardCount)>;
+
+/// The recorded layout of one statically sharded property.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShardCount {
+    /// Saves fold into shards `0..shards`.
+    pub(crate) shards: u32,
+    /// Every shard index that ever took a write is below this: loads read `0..read`.
+    pub(crate) read: u32,
+    /// The count at insert, which never changes: keyed operations place their markers
+    /// by it, so running one again finds its marker whatever the count is now.
+    pub(crate) base: u32,
 }
 
 /// A change of one sharded property taken from its shadow by a save and not yet known
@@ -299,7 +318,18 @@ impl EntityState {
             saved_main: None,
             incarnation: None,
             pending: Vec::new(),
+            shard_counts: None,
         }
+    }
+
+    /// The shard layout the stored entity records, if any.
+    pub(crate) fn shard_counts(&self) -> Option<&ShardCounts> {
+        self.shard_counts.as_deref()
+    }
+
+    /// Records the shard layout of the stored entity.
+    pub(crate) fn set_shard_counts(&mut self, counts: Option<std::sync::Arc<ShardCounts>>) {
+        self.shard_counts = counts;
     }
 
     /// Moves the changes pending in `from` (none of them sent with an unknown outcome)

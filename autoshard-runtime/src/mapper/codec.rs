@@ -36,7 +36,7 @@ pub(super) fn fold_document<E: Entity>(entity: &mut E, key: &Key, doc: &Document
 }
 
 /// The entity as its main document `stored` says, sharded fields neutral, with the state
-/// a load gives it (dirty tracking, incarnation); `load` then folds the shards in.
+/// a load gives it (dirty tracking, incarnation, shard layout); `load` then folds the shards in.
 pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
     let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
     for index in 0..E::PROPERTIES.len() {
@@ -47,9 +47,11 @@ pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> 
         // change even if the store's encoding differs in detail.
         let saved = entity.to_document().map_err(malformed(main))?;
         let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
+        let counts = layout::recorded_counts(main, &stored.doc)?;
         if let Some(state) = entity.state_mut() {
             state.set_saved_main(saved);
             state.set_incarnation(incarnation);
+            state.set_shard_counts(counts.map(std::sync::Arc::new));
         }
     }
     Ok(entity)

@@ -6,7 +6,7 @@
 //! overwrites them.
 
 use super::codec::malformed;
-use super::layout::{self, dynamic_properties, static_properties, static_shard_keys};
+use super::layout::{self, dynamic_properties, static_annotated, static_shard_keys};
 use super::Mapper;
 use crate::document::Document;
 use crate::entity::Entity;
@@ -90,6 +90,14 @@ impl<S: DocumentStore> Mapper<S> {
         if let Some(incarnation) = &incarnation {
             stored_main.insert(layout::INCARNATION.to_owned(), incarnation.clone().into());
         }
+        // The shard layout the annotation gives, which from now on belongs to the entity.
+        let counts = incarnation
+            .is_some()
+            .then(layout::initial_counts::<E>)
+            .filter(|counts| !counts.is_empty());
+        if let Some(counts) = &counts {
+            stored_main.insert(layout::SHARDS.to_owned(), layout::counts_value(counts));
+        }
         // Dynamic shard documents an interrupted delete left behind belong to no entity:
         // the insert deletes them, so the new entity does not count them.
         let leftovers = if E::PROPERTIES.is_empty() {
@@ -134,6 +142,7 @@ impl<S: DocumentStore> Mapper<S> {
         if let Some(state) = entity.state_mut() {
             state.set_saved_main(main_doc);
             state.set_incarnation(incarnation);
+            state.set_shard_counts(counts.map(std::sync::Arc::new));
         }
         Ok(())
     }
@@ -156,7 +165,17 @@ impl<S: DocumentStore> Mapper<S> {
             self.delete_all(layout::op_markers_scan(&layout::dynamic_group(&main)))
                 .await?;
         }
-        for key in static_shard_keys::<E>(&main) {
+        // Every static shard of every layout the entity had: the annotation's, and what
+        // a scan finds besides (a count recorded above it, an older annotation's).
+        let mut shards = static_shard_keys::<E>(&main);
+        if !E::PROPERTIES.is_empty() {
+            for (key, _) in self.scan_all(layout::static_shards_scan(&main)).await? {
+                if !shards.contains(&key) {
+                    shards.push(key);
+                }
+            }
+        }
+        for key in shards {
             tracing::trace!(key = %key, "delete: shard");
             self.store.delete(&key).await?;
             self.delete_all(layout::op_markers_scan(&key)).await?;
@@ -206,7 +225,7 @@ fn static_shard_documents<E: Entity>(
     incarnation: Option<&str>,
 ) -> Result<Vec<(Key, Document)>> {
     let mut docs = Vec::new();
-    for p in static_properties::<E>() {
+    for p in static_annotated::<E>() {
         for shard in 0..p.shards {
             let key = layout::static_shard(main, p.property.name, shard);
             let value = if shard == 0 {

@@ -13,6 +13,13 @@
 //!   write id) and the compacted
 //!   document ([`compacted`], `…/~d:`, the empty name); [`dynamic_shards_scan`] lists
 //!   them all, the compacted document included.
+//! - the *shard layout* of a sharded entity, recorded in its main document under
+//!   [`SHARDS`] (`{"votes": {"shards": 40, "read": 40, "base": 10}}`): for each statically
+//!   sharded property, the shards saves fold into (`0..shards`), every shard index that
+//!   ever took a write (`0..read`, what loads read) and the count at insert (`base`,
+//!   where keyed operations put their markers). `insert` writes it from the annotation;
+//!   only `Mapper::reshard` changes it. A changed annotation changes neither: a loaded
+//!   entity keeps writing where its record says, and loads read what it lists.
 //! - keyed operations (`Mapper::update_once`): a marker per operation next to the
 //!   document it changed ([`op_marker`], `{Question:42/~shard:votes.3}/~op:<name>`, or
 //!   under the dynamic group), in that document's entity group.
@@ -23,8 +30,9 @@
 //! Entity kinds are Rust type names, so they never start with `~`: a derived key never
 //! equals an entity's key, and [`crate::Key`]'s encoding keeps ids from forging one.
 
-use crate::document::Document;
-use crate::entity::{Entity, ShardedProperty, Sharding};
+use crate::document::{Document, Value};
+use crate::entity::{Entity, ShardCount, ShardCounts, ShardedProperty, Sharding};
+use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::store::Scan;
 
@@ -51,6 +59,96 @@ pub(super) const INCARNATION: &str = "~inc";
 /// without one).
 pub(super) fn incarnation(doc: &Document) -> Option<&str> {
     doc.get(INCARNATION).and_then(|v| v.as_str())
+}
+
+/// The reserved property of a sharded entity's main document that records its shard
+/// layout (module docs).
+pub(super) const SHARDS: &str = "~shards";
+
+/// The layout `E`'s annotation gives a new entity.
+pub(super) fn initial_counts<E: Entity>() -> ShardCounts {
+    static_annotated::<E>()
+        .map(|p| {
+            let count = ShardCount {
+                shards: p.shards,
+                read: p.shards,
+                base: p.shards,
+            };
+            (p.property.name.to_owned(), count)
+        })
+        .collect()
+}
+
+/// The layout recorded in the main document `doc` at `main` (`None`: it records none, as
+/// for an entity stored before layouts were recorded).
+///
+/// # Errors
+/// [`Error::Malformed`] when the record is not a layout.
+pub(super) fn recorded_counts(main: &Key, doc: &Document) -> Result<Option<ShardCounts>> {
+    let Some(record) = doc.get(SHARDS) else {
+        return Ok(None);
+    };
+    let bad = |reason: &str| Error::malformed(main, FieldError::new(SHARDS, reason));
+    let record = record
+        .as_object()
+        .ok_or_else(|| bad("expected an object of shard counts by property"))?;
+    let mut counts = ShardCounts::with_capacity(record.len());
+    for (property, count) in record {
+        let field = |name: &str| {
+            count
+                .get(name)
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| bad(&format!("`{property}.{name}` is not a count of at least 1")))
+        };
+        let count = ShardCount {
+            shards: field("shards")?,
+            read: field("read")?,
+            base: field("base")?,
+        };
+        if count.read < count.shards || count.read < count.base {
+            return Err(bad(&format!(
+                "`{property}` reads fewer shards than it writes or started with"
+            )));
+        }
+        counts.push((property.clone(), count));
+    }
+    Ok(Some(counts))
+}
+
+/// The stored form of a layout (see [`recorded_counts`]).
+pub(super) fn counts_value(counts: &ShardCounts) -> Value {
+    let record: serde_json::Map<String, Value> = counts
+        .iter()
+        .map(|(property, c)| {
+            let count = serde_json::json!({"shards": c.shards, "read": c.read, "base": c.base});
+            (property.clone(), count)
+        })
+        .collect();
+    Value::Object(record)
+}
+
+/// The recorded count of `property` in `counts`.
+pub(super) fn count_of<'c>(counts: &'c ShardCounts, property: &str) -> Option<&'c ShardCount> {
+    counts.iter().find(|(p, _)| p == property).map(|(_, c)| c)
+}
+
+/// Whether `counts` records every statically sharded property of `E`: when it does
+/// not (an entity stored before layouts were recorded, or a property that was dynamic at
+/// insert), a load also scans for static shards of any index.
+pub(super) fn covers<E: Entity>(counts: Option<&ShardCounts>) -> bool {
+    counts.is_some_and(|counts| {
+        static_annotated::<E>().all(|p| count_of(counts, p.property.name).is_some())
+    })
+}
+
+/// Every static shard key a load of the entity at `main` reads by its layout `counts`.
+pub(super) fn recorded_shard_keys(main: &Key, counts: &ShardCounts) -> Vec<Key> {
+    counts
+        .iter()
+        .flat_map(|(property, c)| (0..c.read).map(move |i| static_shard(main, property, i)))
+        .collect()
 }
 
 /// The key of static shard `index` of sharded property `property` (its field name) of
@@ -147,17 +245,19 @@ pub(crate) fn children_scan(root: &Key, kind: &str, k: u32) -> Scan {
     Scan::new(kind, Some(sub_group(root, k)))
 }
 
-/// A sharded property with its index in [`Entity::PROPERTIES`] and number of static
-/// shards.
+/// A sharded property with its index in [`Entity::PROPERTIES`], the number of static
+/// shards saves fold into, and the count keyed operations place their markers by.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct StaticProperty {
     pub index: usize,
     pub property: &'static ShardedProperty,
     pub shards: u32,
+    pub base: u32,
 }
 
-/// The statically sharded properties of `E`, in field order.
-pub(super) fn static_properties<E: Entity>() -> impl Iterator<Item = StaticProperty> {
+/// The statically sharded properties of `E` with the counts of its annotation, in field
+/// order.
+pub(super) fn static_annotated<E: Entity>() -> impl Iterator<Item = StaticProperty> {
     E::PROPERTIES
         .iter()
         .enumerate()
@@ -166,15 +266,33 @@ pub(super) fn static_properties<E: Entity>() -> impl Iterator<Item = StaticPrope
                 index,
                 property,
                 shards,
+                base: shards,
             }),
             Sharding::Dynamic => None,
         })
 }
 
-/// The keys of all static shard documents of the entity at `main`: each static
-/// property's shards, shard 0 first, properties in field order.
+/// The statically sharded properties of `entity`, in field order, with the counts its
+/// stored layout records (the annotation's where it records none).
+pub(super) fn static_properties<E: Entity>(entity: &E) -> Vec<StaticProperty> {
+    let counts = entity
+        .state()
+        .and_then(crate::entity::EntityState::shard_counts);
+    static_annotated::<E>()
+        .map(|mut p| {
+            if let Some(c) = counts.and_then(|c| count_of(c, p.property.name)) {
+                p.shards = c.shards;
+                p.base = c.base;
+            }
+            p
+        })
+        .collect()
+}
+
+/// The keys of the static shard documents the annotation of `E` lists for the entity at
+/// `main`: each static property's shards, shard 0 first, properties in field order.
 pub(super) fn static_shard_keys<E: Entity>(main: &Key) -> Vec<Key> {
-    static_properties::<E>()
+    static_annotated::<E>()
         .flat_map(|p| (0..p.shards).map(move |i| static_shard(main, p.property.name, i)))
         .collect()
 }
@@ -186,7 +304,7 @@ pub(super) fn is_former_static_shard<E: Entity>(key: &Key) -> bool {
     let Some((property, index)) = static_shard_of(key) else {
         return false;
     };
-    !static_properties::<E>().any(|p| p.property.name == property && index < p.shards)
+    !static_annotated::<E>().any(|p| p.property.name == property && index < p.shards)
 }
 
 /// The dynamically sharded properties of `E` with their indexes, in field order.

@@ -1,13 +1,18 @@
 //! `load`: the main document and every static shard in one `get_many`, each sharded
 //! property folded over its shards (paper, section 4, "Loading"); concurrently, the
-//! dynamic shards (see `dynamic`).
+//! dynamic shards (see `dynamic`). Where the entity's recorded layout lists more shards
+//! than the annotation (it was resharded, or the annotation changed), one more read
+//! takes them (see `layout`).
 
 use super::codec::{fold_document, from_main};
 use super::dynamic::extra_scans;
-use super::layout::static_shard_keys;
+use super::layout::{self, static_shard_keys};
 use super::Mapper;
+use crate::document::{Document, Versioned};
+use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
+use crate::key::Key;
 use crate::store::{DocumentStore, Lookup};
 use std::sync::Arc;
 
@@ -72,19 +77,44 @@ impl<S: DocumentStore> Mapper<S> {
             records: false,
         };
         let read = || async {
-            let found = self.store.lookup(&lookup).await?;
-            if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len() {
-                return Err(Error::backend(
-                    format!("lookup of {} keys for `{main}`", lookup.keys.len()),
-                    format!(
-                        "the store answered {} entries and {} pages",
-                        found.docs.len(),
-                        found.pages.len()
-                    ),
-                ));
+            let mut lookup = lookup.clone();
+            let mut attempts = 0;
+            let found = loop {
+                let found = self.store.lookup(&lookup).await?;
+                if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len()
+                {
+                    return Err(Error::backend(
+                        format!("lookup of {} keys for `{main}`", lookup.keys.len()),
+                        format!(
+                            "the store answered {} entries and {} pages",
+                            found.docs.len(),
+                            found.pages.len()
+                        ),
+                    ));
+                }
+                // The recorded layout lists shards the annotation does not: read again,
+                // all of them with the main document, so the read stays one snapshot
+                // where the store reads one.
+                let unread = match found.docs.first() {
+                    Some(Some(main_doc)) => unread_shards(&main, &main_doc.doc, &lookup.keys)?,
+                    _ => Vec::new(),
+                };
+                attempts += 1;
+                if unread.is_empty() || attempts > LAYOUT_READS {
+                    break found;
+                }
+                lookup.keys.extend(unread);
+            };
+            let mut extra = self.extra_shards::<E>(&main, found.pages).await?;
+            // A scanned shard the layout listed was read by key: folded once, from there.
+            extra.retain(|(key, _)| !lookup.keys.contains(key));
+            if let Some(Some(main_doc)) = found.docs.first() {
+                let more = self
+                    .unrecorded_shards::<E>(&main, &main_doc.doc, &lookup.keys, &extra)
+                    .await?;
+                extra.extend(more);
             }
-            let extra = self.extra_shards::<E>(&main, found.pages).await?;
-            Ok(Arc::new((found.docs, extra)))
+            Ok(Arc::new((lookup.keys, found.docs, extra)))
         };
         let shared = match &self.reads {
             Some(reads) => {
@@ -94,7 +124,7 @@ impl<S: DocumentStore> Mapper<S> {
             }
             None => read().await?,
         };
-        let (found, extra) = &*shared;
+        let (keys, found, extra) = &*shared;
         let mut found = found.iter();
         let Some(main_doc) = found.next().and_then(Option::as_ref) else {
             return Err(Error::NotFound { key: main });
@@ -103,7 +133,7 @@ impl<S: DocumentStore> Mapper<S> {
 
         // Every sharded property found in any shard document is folded, whatever the
         // current annotation says, so switching static <-> dynamic loses nothing.
-        for (key, doc) in lookup.keys[1..].iter().zip(found) {
+        for (key, doc) in keys[1..].iter().zip(found) {
             if let Some(doc) = doc {
                 fold_document(&mut entity, key, &doc.doc)?;
             }
@@ -113,5 +143,48 @@ impl<S: DocumentStore> Mapper<S> {
         }
 
         Ok(entity)
+    }
+}
+
+/// How many times a load reads again because the recorded layout listed shards it did
+/// not read (each reshard between two reads can add some).
+const LAYOUT_READS: u32 = 4;
+
+/// The static shard keys the layout recorded in the main document `doc` lists that
+/// `read` does not.
+fn unread_shards(main: &Key, doc: &Document, read: &[Key]) -> Result<Vec<Key>> {
+    let Some(counts) = layout::recorded_counts(main, doc)? else {
+        return Ok(Vec::new());
+    };
+    Ok(layout::recorded_shard_keys(main, &counts)
+        .into_iter()
+        .filter(|key| !read.contains(key))
+        .collect())
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// When the layout recorded in the main document `doc` does not record every
+    /// statically sharded property of `E` (an entity stored before layouts were recorded,
+    /// or a property that was dynamic at insert): the static shards a scan finds beyond
+    /// what the load read (`read`, `extra`), each at most once.
+    async fn unrecorded_shards<E: Entity>(
+        &self,
+        main: &Key,
+        doc: &Document,
+        read: &[Key],
+        extra: &[(Key, Versioned)],
+    ) -> Result<Vec<(Key, Versioned)>> {
+        let counts = layout::recorded_counts(main, doc)?;
+        if layout::covers::<E>(counts.as_ref()) || layout::has_dynamic::<E>() {
+            // (With a dynamic property the first read scanned every static shard.)
+            return Ok(Vec::new());
+        }
+        let seen = |key: &Key| read.contains(key) || extra.iter().any(|(k, _)| k == key);
+        Ok(self
+            .scan_all(layout::static_shards_scan(main))
+            .await?
+            .into_iter()
+            .filter(|(key, _)| !seen(key))
+            .collect())
     }
 }

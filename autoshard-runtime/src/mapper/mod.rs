@@ -21,6 +21,7 @@ mod lanes;
 pub(crate) mod layout;
 mod load;
 mod once;
+mod reshard;
 mod save;
 mod shared_read;
 mod single;

@@ -236,12 +236,14 @@ fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
     };
     let incarnation = entity.state().and_then(EntityState::incarnation);
     let mut parts = Vec::new();
-    for p in static_properties::<E>().filter(|p| has_change(entity, p.index)) {
-        let key = layout::static_shard(
-            main,
-            p.property.name,
-            op_shard(op, p.property.name, p.shards),
-        );
+    for p in static_properties(entity)
+        .into_iter()
+        .filter(|p| has_change(entity, p.index))
+    {
+        // By the count at insert, which never changes: running the operation again meets
+        // the marker it left, however the entity was resharded since.
+        let key =
+            layout::static_shard(main, p.property.name, op_shard(op, p.property.name, p.base));
         parts.push(Part {
             marker: layout::op_marker(&key, incarnation, op),
             target: Target::Static {

@@ -140,12 +140,13 @@ impl<S: DocumentStore> Mapper<S> {
             .state()
             .is_none_or(|state| state.saved_main() != Some(&doc));
         // Changes sent before with an unknown outcome go first, each to where it was sent.
-        for p in static_properties::<E>() {
+        for p in static_properties(entity) {
             self.resend_single(entity, &main, p).await?;
         }
         self.resend_dynamic(entity, &main).await?;
         stage(entity, &main)?;
-        let touched: Vec<StaticProperty> = static_properties::<E>()
+        let touched: Vec<StaticProperty> = static_properties(entity)
+            .into_iter()
             .filter(|p| pending(entity, p.index).value.is_some())
             .collect();
         let put_main = dirty.then_some(&doc);
@@ -241,17 +242,22 @@ impl<S: DocumentStore> Mapper<S> {
         read.push(main.clone());
         read.extend(keys.iter().cloned());
         let mut found = self.get_exactly(&read).await?.into_iter();
-        let main_version = check_same_entity(entity, main, found.next().flatten().as_ref())?;
+        let stored_main = found.next().flatten();
+        let main_version = check_same_entity(entity, main, stored_main.as_ref())?;
         let mut txn = Transaction::new();
         if self.store.cross_group_transactions() || props.is_empty() {
             txn = txn.expect(main.clone(), Some(main_version));
         }
         if let Some(doc) = put_main {
-            // The stored main document keeps the entity's incarnation.
+            // The stored main document keeps the entity's incarnation and the shard
+            // layout as read (the commit expects the version read).
             let mut doc = doc.clone();
             let incarnation = entity.state().and_then(EntityState::incarnation);
             if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
                 doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            if let Some(counts) = stored_main.as_ref().and_then(|m| m.doc.get(layout::SHARDS)) {
+                doc.insert(layout::SHARDS.to_owned(), counts.clone());
             }
             txn = txn.put(main.clone(), doc);
         }

@@ -19,9 +19,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
-/// What one read of an entity found: its static documents in the order asked, and the
-/// shard documents found by scanning.
-pub(super) type Found = Arc<(Vec<Option<Versioned>>, Vec<(Key, Versioned)>)>;
+/// What one read of an entity found: the keys of its static documents, what was found
+/// at each, and the shard documents found by scanning.
+pub(super) type Found = Arc<(Vec<Key>, Vec<Option<Versioned>>, Vec<(Key, Versioned)>)>;
 
 enum Turn {
     /// The read answering this load.
