@@ -218,6 +218,12 @@ async fn insert_writes_main_and_every_shard() {
     let mut stored = store.get(&main).await.unwrap().unwrap().doc;
     let incarnation = stored.remove("~inc").expect("an incarnation");
     assert!(incarnation.as_str().is_some_and(|i| !i.is_empty()));
+    // The shard layout the annotation gives, which the entity keeps from now on.
+    let layout = stored.remove("~shards").expect("a shard layout");
+    assert_eq!(
+        layout,
+        serde_json::json!({"votes": {"shards": 10, "read": 10, "base": 10}})
+    );
     assert_eq!(
         stored,
         Document::from([("text".to_owned(), "Shards?".into())])
