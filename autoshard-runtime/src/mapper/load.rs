@@ -99,9 +99,16 @@ impl<S: DocumentStore> Mapper<S> {
                     Some(Some(main_doc)) => unread_shards(&main, &main_doc.doc, &lookup.keys)?,
                     _ => Vec::new(),
                 };
-                attempts += 1;
-                if unread.is_empty() || attempts > LAYOUT_READS {
+                if unread.is_empty() {
                     break found;
+                }
+                // Never a fold that leaves out shards the layout lists.
+                attempts += 1;
+                if attempts >= LAYOUT_READS {
+                    return Err(Error::Contention {
+                        key: main.clone(),
+                        attempts,
+                    });
                 }
                 lookup.keys.extend(unread);
             };
