@@ -142,7 +142,11 @@ pub use autoshard_derive::Entity;
 /// the mapper; they have the struct's visibility, are `#[doc(hidden)]`, and get
 /// `#[serde(skip)]` when the struct derives serde's traits. `neutral` is the value the
 /// fold leaves unchanged (0 for a sum), `shards = N` asks for `N` static shards, and
-/// without `shards` the property is sharded dynamically (a new shard per save).
+/// without `shards` the property is sharded dynamically (a new shard per save). `N` is
+/// the count at insert: each stored entity records its own, which
+/// [`Mapper::reshard`](crate::Mapper::reshard) changes online within the bounds
+/// `min = ..` (1 by default) and `max = ..` ([`DEFAULT_MAX_SHARDS`], or `N` when more),
+/// e.g. `#[shardable(shards = 4, min = 1, max = 256, fold = sum)]`; at most 4,096.
 ///
 /// It also generates a constructor `new` taking every field you wrote, in order; rename
 /// it with `#[autoshard::sharded(constructor = other_name)]` or leave it out with

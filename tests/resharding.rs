@@ -6,13 +6,52 @@
 //!   votes in between: every load is exact, and a delete through one annotation leaves
 //!   nothing a re-insert through another would count;
 //! - a keyed operation run again after a reshard is not applied twice;
-//! - bad counts and missing entities are refused with typed errors.
+//! - bad counts and missing entities are refused with typed errors;
+//! - a shrink moves the retired shards' values into live ones and deletes them once the
+//!   write window has passed;
+//! - a fault before or after any store call of a shrink, or the shrink's future dropped
+//!   at any point, leaves every load exact, and the next `drain` finishes the work;
+//! - a change in doubt sent to a shard a shrink then retires is applied exactly once.
 
 use autoshard::prelude::*;
+use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard::store::latency::LatencyStore;
+use autoshard::{layout, Key};
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 #[cfg(feature = "redis")]
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The write window of the drain scenarios: retired shards are deleted this long (and a
+/// quarter) after their seal.
+const WINDOW: Duration = Duration::from_millis(300);
+
+/// Starts at one shard: everything a grow adds, a shrink retires and drains.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+#[entity(kind = "Spiky")]
+struct Spiky {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 1)]
+    votes: i64,
+    #[shardable(shards = 1, fold = sum)]
+    likes: i64,
+}
+
+impl Spiky {
+    #[shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+        self.likes += 1;
+    }
+
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
 
 /// A hot entity: `votes` folds through read and compare-and-set, `likes` is merged by
 /// the store.
@@ -72,6 +111,17 @@ tally!(Tally10, , shards = 10);
 tally!(Tally4, , shards = 4);
 tally!(Tally20, , shards = 20);
 tally!(TallyDynamic,);
+
+/// Bounded by its annotation: 2 to 8 shards.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+#[entity(kind = "Tally")]
+struct Bounded {
+    #[id]
+    id: u64,
+    #[shardable(shards = 4, min = 2, max = 8, fold = sum)]
+    votes: i64,
+}
 
 /// No static property to reshard.
 #[autoshard::sharded]
@@ -217,13 +267,22 @@ async fn keyed_operation_survives_a_reshard<S: DocumentStore>(db: Mapper<S>, lab
 
 async fn bad_reshards_are_refused<S: DocumentStore>(db: Mapper<S>, label: &str) {
     db.insert(&mut Tally10::new(11, 2)).await.unwrap();
-    for shards in [0, Mapper::<S>::MAX_SHARDS + 1] {
+    for shards in [0, 65, Mapper::<S>::MAX_SHARDS + 1] {
         let refused = db.reshard::<Tally10>(&11, shards).await;
         assert!(
             matches!(refused, Err(Error::Invalid(_))),
             "{label}: {refused:?}"
         );
     }
+    for shards in [1, 9] {
+        let refused = db.reshard::<Bounded>(&11, shards).await;
+        assert!(
+            matches!(&refused, Err(Error::Invalid(m)) if m.contains("2 to 8")),
+            "{label}: {refused:?}"
+        );
+    }
+    db.reshard::<Bounded>(&11, 8).await.unwrap();
+    db.reshard::<Bounded>(&11, 2).await.unwrap();
     let missing = db.reshard::<Tally10>(&12, 4).await;
     assert!(matches!(missing, Err(Error::NotFound { .. })), "{label}");
     let dynamic = db.reshard::<Plain>(&11, 4).await;
@@ -231,12 +290,211 @@ async fn bad_reshards_are_refused<S: DocumentStore>(db: Mapper<S>, label: &str) 
     assert_eq!(db.load::<Tally10>(&11).await.unwrap().votes, 2, "{label}");
 }
 
+/// The static shard documents stored for `Spiky` `id`, by property and index.
+async fn stored_shards<S: DocumentStore>(store: &S, id: u64) -> Vec<(String, u32)> {
+    let main = Key::new("Spiky", id.to_string());
+    let mut scan = layout::static_shards_scan(&main);
+    let mut found = Vec::new();
+    loop {
+        let page = store.scan(&scan).await.unwrap();
+        for (key, _) in page.items {
+            let (property, index) = key.name().rsplit_once('.').unwrap();
+            found.push((property.to_owned(), index.parse().unwrap()));
+        }
+        match page.next {
+            Some(cursor) => scan.cursor = Some(cursor),
+            None => break,
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Asserts that `Spiky` `id` loads `expected` votes and likes.
+async fn assert_total<S: DocumentStore>(db: &Mapper<S>, id: u64, expected: i64, what: &str) {
+    let spiky = db.load::<Spiky>(&id).await.unwrap();
+    assert_eq!((spiky.votes, spiky.likes), (expected, expected), "{what}");
+}
+
+async fn shrink_drains_and_deletes_retired_shards<S: DocumentStore + Clone + 'static>(
+    db: Mapper<S>,
+    label: &str,
+) {
+    db.insert(&mut Spiky::new(1, 0, 0)).await.unwrap();
+    db.reshard::<Spiky>(&1, 8).await.unwrap();
+    let mut writers = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let db = db.clone();
+        writers.spawn(async move {
+            for _ in 0..10 {
+                db.update(&1, Spiky::vote).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+    db.reshard::<Spiky>(&1, 2).await.unwrap();
+    assert_total(
+        &db,
+        1,
+        80,
+        &format!("{label}: shrunk, retired shards sealed"),
+    )
+    .await;
+    // Six added shards per property retired, moved and sealed: kept for the window.
+    assert_eq!(db.drain::<Spiky>(&1).await.unwrap(), 12, "{label}");
+    for _ in 0..5 {
+        db.update(&1, Spiky::vote).await.unwrap();
+    }
+    assert_total(&db, 1, 85, &format!("{label}: votes after the shrink")).await;
+    tokio::time::sleep(WINDOW * 2).await;
+    assert_eq!(db.drain::<Spiky>(&1).await.unwrap(), 0, "{label}");
+    let live: Vec<(String, u32)> = ["likes", "votes"]
+        .into_iter()
+        .flat_map(|p| [(p.to_owned(), 0), (p.to_owned(), 7)])
+        .collect();
+    assert_eq!(
+        stored_shards(db.store(), 1).await,
+        live,
+        "{label}: retired shards deleted"
+    );
+    assert_total(
+        &db,
+        1,
+        85,
+        &format!("{label}: after the retired shards are deleted"),
+    )
+    .await;
+    // Grow again: fresh shards, none of the deleted indexes reused.
+    db.reshard::<Spiky>(&1, 3).await.unwrap();
+    db.update(&1, Spiky::vote).await.unwrap();
+    assert_total(&db, 1, 86, &format!("{label}: grown again")).await;
+}
+
+/// A shrink from 6 shards to 1 with a fault injected at its `n`-th store call, for every
+/// `n` until a shrink runs without reaching the fault; then recovery.
+async fn shrink_survives_a_fault_at_every_call<S: DocumentStore + Clone + 'static>(
+    store: S,
+    label: &str,
+) {
+    let faulty = FaultyStore::new(store);
+    let db = Mapper::new(faulty.clone()).with_write_window(WINDOW);
+    let mut id = 1000;
+    for fault in [Fault::Before, Fault::After] {
+        for n in 0.. {
+            id += 1;
+            let what = format!("{label}: {fault:?} call {n}");
+            db.insert(&mut Spiky::new(id, 0, 0)).await.unwrap();
+            db.reshard::<Spiky>(&id, 6).await.unwrap();
+            for _ in 0..12 {
+                db.update(&id, Spiky::vote).await.unwrap();
+            }
+            let faults_before = faulty.faults();
+            faulty.fail_call(n, fault);
+            let shrunk = db.reshard::<Spiky>(&id, 1).await;
+            let hit = faulty.faults() > faults_before;
+            faulty.clear();
+            assert!(hit || shrunk.is_ok(), "{what}: {shrunk:?}");
+            assert_total(&db, id, 12, &format!("{what}: right after")).await;
+            db.update(&id, Spiky::vote).await.unwrap();
+            assert_total(&db, id, 13, &format!("{what}: a vote after")).await;
+            db.reshard::<Spiky>(&id, 1).await.unwrap();
+            if !hit {
+                break;
+            }
+        }
+    }
+    // Everything left over is deleted by the next drain after the window.
+    tokio::time::sleep(WINDOW * 2).await;
+    for id in 1001..=id {
+        assert_eq!(db.drain::<Spiky>(&id).await.unwrap(), 0, "{label}: {id}");
+        assert_eq!(stored_shards(&faulty, id).await.len(), 2, "{label}: {id}");
+        assert_total(&db, id, 13, &format!("{label}: {id} after the drain")).await;
+    }
+}
+
+/// A shrink whose future is dropped after a growing delay, each store call taking a
+/// millisecond: every load exact, the next reshard finishes.
+async fn shrink_dropped_at_any_point_is_exact<S: DocumentStore + Clone + 'static>(
+    store: S,
+    label: &str,
+) {
+    let slow = LatencyStore::new(store, Duration::from_millis(1))
+        .with_read_latency(Duration::from_millis(1));
+    let db = Mapper::new(slow).with_write_window(WINDOW);
+    for (id, after_ms) in (5000..).zip(0..40) {
+        let what = format!("{label}: dropped after {after_ms} ms");
+        db.insert(&mut Spiky::new(id, 0, 0)).await.unwrap();
+        db.reshard::<Spiky>(&id, 5).await.unwrap();
+        for _ in 0..8 {
+            db.update(&id, Spiky::vote).await.unwrap();
+        }
+        let shrink = db.reshard::<Spiky>(&id, 1);
+        let done = tokio::time::timeout(Duration::from_millis(after_ms), shrink).await;
+        assert_total(&db, id, 8, &what).await;
+        db.update(&id, Spiky::vote).await.unwrap();
+        db.reshard::<Spiky>(&id, 1).await.unwrap();
+        assert_total(&db, id, 9, &what).await;
+        if done.is_ok() {
+            break;
+        }
+    }
+}
+
+/// A change whose reply was lost (or that failed before reaching the store), sent to one
+/// of two shards, then a shrink to one: saving again stores it exactly once, whether
+/// the retired shard holds it (moved with its value) or not (sent to the live one).
+async fn change_in_doubt_across_a_shrink_applies_once<S: DocumentStore + Clone + 'static>(
+    store: S,
+    label: &str,
+) {
+    let faulty = FaultyStore::new(store);
+    let db = Mapper::new(faulty.clone()).with_write_window(Duration::from_mins(1));
+    for (id, fault) in (6000..).zip([Fault::After, Fault::Before].repeat(8)) {
+        let what = format!("{label}: {id} {fault:?}");
+        db.insert(&mut Spiky::new(id, 0, 0)).await.unwrap();
+        db.reshard::<Spiky>(&id, 2).await.unwrap();
+        let mut spiky = db.load::<Spiky>(&id).await.unwrap();
+        spiky.vote();
+        faulty.fail_call(0, fault);
+        assert!(db.save(&mut spiky).await.is_err(), "{what}");
+        db.reshard::<Spiky>(&id, 1).await.unwrap();
+        db.save(&mut spiky).await.unwrap();
+        db.save(&mut spiky).await.unwrap();
+        assert_total(&db, id, 1, &what).await;
+    }
+    // An entity loaded while there were two shards saves into the retired one after it
+    // was deleted: the change goes to the live shard.
+    let db = db.with_write_window(WINDOW);
+    db.insert(&mut Spiky::new(6999, 0, 0)).await.unwrap();
+    db.reshard::<Spiky>(&6999, 2).await.unwrap();
+    let mut stale = db.load::<Spiky>(&6999).await.unwrap();
+    db.reshard::<Spiky>(&6999, 1).await.unwrap();
+    tokio::time::sleep(WINDOW * 2).await;
+    assert_eq!(db.drain::<Spiky>(&6999).await.unwrap(), 0, "{label}");
+    for _ in 0..10 {
+        stale.vote();
+        db.save(&mut stale).await.unwrap();
+    }
+    assert_total(&db, 6999, 10, &format!("{label}: stale layout")).await;
+    assert_eq!(
+        stored_shards(&faulty, 6999).await.len(),
+        2,
+        "{label}: nothing recreated"
+    );
+}
+
 async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
-    let db = Mapper::new(store);
+    let db = Mapper::new(store.clone());
     resharding_under_writers_is_exact(db.clone(), label).await;
     annotation_changes_keep_every_value(db.clone(), label).await;
     keyed_operation_survives_a_reshard(db.clone(), label).await;
-    bad_reshards_are_refused(db, label).await;
+    bad_reshards_are_refused(db.clone(), label).await;
+    shrink_drains_and_deletes_retired_shards(db.with_write_window(WINDOW), label).await;
+    shrink_survives_a_fault_at_every_call(store.clone(), label).await;
+    shrink_dropped_at_any_point_is_exact(store.clone(), label).await;
+    change_in_doubt_across_a_shrink_applies_once(store, label).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -60,9 +60,25 @@ fn describes_its_sharded_properties() {
     assert_eq!(
         names,
         [
-            ("score", "shard_score", Sharding::Static { shards: 4 }),
+            (
+                "score",
+                "shard_score",
+                Sharding::Static {
+                    shards: 4,
+                    min: 1,
+                    max: autoshard::DEFAULT_MAX_SHARDS
+                }
+            ),
             ("peak", "shard_peak", Sharding::Dynamic),
-            ("tags", "shard_tags", Sharding::Static { shards: 3 }),
+            (
+                "tags",
+                "shard_tags",
+                Sharding::Static {
+                    shards: 3,
+                    min: 1,
+                    max: autoshard::DEFAULT_MAX_SHARDS
+                }
+            ),
         ]
     );
     assert_eq!(Board::PROPERTIES[1].static_shards(), None);

@@ -132,6 +132,8 @@ const _: () = {
                 stored_as: "shard_votes",
                 sharding: ::autoshard::__private::Sharding::Static {
                     shards: 10u32,
+                    min: 1u32,
+                    max: ::autoshard::__private::default_max_shards(10u32),
                 },
                 fold: ::core::option::Option::None,
             },

@@ -16,12 +16,32 @@ pub enum Sharding {
     /// A fixed number of shard documents (`#[shardable(shards = N)]`); a save folds the
     /// change into one of them, chosen uniformly at random.
     Static {
-        /// Number of shards, at least 1.
+        /// Number of shards at insert, at least 1.
         shards: u32,
+        /// The fewest shards a reshard gives a stored entity (`min = N`; 1 by default).
+        min: u32,
+        /// The most shards a reshard gives a stored entity (`max = N`; by default
+        /// [`DEFAULT_MAX_SHARDS`], or `shards` when that is more).
+        max: u32,
     },
     /// A new shard document per save, folded back into one by compaction
     /// (`#[shardable]` without `shards`).
     Dynamic,
+}
+
+/// The most shards a reshard gives a property whose annotation names no `max` (unless
+/// its `shards` is more): hot spots that need more are rare, and the bound keeps an
+/// adaptive count from running away.
+pub const DEFAULT_MAX_SHARDS: u32 = 64;
+
+/// The `max` of a property annotated `shards = N` without one.
+#[must_use]
+pub const fn default_max_shards(shards: u32) -> u32 {
+    if shards > DEFAULT_MAX_SHARDS {
+        shards
+    } else {
+        DEFAULT_MAX_SHARDS
+    }
 }
 
 /// Static description of one `#[shardable]` field.
@@ -44,7 +64,7 @@ impl ShardedProperty {
     #[must_use]
     pub fn static_shards(&self) -> Option<u32> {
         match self.sharding {
-            Sharding::Static { shards } => Some(shards),
+            Sharding::Static { shards, .. } => Some(shards),
             Sharding::Dynamic => None,
         }
     }
@@ -271,16 +291,77 @@ pub struct EntityState {
 /// field name (see `mapper/layout.rs`, which reads and writes it).
 pub(crate) type ShardCounts = Vec<(String, ShardCount)>;
 
-/// The recorded layout of one statically sharded property.
+/// The recorded layout of one statically sharded property (see `mapper/layout.rs`).
+///
+/// Shard indexes are never reused: `0..base` are the shards of the insert, and every
+/// shard a grow adds beyond them takes the next unused index (`next`). Saves fold into
+/// the *live* shards: the first `min(shards, base)` base shards and the last
+/// `shards - base` (if positive) added ones, `lo()..next`. Loads read the base shards
+/// and `from..next`: added shards retired by a shrink (`from..lo()`) stay read until
+/// their values are drained into live shards and they are deleted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ShardCount {
-    /// Saves fold into shards `0..shards`.
+    /// How many shards saves fold into.
     pub(crate) shards: u32,
-    /// Every shard index that ever took a write is below this: loads read `0..read`.
-    pub(crate) read: u32,
-    /// The count at insert, which never changes: keyed operations place their markers
-    /// by it, so running one again finds its marker whatever the count is now.
+    /// The count at insert, which never changes: the base shards stay for the entity's
+    /// life, and keyed operations place their markers in them, so running one again
+    /// finds its marker whatever the count is now.
     pub(crate) base: u32,
+    /// One past the highest shard index ever created.
+    pub(crate) next: u32,
+    /// The lowest added shard index still read (`next` when none is).
+    pub(crate) from: u32,
+}
+
+impl ShardCount {
+    /// The layout of a new entity with `shards` shards.
+    pub(crate) fn initial(shards: u32) -> Self {
+        ShardCount {
+            shards,
+            base: shards,
+            next: shards,
+            from: shards,
+        }
+    }
+
+    /// How many base shards are live.
+    pub(crate) fn live_base(&self) -> u32 {
+        self.shards.min(self.base)
+    }
+
+    /// The lowest live added shard index (`next` when no added shard is live).
+    pub(crate) fn lo(&self) -> u32 {
+        self.next - (self.shards - self.live_base())
+    }
+
+    /// The index of live shard `slot` (`0..shards`).
+    pub(crate) fn live_index(&self, slot: u32) -> u32 {
+        if slot < self.live_base() {
+            slot
+        } else {
+            self.lo() + (slot - self.live_base())
+        }
+    }
+
+    /// Whether saves fold into shard `index`.
+    pub(crate) fn is_live(&self, index: u32) -> bool {
+        index < self.live_base() || (self.lo()..self.next).contains(&index)
+    }
+
+    /// Whether loads read shard `index`.
+    pub(crate) fn is_read(&self, index: u32) -> bool {
+        index < self.base || (self.from..self.next).contains(&index)
+    }
+
+    /// The shard indexes loads read.
+    pub(crate) fn read_indexes(&self) -> impl Iterator<Item = u32> {
+        (0..self.base).chain(self.from.max(self.base)..self.next)
+    }
+
+    /// The added shards retired and not yet deleted: drained, or to be drained.
+    pub(crate) fn retired(&self) -> std::ops::Range<u32> {
+        self.from.max(self.base)..self.lo()
+    }
 }
 
 /// A change of one sharded property taken from its shadow by a save and not yet known

@@ -48,7 +48,7 @@ pub mod conformance;
 
 pub use compaction::{CompactionReport, Compactor, CompactorHandle};
 pub use document::{Document, Value, Version, Versioned};
-pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding};
+pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding, DEFAULT_MAX_SHARDS};
 pub use error::{Error, FieldError, Result};
 pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
@@ -67,7 +67,8 @@ pub use store::{
 pub mod __private {
     pub use crate::document::{Document, Value};
     pub use crate::entity::{
-        no_such_property, Entity, EntityState, Shadow, ShardedProperty, Sharding,
+        default_max_shards, no_such_property, Entity, EntityState, Shadow, ShardedProperty,
+        Sharding,
     };
     pub use crate::error::FieldError;
     pub use crate::group::{Child, ParentId, Root};

@@ -222,7 +222,7 @@ async fn insert_writes_main_and_every_shard() {
     let layout = stored.remove("~shards").expect("a shard layout");
     assert_eq!(
         layout,
-        serde_json::json!({"votes": {"shards": 10, "read": 10, "base": 10}})
+        serde_json::json!({"votes": {"shards": 10, "base": 10, "next": 10, "from": 10}})
     );
     assert_eq!(
         stored,

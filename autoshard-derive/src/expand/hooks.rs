@@ -126,8 +126,16 @@ fn properties(props: &[Property]) -> TokenStream {
     let items = props.iter().map(|p| {
         let (name, stored_as) = (&p.name, &p.stored_as);
         let sharding = match p.sharding {
-            Sharding::Static(shards) => {
-                quote!(::autoshard::__private::Sharding::Static { shards: #shards })
+            Sharding::Static { shards, min, max } => {
+                let max = max.map_or_else(
+                    || quote!(::autoshard::__private::default_max_shards(#shards)),
+                    |max| quote!(#max),
+                );
+                quote!(::autoshard::__private::Sharding::Static {
+                    shards: #shards,
+                    min: #min,
+                    max: #max,
+                })
             }
             Sharding::Dynamic => quote!(::autoshard::__private::Sharding::Dynamic),
         };

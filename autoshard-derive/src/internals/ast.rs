@@ -40,8 +40,13 @@ pub struct Field<'a> {
 /// How a property is sharded.
 #[derive(Clone, Copy)]
 pub enum Sharding {
-    /// `shards = N`: over `N` shard documents.
-    Static(u32),
+    /// `shards = N`: over `N` shard documents at insert; a reshard keeps the count within
+    /// `min = ..` (1 when absent) and `max = ..` (the runtime's default when absent).
+    Static {
+        shards: u32,
+        min: u32,
+        max: Option<u32>,
+    },
     /// No `shards`: a new shard document per save.
     Dynamic,
 }
@@ -131,7 +136,14 @@ impl<'a> Entity<'a> {
                 ty: field.ty,
                 name: field.name(),
                 stored_as: format!("shard_{}", field.name()),
-                sharding: shardable.shards.map_or(Sharding::Dynamic, Sharding::Static),
+                sharding: shardable
+                    .shards
+                    .as_ref()
+                    .map_or(Sharding::Dynamic, |&(_, shards)| Sharding::Static {
+                        shards,
+                        min: shardable.min.as_ref().map_or(1, |(_, min)| *min),
+                        max: shardable.max.as_ref().map(|(_, max)| *max),
+                    }),
                 neutral: shardable.neutral.clone(),
                 builtin: shardable.fold.as_ref().map(|(_, fold)| *fold),
                 shadow: names::shadow_field(field.ident),

@@ -12,8 +12,8 @@ use syn::{Attribute, Expr, Ident, Lit, LitStr, Meta, Path};
 
 use super::ctxt::Ctxt;
 use super::symbol::{
-    Symbol, CONSTRUCTOR, ENTITY, FOLD, GROUP_SHARDS, ID, KIND, NEUTRAL, PARENT, SHARDABLE, SHARDED,
-    SHARDS,
+    Symbol, CONSTRUCTOR, ENTITY, FOLD, GROUP_SHARDS, ID, KIND, MAX, MIN, NEUTRAL, PARENT,
+    SHARDABLE, SHARDED, SHARDS,
 };
 
 /// One value of an attribute or option; a second `set` reports a duplicate.
@@ -216,8 +216,12 @@ pub struct ShardableAttr<'a> {
     /// `neutral = EXPR`: the identity of the property's fold.
     pub neutral: Option<Expr>,
     /// `shards = N`: static sharding over `N >= 1` shards; `None` is dynamic sharding
-    /// (or a rejected value).
-    pub shards: Option<u32>,
+    /// (or a rejected value). With the literal, for spans.
+    pub shards: Option<(Expr, u32)>,
+    /// `min = N`: the fewest shards a reshard leaves, with its literal.
+    pub min: Option<(Expr, u32)>,
+    /// `max = N`: the most shards a reshard gives, with its literal.
+    pub max: Option<(Expr, u32)>,
     /// `fold = sum | max | min | union`: a built-in fold, and the tokens naming it.
     pub fold: Option<(syn::Path, BuiltinFold)>,
     /// Whether a `fold` was written that names no built-in fold (already reported).
@@ -230,6 +234,8 @@ impl<'a> ShardableAttr<'a> {
             attr,
             neutral: None,
             shards: None,
+            min: None,
+            max: None,
             fold: None,
             unknown_fold: false,
         }
@@ -241,7 +247,9 @@ impl<'a> ShardableAttr<'a> {
             return ShardableAttr::empty(attr);
         }
         let mut neutral = Attr::option(cx, SHARDABLE, NEUTRAL);
-        let mut shards: Attr<Option<u32>> = Attr::option(cx, SHARDABLE, SHARDS);
+        let mut shards: Attr<Option<(Expr, u32)>> = Attr::option(cx, SHARDABLE, SHARDS);
+        let mut min: Attr<Option<(Expr, u32)>> = Attr::option(cx, SHARDABLE, MIN);
+        let mut max: Attr<Option<(Expr, u32)>> = Attr::option(cx, SHARDABLE, MAX);
         let mut fold: Attr<Option<(syn::Path, BuiltinFold)>> = Attr::option(cx, SHARDABLE, FOLD);
         let result = attr.parse_nested_meta(|meta| {
             if meta.path == NEUTRAL {
@@ -256,10 +264,27 @@ impl<'a> ShardableAttr<'a> {
                      leave `shards` out to shard dynamically",
                     "`shards` must be at least 1; leave `shards` out to shard dynamically",
                 );
-                if count.is_some() {
-                    shards.set(&meta.path, count);
+                match count {
+                    Some(count) => shards.set(&meta.path, Some((value, count))),
+                    None => shards.set_seen(&meta.path),
+                }
+            } else if meta.path == MIN || meta.path == MAX {
+                let (bound, option, example) = if meta.path == MIN {
+                    (&mut min, MIN, "min = 1")
                 } else {
-                    shards.set_seen(&meta.path);
+                    (&mut max, MAX, "max = 64")
+                };
+                let value: Expr = meta.value()?.parse()?;
+                let count = parse_positive_count(
+                    cx,
+                    &value,
+                    option,
+                    &format!("`{option}` must be an integer literal such as `{example}`"),
+                    &format!("`{option}` must be at least 1: an entity has at least one shard"),
+                );
+                match count {
+                    Some(count) => bound.set(&meta.path, Some((value, count))),
+                    None => bound.set_seen(&meta.path),
                 }
             } else if meta.path == FOLD {
                 let name: syn::Path = meta.value()?.parse()?;
@@ -281,7 +306,7 @@ impl<'a> ShardableAttr<'a> {
                 return Err(unknown(
                     &meta,
                     SHARDABLE,
-                    "expected `neutral`, `shards` or `fold`",
+                    "expected `neutral`, `shards`, `min`, `max` or `fold`",
                 ));
             }
             Ok(())
@@ -293,6 +318,8 @@ impl<'a> ShardableAttr<'a> {
             attr,
             neutral: neutral.get(),
             shards: shards.get().flatten(),
+            min: min.get().flatten(),
+            max: max.get().flatten(),
             unknown_fold: fold.value.as_ref().is_some_and(Option::is_none),
             fold: fold.get().flatten(),
         }

@@ -7,6 +7,7 @@ use quote::quote;
 use syn::Generics;
 
 use super::ast::Entity;
+use super::attr::ShardableAttr;
 use super::ctxt::Ctxt;
 use super::names::HIDDEN_PREFIX;
 
@@ -110,6 +111,9 @@ fn sharded(cx: &Ctxt, entity: &Entity) {
         }
         return;
     }
+    for (_, shardable) in entity.sharded_fields() {
+        shard_bounds(cx, shardable);
+    }
     for (field, shardable) in entity.sharded_fields() {
         let default_neutral = shardable
             .fold
@@ -130,6 +134,55 @@ fn sharded(cx: &Ctxt, entity: &Entity) {
                         None => String::new(),
                     }
                 ),
+            );
+        }
+    }
+}
+
+/// The most shards one property may have: the runtime's `Mapper::MAX_SHARDS`
+/// (`tests/ui` pins both sides of it).
+const MAX_SHARDS: u32 = 4096;
+
+/// Rules of `shards`, `min` and `max`: bounds only with `shards`, and
+/// `min <= shards <= max <= MAX_SHARDS`.
+fn shard_bounds(cx: &Ctxt, shardable: &ShardableAttr) {
+    let Some((shards_tokens, shards)) = &shardable.shards else {
+        for (tokens, _) in shardable.min.iter().chain(&shardable.max) {
+            cx.error_spanned_by(
+                tokens,
+                "`min` and `max` bound a static shard count: add `shards = N` (the count at \
+                 insert), or leave them out for dynamic sharding",
+            );
+        }
+        return;
+    };
+    for (tokens, count) in [
+        Some((shards_tokens, *shards)),
+        shardable.max.as_ref().map(|(t, c)| (t, *c)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if count > MAX_SHARDS {
+            cx.error_spanned_by(
+                tokens,
+                format_args!("at most {MAX_SHARDS} shards per property (`Mapper::MAX_SHARDS`)"),
+            );
+        }
+    }
+    if let Some((tokens, min)) = &shardable.min {
+        if min > shards {
+            cx.error_spanned_by(
+                tokens,
+                format_args!("`min = {min}` is above `shards = {shards}`, the count at insert"),
+            );
+        }
+    }
+    if let Some((tokens, max)) = &shardable.max {
+        if max < shards {
+            cx.error_spanned_by(
+                tokens,
+                format_args!("`max = {max}` is below `shards = {shards}`, the count at insert"),
             );
         }
     }

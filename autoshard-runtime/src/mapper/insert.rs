@@ -226,7 +226,7 @@ fn static_shard_documents<E: Entity>(
 ) -> Result<Vec<(Key, Document)>> {
     let mut docs = Vec::new();
     for p in static_annotated::<E>() {
-        for shard in 0..p.shards {
+        for shard in 0..p.layout.shards {
             let key = layout::static_shard(main, p.property.name, shard);
             let value = if shard == 0 {
                 entity.aggregate_value(p.index)

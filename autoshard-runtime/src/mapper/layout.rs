@@ -14,12 +14,17 @@
 //!   document ([`compacted`], `…/~d:`, the empty name); [`dynamic_shards_scan`] lists
 //!   them all, the compacted document included.
 //! - the *shard layout* of a sharded entity, recorded in its main document under
-//!   [`SHARDS`] (`{"votes": {"shards": 40, "read": 40, "base": 10}}`): for each statically
-//!   sharded property, the shards saves fold into (`0..shards`), every shard index that
-//!   ever took a write (`0..read`, what loads read) and the count at insert (`base`,
-//!   where keyed operations put their markers). `insert` writes it from the annotation;
-//!   only `Mapper::reshard` changes it. A changed annotation changes neither: a loaded
-//!   entity keeps writing where its record says, and loads read what it lists.
+//!   [`SHARDS`] (`{"votes": {"shards": 40, "base": 10, "next": 40, "from": 10}}`, see
+//!   `ShardCount`): for each statically sharded property, the count saves fold into,
+//!   the count at insert (`base`: shards `0..base`, kept for the entity's life, where
+//!   keyed operations put their markers), one past the highest shard index ever created
+//!   (`next`: indexes are never reused) and the lowest added shard still read (`from`).
+//!   `insert` writes it from the annotation; only `Mapper::reshard` changes it. A
+//!   changed annotation changes neither: a loaded entity keeps writing where its record
+//!   says, and loads read what it lists.
+//! - a static shard retired by a shrink is *sealed* ([`SEALED`]: no write applies to it
+//!   any more), its value moved into a live shard that records the move ([`MOVED`]),
+//!   and deleted once no write sent before the seal can be sent again (`reshard`).
 //! - keyed operations (`Mapper::update_once`): a marker per operation next to the
 //!   document it changed ([`op_marker`], `{Question:42/~shard:votes.3}/~op:<name>`, or
 //!   under the dynamic group), in that document's entity group.
@@ -65,17 +70,81 @@ pub(super) fn incarnation(doc: &Document) -> Option<&str> {
 /// layout (module docs).
 pub(super) const SHARDS: &str = "~shards";
 
+/// The reserved property of a static shard retired by a shrink once it is sealed:
+/// `{"into": i, "at": ms}`, the live shard of the same property its value moves into
+/// and when it was sealed. A sealed shard takes no write: its [`INCARNATION`] holds
+/// [`SEALED_INCARNATION`] instead of the entity's, so a guarded merge finds it missing,
+/// and every compare-and-set of a static shard checks for this property.
+pub(super) const SEALED: &str = "~sealed";
+
+/// What the incarnation property of a sealed shard holds (never an incarnation, which
+/// is a UUID).
+pub(super) const SEALED_INCARNATION: &str = "~sealed";
+
+/// The reserved property of a static shard that took the values of sealed shards:
+/// `{"votes.12": ms}`, the name of each sealed shard whose value it holds (and when
+/// that shard was sealed). A load skips a shard named here by any shard it read.
+pub(super) const MOVED: &str = "~moved";
+
+/// The seal of a static shard document (see [`SEALED`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Seal {
+    /// The index of the shard its value moves into.
+    pub into: u32,
+    /// When it was sealed, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+}
+
+/// The seal of the static shard document `doc`, if it is sealed.
+pub(super) fn seal_of(doc: &Document) -> Option<Seal> {
+    let seal = doc.get(SEALED)?;
+    let field = |name: &str| seal.get(name).and_then(Value::as_u64);
+    Some(Seal {
+        into: field("into")
+            .and_then(|i| u32::try_from(i).ok())
+            .unwrap_or(0),
+        at_ms: field("at").unwrap_or(0),
+    })
+}
+
+/// Whether no write may go to the static shard at `key`, found as `found`, of the
+/// entity whose layout is `counts`: it is sealed, or it is gone and the layout does
+/// not list it as live (a retired shard deleted after its drain; a base shard, which
+/// is never retired, may be created).
+pub(super) fn is_retired(
+    counts: Option<&ShardCounts>,
+    key: &Key,
+    found: Option<&Document>,
+) -> bool {
+    match found {
+        Some(doc) => doc.contains_key(SEALED),
+        None => static_shard_of(key).is_some_and(|(property, index)| {
+            counts
+                .and_then(|counts| count_of(counts, property))
+                .is_some_and(|c| !c.is_live(index) && index >= c.base)
+        }),
+    }
+}
+
+/// The stored form of a seal.
+pub(super) fn seal_value(seal: Seal) -> Value {
+    serde_json::json!({"into": seal.into, "at": seal.at_ms})
+}
+
+/// The names of the sealed shards whose values the shard document `doc` holds, with
+/// when each was sealed.
+pub(super) fn moved_into(doc: &Document) -> impl Iterator<Item = (&str, u64)> {
+    doc.get(MOVED)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(name, at)| (name.as_str(), at.as_u64().unwrap_or(0)))
+}
+
 /// The layout `E`'s annotation gives a new entity.
 pub(super) fn initial_counts<E: Entity>() -> ShardCounts {
     static_annotated::<E>()
-        .map(|p| {
-            let count = ShardCount {
-                shards: p.shards,
-                read: p.shards,
-                base: p.shards,
-            };
-            (p.property.name.to_owned(), count)
-        })
+        .map(|p| (p.property.name.to_owned(), p.layout))
         .collect()
 }
 
@@ -104,12 +173,19 @@ pub(super) fn recorded_counts(main: &Key, doc: &Document) -> Result<Option<Shard
         };
         let count = ShardCount {
             shards: field("shards")?,
-            read: field("read")?,
             base: field("base")?,
+            next: field("next")?,
+            from: field("from")?,
         };
-        if count.read < count.shards || count.read < count.base {
+        let added = count.shards - count.live_base();
+        if count.next < count.base + added || count.from < count.base {
             return Err(bad(&format!(
-                "`{property}` reads fewer shards than it writes or started with"
+                "`{property}` lists more shards than it created"
+            )));
+        }
+        if count.from > count.lo() {
+            return Err(bad(&format!(
+                "`{property}` does not read all its live shards"
             )));
         }
         counts.push((property.clone(), count));
@@ -122,7 +198,9 @@ pub(super) fn counts_value(counts: &ShardCounts) -> Value {
     let record: serde_json::Map<String, Value> = counts
         .iter()
         .map(|(property, c)| {
-            let count = serde_json::json!({"shards": c.shards, "read": c.read, "base": c.base});
+            let count = serde_json::json!({
+                "shards": c.shards, "base": c.base, "next": c.next, "from": c.from
+            });
             (property.clone(), count)
         })
         .collect();
@@ -147,7 +225,10 @@ pub(super) fn covers<E: Entity>(counts: Option<&ShardCounts>) -> bool {
 pub(super) fn recorded_shard_keys(main: &Key, counts: &ShardCounts) -> Vec<Key> {
     counts
         .iter()
-        .flat_map(|(property, c)| (0..c.read).map(move |i| static_shard(main, property, i)))
+        .flat_map(|(property, c)| {
+            c.read_indexes()
+                .map(move |i| static_shard(main, property, i))
+        })
         .collect()
 }
 
@@ -167,8 +248,16 @@ pub fn static_shards_scan(main: &Key) -> Scan {
 
 /// The property and index of a static shard key from [`static_shards_scan`].
 pub(crate) fn static_shard_of(key: &Key) -> Option<(&str, u32)> {
+    if key.kind() != SHARD {
+        return None;
+    }
     let (property, index) = key.name().rsplit_once('.')?;
     Some((property, index.parse().ok()?))
+}
+
+/// The index of the static shard named `name` (a key's name, `votes.12`).
+pub(super) fn shard_name_index(name: &str) -> Option<u32> {
+    name.rsplit_once('.')?.1.parse().ok()
 }
 
 /// The entity group that holds the dynamic shards of the entity at `main`.
@@ -245,14 +334,28 @@ pub(crate) fn children_scan(root: &Key, kind: &str, k: u32) -> Scan {
     Scan::new(kind, Some(sub_group(root, k)))
 }
 
-/// A sharded property with its index in [`Entity::PROPERTIES`], the number of static
-/// shards saves fold into, and the count keyed operations place their markers by.
+/// A sharded property with its index in [`Entity::PROPERTIES`] and its shard layout.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct StaticProperty {
     pub index: usize,
     pub property: &'static ShardedProperty,
-    pub shards: u32,
-    pub base: u32,
+    pub layout: ShardCount,
+}
+
+impl StaticProperty {
+    /// The fewest and the most shards the annotation allows.
+    pub(super) fn bounds(&self) -> (u32, u32) {
+        match self.property.sharding {
+            Sharding::Static { min, max, .. } => (min, max),
+            Sharding::Dynamic => (1, 1),
+        }
+    }
+
+    /// The key of live shard `slot` (`0..layout.shards`) of this property of the entity
+    /// at `main`.
+    pub(super) fn live_shard(&self, main: &Key, slot: u32) -> Key {
+        static_shard(main, self.property.name, self.layout.live_index(slot))
+    }
 }
 
 /// The statically sharded properties of `E` with the counts of its annotation, in field
@@ -262,11 +365,10 @@ pub(super) fn static_annotated<E: Entity>() -> impl Iterator<Item = StaticProper
         .iter()
         .enumerate()
         .filter_map(|(index, property)| match property.sharding {
-            Sharding::Static { shards } => Some(StaticProperty {
+            Sharding::Static { shards, .. } => Some(StaticProperty {
                 index,
                 property,
-                shards,
-                base: shards,
+                layout: ShardCount::initial(shards),
             }),
             Sharding::Dynamic => None,
         })
@@ -281,8 +383,7 @@ pub(super) fn static_properties<E: Entity>(entity: &E) -> Vec<StaticProperty> {
     static_annotated::<E>()
         .map(|mut p| {
             if let Some(c) = counts.and_then(|c| count_of(c, p.property.name)) {
-                p.shards = c.shards;
-                p.base = c.base;
+                p.layout = *c;
             }
             p
         })
@@ -293,7 +394,7 @@ pub(super) fn static_properties<E: Entity>(entity: &E) -> Vec<StaticProperty> {
 /// `main`: each static property's shards, shard 0 first, properties in field order.
 pub(super) fn static_shard_keys<E: Entity>(main: &Key) -> Vec<Key> {
     static_annotated::<E>()
-        .flat_map(|p| (0..p.shards).map(move |i| static_shard(main, p.property.name, i)))
+        .flat_map(|p| (0..p.layout.shards).map(move |i| static_shard(main, p.property.name, i)))
         .collect()
 }
 
@@ -304,7 +405,7 @@ pub(super) fn is_former_static_shard<E: Entity>(key: &Key) -> bool {
     let Some((property, index)) = static_shard_of(key) else {
         return false;
     };
-    !static_annotated::<E>().any(|p| p.property.name == property && index < p.shards)
+    !static_annotated::<E>().any(|p| p.property.name == property && index < p.layout.shards)
 }
 
 /// The dynamically sharded properties of `E` with their indexes, in field order.

@@ -95,11 +95,16 @@ impl<S: DocumentStore> Mapper<S> {
                 // The recorded layout lists shards the annotation does not: read again,
                 // all of them with the main document, so the read stays one snapshot
                 // where the store reads one.
-                let unread = match found.docs.first() {
-                    Some(Some(main_doc)) => unread_shards(&main, &main_doc.doc, &lookup.keys)?,
-                    _ => Vec::new(),
+                // A retired shard deleted between reading the layout and reading it: its
+                // value moved into a shard that may have been read before the move.
+                let (unread, torn) = match found.docs.first() {
+                    Some(Some(main_doc)) => (
+                        unread_shards(&main, &main_doc.doc, &lookup.keys)?,
+                        torn(&main, &main_doc.doc, &lookup.keys, &found.docs)?,
+                    ),
+                    _ => (Vec::new(), false),
                 };
-                if unread.is_empty() {
+                if unread.is_empty() && !torn {
                     break found;
                 }
                 // Never a fold that leaves out shards the layout lists.
@@ -139,14 +144,31 @@ impl<S: DocumentStore> Mapper<S> {
         let mut entity: E = from_main(id, &main, main_doc)?;
 
         // Every sharded property found in any shard document is folded, whatever the
-        // current annotation says, so switching static <-> dynamic loses nothing.
-        for (key, doc) in keys[1..].iter().zip(found) {
-            if let Some(doc) = doc {
+        // current annotation says, so switching static <-> dynamic loses nothing; but
+        // never a static shard the layout does not read, or whose value a shard read
+        // holds (see `reshard`).
+        let counts = layout::recorded_counts(&main, &main_doc.doc)?;
+        let docs: Vec<(&Key, &Versioned)> = keys[1..]
+            .iter()
+            .zip(found)
+            .filter_map(|(key, doc)| Some((key, doc.as_ref()?)))
+            .chain(extra.iter().map(|(key, doc)| (key, doc)))
+            .collect();
+        let moved: Vec<&str> = docs
+            .iter()
+            .flat_map(|(_, doc)| layout::moved_into(&doc.doc).map(|(name, _)| name))
+            .collect();
+        for (key, doc) in docs {
+            let skip = layout::static_shard_of(key).is_some_and(|(property, index)| {
+                moved.contains(&key.name())
+                    || counts
+                        .as_ref()
+                        .and_then(|c| layout::count_of(c, property))
+                        .is_some_and(|c| !c.is_read(index))
+            });
+            if !skip {
                 fold_document(&mut entity, key, &doc.doc)?;
             }
-        }
-        for (key, doc) in extra {
-            fold_document(&mut entity, key, &doc.doc)?;
         }
 
         Ok(entity)
@@ -167,6 +189,20 @@ fn unread_shards(main: &Key, doc: &Document, read: &[Key]) -> Result<Vec<Key>> {
         .into_iter()
         .filter(|key| !read.contains(key))
         .collect())
+}
+
+/// Whether a retired shard the layout recorded in the main document `doc` lists was
+/// found missing in `docs` (read at `keys`): the read straddled its deletion.
+fn torn(main: &Key, doc: &Document, keys: &[Key], docs: &[Option<Versioned>]) -> Result<bool> {
+    let Some(counts) = layout::recorded_counts(main, doc)? else {
+        return Ok(false);
+    };
+    Ok(keys.iter().zip(docs).any(|(key, found)| {
+        found.is_none()
+            && layout::static_shard_of(key).is_some_and(|(property, index)| {
+                layout::count_of(&counts, property).is_some_and(|c| c.retired().contains(&index))
+            })
+    }))
 }
 
 impl<S: DocumentStore> Mapper<S> {

@@ -242,8 +242,11 @@ fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
     {
         // By the count at insert, which never changes: running the operation again meets
         // the marker it left, however the entity was resharded since.
-        let key =
-            layout::static_shard(main, p.property.name, op_shard(op, p.property.name, p.base));
+        let key = layout::static_shard(
+            main,
+            p.property.name,
+            op_shard(op, p.property.name, p.layout.base),
+        );
         parts.push(Part {
             marker: layout::op_marker(&key, incarnation, op),
             target: Target::Static {

@@ -1,31 +1,63 @@
 //! `reshard`: changing the number of static shards of one stored entity online, while
-//! other writers keep writing, through its recorded layout (see `layout`).
+//! other writers keep writing, through its recorded layout (`ShardCount`, see `layout`),
+//! and `drain`: moving the values of the shards a shrink retired into live ones.
 //!
-//! # Why nothing is lost or counted twice
-//! Values never move between shard documents here; only the record of where saves go
-//! changes. A load folds every shard document with an index below the record's `read`
-//! count, which only grows, and a reshard raises it before any save can use a new index:
-//! - growing raises `shards` and `read` together in one compare-and-set of the main
-//!   document, after creating the new shard documents (so the first merges into them
-//!   find them); a save that loaded the older record keeps folding into the shards it
-//!   knew, all of which are still read;
-//! - shrinking lowers `shards` only: saves stop folding into the shards above it, but
-//!   those keep their values and stay read. A change in doubt is always sent again to
-//!   the shard it was first sent to, which still holds its write-id record, so it is
-//!   applied there once.
+//! # The protocol
+//! Shard indexes are never reused. A **grow** creates the new shard documents (fresh
+//! indexes from `next` on, stamped with the incarnation) and then raises `shards` and
+//! `next` in one compare-and-set of the main document. A **shrink** lowers `shards` in
+//! one compare-and-set: the added shards it leaves out (`from..lo`) are *retired*:
+//! saves stop choosing them, loads keep reading them. Then each retired shard `r` is
+//! drained, one document at a time (on a Redis Cluster every shard has its own slot, so
+//! no step spans two documents):
+//! 1. **seal** `r` (compare-and-set): record the live shard `s` its value goes to and the
+//!    time, and replace its incarnation so that no merge applies to it any more; every
+//!    compare-and-set of a static shard checks the seal too. From here `r`'s value and
+//!    write record never change.
+//! 2. **move** (compare-and-set of `s`): fold `r`'s value into `s` and name `r` in `s`'s
+//!    moved list, in one commit; a move that finds `r` named already is done. When `s`
+//!    was sealed meanwhile, `r`'s seal is pointed at another live shard first.
+//! 3. **retire** once the write window has passed since the seal (so that no change sent
+//!    to `r` before its seal can be sent again, see below): raise `from` past `r` in the
+//!    main document, then delete `r`.
 //!
-//! So a shrink reduces the documents writers contend on, not the documents a load reads:
-//! folding the retired shards into the survivors (and so reading fewer) is not done here.
+//! A crash (or an error, or a dropped future) between any two steps leaves a state the
+//! next `drain` (run by every `reshard`, or by the caller) continues from: every step
+//! reads what is stored and does only what is missing.
+//!
+//! # Why a load counts every value once
+//! A load folds the shards its layout lists, except a shard that some shard it read
+//! names as moved. Since `r`'s value is frozen by the seal before the move, and the move
+//! adds it to `s` in the same commit that names `r`, whichever order the load reads `r`
+//! and `s` in: if `s` names `r`, `s` holds all of `r`'s value and `r` is skipped; if not,
+//! `s` holds none of it and `r` is counted. A retired shard the load finds deleted
+//! means its reads straddled a retire: it reads again with the newer layout. Deletions
+//! go in index order and a move target is always a base shard (never deleted) or a
+//! shard added after `r`, so `s` outlives `r`. Moved lists keep a name for two write
+//! windows after its shard was deleted, longer than any load's reads can straddle.
+//!
+//! # Why a write is applied once
+//! A merge into a sealed shard fails its incarnation guard and changes nothing; a
+//! compare-and-set that reads a sealed shard does not write it. Either way the change
+//! goes to a live shard instead, under the same write id, and the entity's pending
+//! record names the new shard before it is sent. A change sent to `r` with an unknown
+//! outcome is sent again to `r`: while `r` exists its frozen write record says whether
+//! the change is in `r`'s value (then in `s`, exactly once); a change that finds `r`
+//! deleted was first sent after the seal (anything sent before is older than the write
+//! window by then, and fails with `Expired` instead of being sent), so it never applied.
 
-use super::layout::{self, StaticProperty};
+use super::attempt::Attempt;
+use super::layout::{self, Seal, StaticProperty};
+use super::writes;
 use super::Mapper;
-use crate::document::Document;
-use crate::entity::{ShardCount, ShardCounts};
+use crate::document::{Document, Value, Versioned};
+use crate::entity::{Entity, ShardCount, ShardCounts};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
+use std::time::Duration;
 
 impl<S: DocumentStore> Mapper<S> {
     /// The most static shards [`Mapper::reshard`] gives one property.
@@ -37,14 +69,19 @@ impl<S: DocumentStore> Mapper<S> {
     /// the count at insert): later loads and saves of the entity, in any process, use it.
     ///
     /// Growing spreads saves over more shard documents at once. Shrinking makes saves
-    /// fold into fewer documents; the retired shards keep their values and loads still
-    /// read them (module docs of `reshard` say why this is exact).
+    /// fold into fewer documents and moves the values of the shards it retires into the
+    /// others ([`Mapper::drain`], run here); the shards of the insert stay for the
+    /// entity's life. The module docs of `reshard` give the protocol and why no value is
+    /// lost or counted twice meanwhile.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when `shards` is 0 or above [`Mapper::MAX_SHARDS`], or `E` has no
+    /// [`Error::Invalid`] when `shards` is outside a property's annotated bounds
+    /// (`#[shardable(shards = 10, min = 2, max = 100)]`; by default 1 and
+    /// [`crate::DEFAULT_MAX_SHARDS`]) or above [`Mapper::MAX_SHARDS`], or `E` has no
     /// statically sharded property; [`Error::NotFound`] when the entity is not stored;
-    /// [`Error::Contention`] when concurrent changes of the main document outlast the
-    /// retry policy; store errors.
+    /// [`Error::Contention`] when concurrent changes outlast the retry policy; store
+    /// errors. After an error the count is either the old or the new one, and a later
+    /// `reshard` or `drain` finishes what was left.
     ///
     /// # Example
     /// ```
@@ -93,40 +130,98 @@ impl<S: DocumentStore> Mapper<S> {
                 E::KIND
             )));
         }
+        for p in layout::static_annotated::<E>() {
+            let (fewest, most) = p.bounds();
+            if !(fewest..=most).contains(&shards) {
+                return Err(Error::Invalid(format!(
+                    "cannot reshard `{main}` to {shards} shards: `{}.{}` is annotated with \
+                     {fewest} to {most} (`#[shardable(min = .., max = ..)]`)",
+                    E::KIND,
+                    p.property.name
+                )));
+            }
+        }
         tracing::debug!(key = %main, shards, "reshard");
         let mut retrying = self.retrying("reshard");
         loop {
             let attempt = self.reshard_attempt::<E>(&main, shards);
             if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
-                return Ok(());
+                break;
             }
         }
+        self.drain_at::<E>(&main).await.map(|_| ())
+    }
+
+    /// Finishes the shrinks of the entity with this id: seals the shards they retired,
+    /// moves their values into live shards, and deletes those sealed longer ago than the
+    /// write window (module docs of `reshard`). Every [`Mapper::reshard`] runs it; run it
+    /// again (a maintenance task does) after an error or once the window has passed.
+    /// Returns how many retired shards are left, sealed and moved, waiting out the
+    /// window.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the entity is not stored; [`Error::Contention`] when
+    /// concurrent saves outlast the retry policy; store errors. Nothing is lost: a later
+    /// `drain` continues where this one stopped.
+    ///
+    /// # Example
+    /// ```
+    /// use autoshard::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(shards = 1, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new()).with_write_window(Duration::from_millis(50));
+    /// db.insert(&mut Question::new(1, 0)).await?;
+    /// db.reshard::<Question>(&1, 8).await?;
+    /// db.update(&1, Question::vote_up).await?;
+    /// db.reshard::<Question>(&1, 1).await?; // 7 shards sealed, values moved
+    /// tokio::time::sleep(Duration::from_millis(100)).await;
+    /// assert_eq!(db.drain::<Question>(&1).await?, 0); // and now deleted
+    /// assert_eq!(db.load::<Question>(&1).await?.votes, 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn drain<E: Root>(&self, id: &E::Id) -> Result<usize> {
+        self.drain_at::<E>(&E::key_for(id)).await
     }
 
     /// One attempt: read the main document, create the shard documents a grow adds, and
     /// commit the new layout expecting the main document's version.
-    async fn reshard_attempt<E: Root>(
-        &self,
-        main: &Key,
-        shards: u32,
-    ) -> Result<super::attempt::Attempt<()>> {
+    async fn reshard_attempt<E: Root>(&self, main: &Key, shards: u32) -> Result<Attempt<()>> {
         let Some(stored) = self.store.get(main).await? else {
             return Err(Error::NotFound { key: main.clone() });
         };
         let current = self.current_counts::<E>(main, &stored.doc).await?;
-        let mut next = current.clone();
-        for (_, count) in &mut next {
-            count.shards = shards;
-            count.read = count.read.max(shards);
-        }
+        let next: ShardCounts = current
+            .iter()
+            .map(|(property, c)| (property.clone(), resized(*c, shards)))
+            .collect();
         if next == current && stored.doc.contains_key(layout::SHARDS) {
-            return Ok(super::attempt::Attempt::Committed(()));
+            return Ok(Attempt::Committed(()));
         }
         // New shard documents first, stamped with the incarnation so that merges into
-        // them pass their guard; one that exists already (a retired shard) is kept.
+        // them pass their guard. One that exists already was created by an attempt that
+        // did not commit its layout, and never written since.
         let incarnation = layout::incarnation(&stored.doc).filter(|i| !i.is_empty());
         for ((property, before), (_, after)) in current.iter().zip(&next) {
-            for index in before.read..after.read {
+            for index in before.next..after.next {
                 let key = layout::static_shard(main, property, index);
                 let mut doc = Document::new();
                 if let Some(incarnation) = incarnation {
@@ -143,13 +238,14 @@ impl<S: DocumentStore> Mapper<S> {
         let txn = Transaction::new()
             .expect(main.clone(), Some(stored.version))
             .put(main.clone(), doc);
-        Ok(self.store.commit(&txn).await?.into())
+        self.commit_attempt(&txn).await
     }
 
     /// The layout the main document `doc` records, completed for the statically sharded
     /// properties of `E` it does not record (an entity stored before layouts were
     /// recorded, or a property that was dynamic at insert) from the annotation and the
-    /// static shard documents a scan finds.
+    /// static shard documents a scan finds: those beyond the annotation's count are
+    /// retired, to be drained.
     async fn current_counts<E: Root>(&self, main: &Key, doc: &Document) -> Result<ShardCounts> {
         let mut counts = layout::recorded_counts(main, doc)?.unwrap_or_default();
         let missing: Vec<StaticProperty> = layout::static_annotated::<E>()
@@ -160,19 +256,283 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let found = self.scan_all(layout::static_shards_scan(main)).await?;
         for p in missing {
-            let read = found
+            let next = found
                 .iter()
                 .filter_map(|(key, _)| layout::static_shard_of(key))
                 .filter(|(property, _)| *property == p.property.name)
                 .map(|(_, index)| index.saturating_add(1))
-                .fold(p.shards, u32::max);
-            let count = ShardCount {
-                shards: p.shards,
-                read,
-                base: p.shards,
-            };
+                .fold(p.layout.base, u32::max);
+            let count = ShardCount { next, ..p.layout };
             counts.push((p.property.name.to_owned(), count));
         }
         Ok(counts)
     }
+
+    /// [`Mapper::drain`] of the entity at `main`.
+    async fn drain_at<E: Entity>(&self, main: &Key) -> Result<usize> {
+        let Some(stored) = self.store.get(main).await? else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        let Some(counts) = layout::recorded_counts(main, &stored.doc)? else {
+            return Ok(0);
+        };
+        let incarnation = layout::incarnation(&stored.doc).filter(|i| !i.is_empty());
+        let keep = self.write_window + self.write_window / 4;
+        let mut retire: Vec<(String, u32)> = Vec::new();
+        let mut waiting = 0;
+        for (property, c) in &counts {
+            let Some(index) = E::PROPERTIES.iter().position(|p| p.name == property) else {
+                // A property the entity no longer has: its value cannot be folded here.
+                waiting += c.retired().len();
+                continue;
+            };
+            let mut through = c.from;
+            for r in c.retired() {
+                let shard = Shard {
+                    main,
+                    incarnation,
+                    index,
+                    name: property,
+                    layout: c,
+                };
+                let sealed_at = self.drain_shard::<E>(&shard, r).await?;
+                let expired = sealed_at.is_none_or(|at| elapsed_since(at) >= keep);
+                if expired && through == r {
+                    through = r + 1;
+                } else {
+                    waiting += 1;
+                }
+            }
+            if through > c.from {
+                retire.push((property.clone(), through));
+            }
+        }
+        if !retire.is_empty() {
+            self.retire(main, &retire).await?;
+        }
+        Ok(waiting)
+    }
+
+    /// Seals retired shard `r` and moves its value into a live shard (module docs, steps
+    /// 1 and 2), each step only if not done yet; when it was sealed (`None`: it is gone).
+    async fn drain_shard<E: Entity>(&self, shard: &Shard<'_>, r: u32) -> Result<Option<u64>> {
+        let key = layout::static_shard(shard.main, shard.name, r);
+        let mut retrying = self.retrying("drain shard");
+        loop {
+            let attempt = self.drain_attempt::<E>(shard, &key, r);
+            if let ControlFlow::Break(sealed_at) = retrying.attempt(attempt).await? {
+                return Ok(sealed_at);
+            }
+        }
+    }
+
+    /// One attempt of [`Mapper::drain_shard`]: each step that commits leads to the next;
+    /// a conflict ends the attempt.
+    async fn drain_attempt<E: Entity>(
+        &self,
+        shard: &Shard<'_>,
+        key: &Key,
+        r: u32,
+    ) -> Result<Attempt<Option<u64>>> {
+        loop {
+            let Some(retired) = self.store.get(key).await? else {
+                return Ok(Attempt::Committed(None));
+            };
+            let Some(seal) = layout::seal_of(&retired.doc) else {
+                let seal = Seal {
+                    into: shard.target(r),
+                    at_ms: writes::now_ms(),
+                };
+                tracing::debug!(key = %key, into = seal.into, "drain: seal");
+                match self.reseal(key, retired, seal).await? {
+                    Attempt::Committed(()) => continue,
+                    Attempt::Conflict(key) => return Ok(Attempt::Conflict(key)),
+                }
+            };
+            let target = layout::static_shard(shard.main, shard.name, seal.into);
+            let found = self.store.get(&target).await?;
+            if let Some(found) = &found {
+                if layout::moved_into(&found.doc).any(|(name, _)| name == key.name()) {
+                    return Ok(Attempt::Committed(Some(seal.at_ms)));
+                }
+            }
+            let usable = match &found {
+                Some(found) => layout::seal_of(&found.doc).is_none(),
+                None => shard.layout.is_live(seal.into) || seal.into < shard.layout.base,
+            };
+            if !usable {
+                let seal = Seal {
+                    into: shard.target(r),
+                    ..seal
+                };
+                match self.reseal(key, retired, seal).await? {
+                    Attempt::Committed(()) => continue,
+                    Attempt::Conflict(key) => return Ok(Attempt::Conflict(key)),
+                }
+            }
+            let doc = self.moved_into_target::<E>(shard, &retired.doc, found, key, seal)?;
+            tracing::debug!(key = %key, into = %target, "drain: move");
+            let version = doc.1;
+            let txn = Transaction::new()
+                .expect(target.clone(), version)
+                .put(target, doc.0);
+            return Ok(self.commit_attempt(&txn).await?.map(|()| Some(seal.at_ms)));
+        }
+    }
+
+    /// The move target `found` (at shard `seal.into`) with the value of the sealed shard
+    /// `retired` at `key` folded in and `key` named as moved, and the version to expect.
+    fn moved_into_target<E: Entity>(
+        &self,
+        shard: &Shard<'_>,
+        retired: &Document,
+        found: Option<Versioned>,
+        key: &Key,
+        seal: Seal,
+    ) -> Result<(Document, Option<crate::Version>)> {
+        let (mut doc, version) = if let Some(found) = found {
+            (found.doc, Some(found.version))
+        } else {
+            let mut doc = Document::new();
+            if let Some(incarnation) = shard.incarnation {
+                doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            (doc, None)
+        };
+        let p = &E::PROPERTIES[shard.index];
+        if let Some(value) = retired.get(p.stored_as) {
+            let folded = match doc.get(p.stored_as) {
+                Some(stored) => E::fold_values(shard.index, stored, value),
+                None => E::neutral_value(shard.index)
+                    .and_then(|n| E::fold_values(shard.index, &n, value)),
+            }
+            .map_err(|e| Error::malformed(key, super::codec::with_property(e, p.name)))?;
+            doc.insert(p.stored_as.to_owned(), folded);
+        }
+        self.name_moved(&mut doc, key.name(), seal.at_ms, shard.layout);
+        Ok((doc, version))
+    }
+
+    /// Writes `seal` into the retired shard `retired` at `key`, expecting its version.
+    async fn reseal(&self, key: &Key, retired: Versioned, seal: Seal) -> Result<Attempt<()>> {
+        let mut doc = retired.doc;
+        doc.insert(layout::SEALED.to_owned(), layout::seal_value(seal));
+        doc.insert(
+            layout::INCARNATION.to_owned(),
+            layout::SEALED_INCARNATION.into(),
+        );
+        let txn = Transaction::new()
+            .expect(key.clone(), Some(retired.version))
+            .put(key.clone(), doc);
+        self.commit_attempt(&txn).await
+    }
+
+    /// Names shard `name` (sealed at `sealed_at`) in the moved list of `doc`, dropping
+    /// the names of shards deleted two write windows ago.
+    fn name_moved(&self, doc: &mut Document, name: &str, sealed_at: u64, c: &ShardCount) {
+        let forget = self.write_window * 2 + self.write_window / 4;
+        let mut moved: serde_json::Map<String, Value> = layout::moved_into(doc)
+            .filter(|&(other, at)| {
+                let deleted = layout::shard_name_index(other).is_some_and(|i| !c.is_read(i));
+                !(deleted && elapsed_since(at) >= forget)
+            })
+            .map(|(other, at)| (other.to_owned(), at.into()))
+            .collect();
+        moved.insert(name.to_owned(), sealed_at.into());
+        doc.insert(layout::MOVED.to_owned(), Value::Object(moved));
+    }
+
+    /// Raises `from` of each property in `retire` to the index given (module docs, step
+    /// 3), then deletes the sealed shards below it.
+    async fn retire(&self, main: &Key, retire: &[(String, u32)]) -> Result<()> {
+        let mut retrying = self.retrying("retire shards");
+        loop {
+            let attempt = async {
+                let Some(stored) = self.store.get(main).await? else {
+                    return Err(Error::NotFound { key: main.clone() });
+                };
+                let Some(mut counts) = layout::recorded_counts(main, &stored.doc)? else {
+                    return Ok(Attempt::Committed(()));
+                };
+                for (property, through) in retire {
+                    if let Some((_, c)) = counts.iter_mut().find(|(p, _)| p == property) {
+                        c.from = c.from.max((*through).min(c.lo()));
+                    }
+                }
+                let mut doc = stored.doc;
+                doc.insert(layout::SHARDS.to_owned(), layout::counts_value(&counts));
+                let txn = Transaction::new()
+                    .expect(main.clone(), Some(stored.version))
+                    .put(main.clone(), doc);
+                self.commit_attempt(&txn).await
+            };
+            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+                break;
+            }
+        }
+        // Every shard no longer read (this pass's, and any an interrupted pass left).
+        let Some(stored) = self.store.get(main).await? else {
+            return Ok(());
+        };
+        let Some(counts) = layout::recorded_counts(main, &stored.doc)? else {
+            return Ok(());
+        };
+        let mut gone: Vec<Key> = self
+            .scan_all(layout::static_shards_scan(main))
+            .await?
+            .into_iter()
+            .map(|(key, _)| key)
+            .filter(|key| {
+                layout::static_shard_of(key).is_some_and(|(property, index)| {
+                    layout::count_of(&counts, property)
+                        .is_some_and(|c| index >= c.base && index < c.from && index < c.next)
+                })
+            })
+            .collect();
+        gone.sort_by_key(|key| layout::static_shard_of(key).map(|(_, index)| index));
+        for key in gone {
+            tracing::debug!(key = %key, "drain: delete");
+            match self.store.commit(&Transaction::new().delete(key)).await? {
+                Commit::Committed | Commit::Conflict { .. } => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One property of one entity being drained.
+struct Shard<'a> {
+    main: &'a Key,
+    incarnation: Option<&'a str>,
+    /// The property's index in `E::PROPERTIES`.
+    index: usize,
+    name: &'a str,
+    layout: &'a ShardCount,
+}
+
+impl Shard<'_> {
+    /// The shard a retired shard `r` moves into: a base shard saves no longer use when
+    /// there is one (no save conflicts with the move), else a live one.
+    fn target(&self, r: u32) -> u32 {
+        let c = self.layout;
+        if c.shards < c.base {
+            c.shards + r % (c.base - c.shards)
+        } else {
+            c.live_index(r % c.shards)
+        }
+    }
+}
+
+/// `c` with `shards` shards: a grow adds fresh indexes after `next`; a shrink retires the
+/// oldest live added shards.
+fn resized(c: ShardCount, shards: u32) -> ShardCount {
+    let added_before = c.shards - c.live_base();
+    let added_after = shards - shards.min(c.base);
+    let next = c.next + added_after.saturating_sub(added_before);
+    ShardCount { shards, next, ..c }
+}
+
+/// How long ago `at_ms` (milliseconds since the Unix epoch) was.
+fn elapsed_since(at_ms: u64) -> Duration {
+    Duration::from_millis(writes::now_ms().saturating_sub(at_ms))
 }

@@ -199,21 +199,29 @@ impl<S: DocumentStore> Mapper<S> {
         put_main: Option<&Document>,
         props: &[StaticProperty],
     ) -> Result<()> {
-        if let Some(p) = props.iter().find(|p| p.shards == 0) {
+        if let Some(p) = props.iter().find(|p| p.layout.shards == 0) {
             return Err(Error::Invalid(format!(
                 "`{}.{}` declares 0 shards",
                 E::KIND,
                 p.property.name
             )));
         }
-        let counts: Vec<u32> = props.iter().map(|p| p.shards).collect();
+        let mut props = props.to_vec();
         let mut retrying = self.retrying("save shard");
         loop {
+            // The layout the entity knows: an attempt that found a shard retired updated it.
+            let known = static_properties(entity);
+            for p in &mut props {
+                if let Some(k) = known.iter().find(|k| k.index == p.index) {
+                    p.layout = k.layout;
+                }
+            }
+            let counts: Vec<u32> = props.iter().map(|p| p.layout.shards).collect();
+            let props = &props;
             let attempt = async {
                 // The shards' lanes are held from the read to the commit (see `lanes`),
                 // and released before any backoff.
-                let key =
-                    |i: usize, shard| layout::static_shard(main, props[i].property.name, shard);
+                let key = |i: usize, slot| props[i].live_shard(main, slot);
                 let (keys, mut held) =
                     lanes::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
                 self.fold_into_shards(entity, main, put_main, &keys, props, held.writer())
@@ -260,6 +268,26 @@ impl<S: DocumentStore> Mapper<S> {
                 doc.insert(layout::SHARDS.to_owned(), counts.clone());
             }
             txn = txn.put(main.clone(), doc);
+        }
+        let found: Vec<Option<Versioned>> = found.collect();
+        let stored_counts = match &stored_main {
+            Some(stored) => layout::recorded_counts(main, &stored.doc)?,
+            None => None,
+        };
+        let retired = keys.iter().zip(&found).find(|(key, current)| {
+            layout::is_retired(
+                stored_counts.as_ref(),
+                key,
+                current.as_ref().map(|c| &c.doc),
+            )
+        });
+        if let Some((retired, _)) = retired {
+            // A shrink retired a shard the entity's layout offered: no write goes there;
+            // the next attempt picks from the layout stored now.
+            if let Some(state) = entity.state_mut() {
+                state.set_shard_counts(stored_counts.map(std::sync::Arc::new));
+            }
+            return Ok(Attempt::Conflict(retired.clone()));
         }
         let mut shards = Vec::with_capacity(props.len());
         for ((key, current), p) in keys.iter().zip(found).zip(props) {

@@ -109,8 +109,15 @@ impl<S: DocumentStore> Mapper<S> {
             value: Some(sent.value.clone().unwrap_or(pending)),
             ..sent
         };
+        let mut sent = sent;
         let target = Target::of(entity, main, p);
-        self.send_fixed(&target, &sent).await?;
+        let pending = state_of(entity, main)?.pending_mut(p.index);
+        let mut moved = |to: &Sent| {
+            if let Some(recorded) = &mut pending.sent {
+                recorded.shard = to.shard.clone();
+            }
+        };
+        self.send_fixed(&target, &mut sent, &mut moved).await?;
         tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before is stored");
         *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
         Ok(())
@@ -125,8 +132,8 @@ impl<S: DocumentStore> Mapper<S> {
         members: Vec<Member>,
     ) -> (Result<()>, Vec<Member>) {
         let p = target.p;
-        let counts = [p.shards];
-        let key = |_, shard| layout::static_shard(target.main, p.property.name, shard);
+        let counts = [p.layout.shards];
+        let key = |_, slot| p.live_shard(target.main, slot);
         let (keys, mut held) =
             lanes::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
         let writer = held.writer();
@@ -138,7 +145,7 @@ impl<S: DocumentStore> Mapper<S> {
             at_ms: writes::now_ms(),
             value: Some(value),
         });
-        let sent = match taken {
+        let mut sent = match taken {
             Ok(Some(sent)) => sent,
             Ok(None) => {
                 writer.settle();
@@ -149,7 +156,16 @@ impl<S: DocumentStore> Mapper<S> {
                 return (Err(e), members);
             }
         };
-        let result = self.send_fixed(target, &sent).await;
+        let mut moved = |to: &Sent| {
+            for member in &members {
+                if let Claim::Taken(taken) = &mut *coalesce::lock(&member.claim) {
+                    if taken.writer == to.writer && taken.seq == to.seq {
+                        taken.shard = to.shard.clone();
+                    }
+                }
+            }
+        };
+        let result = self.send_fixed(target, &mut sent, &mut moved).await;
         let done = match &result {
             Ok(()) => Some(true),
             Err(e) if coalesce::in_doubt(e) => None,
@@ -169,59 +185,89 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// Sends `sent` (its value, under its write id, to its shard) until the store gives
     /// a definite answer: a merge where the fold allows, else compare-and-set attempts.
-    async fn send_fixed(&self, target: &Target<'_>, sent: &Sent) -> Result<()> {
+    /// When the shard turns out sealed by a shrink (or deleted after one) without the
+    /// write, the write goes to a live shard instead: `sent` names it, and `moved` is
+    /// told before anything is sent there (module docs of `reshard`).
+    async fn send_fixed(
+        &self,
+        target: &Target<'_>,
+        sent: &mut Sent,
+        moved: &mut (dyn FnMut(&Sent) + Send),
+    ) -> Result<()> {
         let value = sent
             .value
-            .as_ref()
+            .clone()
             .ok_or_else(|| Error::Invalid("a coalesced write without a value".to_owned()))?;
-        let p = target.p;
-        if let Some(fold) = p.property.fold.filter(|f| f.supports(value)) {
-            let write = WriteId {
-                writer: sent.writer.to_string(),
-                seq: sent.seq,
-                at_ms: sent.at_ms,
-                horizon_ms: writes::horizon(sent.at_ms, self.write_window),
-            };
-            let mut merge = Merge::new(
-                sent.shard.clone(),
-                p.property.stored_as,
-                fold,
-                value.clone(),
-                write,
-            );
-            if let Some(incarnation) = &target.incarnation {
-                let expected = (!incarnation.is_empty()).then(|| incarnation.clone());
-                merge = merge.only_if(layout::INCARNATION, expected);
-            }
-            self.metrics.attempt(false);
-            match self.store.merge(&merge).await? {
-                Merged::Applied | Merged::AlreadyApplied => {
-                    self.metrics.commit();
-                    return Ok(());
-                }
-                // Nothing written: the compare-and-set below reads what is there, and
-                // finds the entity gone (`NotFound`) or creates the missing shard.
-                Merged::Missing | Merged::Unsupported => {}
-            }
-        }
-        let mut retrying = self.retrying("save shard");
         loop {
-            let attempt = self.fold_fixed(target, sent, value);
-            if let ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+            if self.merge_fixed(target, sent, &value).await? {
                 return Ok(());
             }
+            let mut retrying = self.retrying("save shard");
+            let elsewhere = loop {
+                let attempt = self.fold_fixed(target, sent, &value);
+                if let ControlFlow::Break(elsewhere) = retrying.attempt(attempt).await? {
+                    break elsewhere;
+                }
+            };
+            let Some(shard) = elsewhere else {
+                return Ok(());
+            };
+            tracing::debug!(from = %sent.shard, to = %shard, "save: shard retired, sent elsewhere");
+            sent.shard = shard;
+            moved(sent);
+        }
+    }
+
+    /// Sends `sent` as one guarded merge where the property's fold takes `value`: whether
+    /// the store applied it now or before. `false`: nothing written (no such fold, or the
+    /// shard is missing, sealed, or of another incarnation).
+    async fn merge_fixed(&self, target: &Target<'_>, sent: &Sent, value: &Value) -> Result<bool> {
+        let p = target.p;
+        let Some(fold) = p.property.fold.filter(|f| f.supports(value)) else {
+            return Ok(false);
+        };
+        // A merge without a guard could land in a sealed shard: an entity built in code
+        // (no incarnation known) goes through compare-and-set.
+        let Some(incarnation) = &target.incarnation else {
+            return Ok(false);
+        };
+        let write = WriteId {
+            writer: sent.writer.to_string(),
+            seq: sent.seq,
+            at_ms: sent.at_ms,
+            horizon_ms: writes::horizon(sent.at_ms, self.write_window),
+        };
+        let expected = (!incarnation.is_empty()).then(|| incarnation.clone());
+        let merge = Merge::new(
+            sent.shard.clone(),
+            p.property.stored_as,
+            fold,
+            value.clone(),
+            write,
+        )
+        .only_if(layout::INCARNATION, expected);
+        self.metrics.attempt(false);
+        match self.store.merge(&merge).await? {
+            Merged::Applied | Merged::AlreadyApplied => {
+                self.metrics.commit();
+                Ok(true)
+            }
+            // Nothing written: the compare-and-set reads what is there, and finds the
+            // entity gone (`NotFound`), the shard sealed, or creates a missing shard.
+            Merged::Missing | Merged::Unsupported => Ok(false),
         }
     }
 
     /// One compare-and-set attempt of [`Mapper::send_fixed`]: read the main document
     /// and the shard, and unless the shard records the write id, fold `value` in, record
-    /// the id, and commit expecting the versions read.
+    /// the id, and commit expecting the versions read. `Some(shard)`: nothing written, the
+    /// shard is retired (sealed, or deleted) and the write goes to this live one.
     async fn fold_fixed(
         &self,
         target: &Target<'_>,
         sent: &Sent,
         value: &Value,
-    ) -> Result<Attempt<()>> {
+    ) -> Result<Attempt<Option<Key>>> {
         let read = [target.main.clone(), sent.shard.clone()];
         let [main_doc, shard] =
             <[_; 2]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
@@ -231,13 +277,32 @@ impl<S: DocumentStore> Mapper<S> {
             main_doc.as_ref(),
         )?;
         if writes::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
-            return Ok(Attempt::Committed(()));
+            return Ok(Attempt::Committed(None));
+        }
+        let p = target.p;
+        let counts = match &main_doc {
+            Some(main_doc) => layout::recorded_counts(target.main, &main_doc.doc)?,
+            None => None,
+        };
+        if layout::is_retired(counts.as_ref(), &sent.shard, shard.as_ref().map(|s| &s.doc)) {
+            let recorded = counts
+                .as_ref()
+                .and_then(|c| layout::count_of(c, p.property.name));
+            let c = recorded.copied().unwrap_or(p.layout);
+            let slot = rand::Rng::random_range(&mut rand::rng(), 0..c.shards.max(1));
+            let live = layout::static_shard(target.main, p.property.name, c.live_index(slot));
+            if live == sent.shard {
+                return Err(Error::malformed(
+                    target.main,
+                    FieldError::new(layout::SHARDS, "a sealed shard is listed as live"),
+                ));
+            }
+            return Ok(Attempt::Committed(Some(live)));
         }
         let (mut doc, version) = match shard {
             Some(shard) => (shard.doc, Some(shard.version)),
             None => (Document::new(), None),
         };
-        let p = target.p;
         let stored_as = p.property.stored_as;
         let malformed =
             |e: FieldError| Error::malformed(&sent.shard, with_property(e, p.property.name));
@@ -268,7 +333,7 @@ impl<S: DocumentStore> Mapper<S> {
             .expect(sent.shard.clone(), version)
             .put(sent.shard.clone(), doc);
         let answer: Commit = self.store.commit(&txn).await?;
-        Ok(answer.into())
+        Ok(Attempt::from(answer).map(|()| None))
     }
 }
 
