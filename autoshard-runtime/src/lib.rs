@@ -17,6 +17,7 @@ pub mod entity;
 pub mod error;
 pub mod group;
 pub mod key;
+pub mod maintenance;
 pub mod layout {
     //! Where the mapper puts an entity's documents, for inspecting a store (tests, tools,
     //! migrations). The mapper is the only code that decides placement (its `layout`

@@ -1,9 +1,15 @@
 //! [`Metrics`]: counters of the optimistic transactions a mapper runs, for benchmarks and
-//! dashboards. Counting only; no timing, no logging.
+//! dashboards, in total and for each of the busiest entities. Counting only; no timing,
+//! no logging.
 
+use crate::key::Key;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// How many entities [`Metrics::entities`] keeps counters for: the busiest, by a
+/// frequency-aware eviction (`moka`'s `TinyLFU`).
+pub const TRACKED_ENTITIES: u64 = 10_000;
 
 /// Live counters of one [`crate::Mapper`] and its clones.
 ///
@@ -14,9 +20,23 @@ use std::sync::Arc;
 /// no store errors:
 /// `attempts = commits + conflicts`, and with [`crate::RetryPolicy::none`] also
 /// `attempts = commits + failures`.
-#[derive(Clone, Default)]
+///
+/// Per entity, they count the saves of statically sharded properties (each commit or
+/// merge into a static shard, and each conflict there) of up to [`TRACKED_ENTITIES`]
+/// entities: the signal of adaptive shard counts (`autoshard::maintenance`).
+#[derive(Clone)]
 pub struct Metrics {
     counters: Arc<Counters>,
+    entities: moka::sync::Cache<Key, Arc<Counters>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            counters: Arc::default(),
+            entities: moka::sync::Cache::new(TRACKED_ENTITIES),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -85,18 +105,61 @@ impl Metrics {
     /// ```
     #[must_use]
     pub fn snapshot(&self) -> MetricsSnapshot {
-        let c = &self.counters;
-        MetricsSnapshot {
-            attempts: c.attempts.load(Ordering::Relaxed),
-            commits: c.commits.load(Ordering::Relaxed),
-            conflicts: c.conflicts.load(Ordering::Relaxed),
-            retries: c.retries.load(Ordering::Relaxed),
-            failures: c.failures.load(Ordering::Relaxed),
-        }
+        self.counters.snapshot()
     }
 
-    /// Sets every counter back to zero.
+    /// The counts of static-shard saves of the entity whose main document is at `key`
+    /// (`attempts`, `commits`, `conflicts`), if it is tracked.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    /// use autoshard::Key;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(shards = 4, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(7, 0)).await?;
+    /// db.update(&7, Question::vote_up).await?;
+    /// let seven = db.metrics().entity(&Key::new("Question", "7")).unwrap();
+    /// assert_eq!((seven.commits, seven.conflicts), (1, 0));
+    /// assert_eq!(db.metrics().entity(&Key::new("Question", "8")), None);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn entity(&self, key: &Key) -> Option<MetricsSnapshot> {
+        self.entities.get(key).map(|c| c.snapshot())
+    }
+
+    /// Every tracked entity's main document key with its counts (see
+    /// [`Metrics::entity`]), in no promised order.
+    #[must_use]
+    pub fn entities(&self) -> Vec<(Key, MetricsSnapshot)> {
+        self.entities
+            .iter()
+            .map(|(key, c)| ((*key).clone(), c.snapshot()))
+            .collect()
+    }
+
+    /// Sets every counter back to zero and forgets every entity.
     pub fn reset(&self) {
+        self.entities.invalidate_all();
         let c = &self.counters;
         for counter in [
             &c.attempts,
@@ -126,6 +189,31 @@ impl Metrics {
 
     pub(crate) fn failure(&self) {
         self.counters.failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One attempt to save into a static shard of the entity at `main`, and whether it
+    /// conflicted (else it committed).
+    pub(crate) fn entity_attempt(&self, main: &Key, conflicted: bool) {
+        let counters = self.entities.get_with_by_ref(main, Arc::default);
+        counters.attempts.fetch_add(1, Ordering::Relaxed);
+        let outcome = if conflicted {
+            &counters.conflicts
+        } else {
+            &counters.commits
+        };
+        outcome.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl Counters {
+    fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            attempts: self.attempts.load(Ordering::Relaxed),
+            commits: self.commits.load(Ordering::Relaxed),
+            conflicts: self.conflicts.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+        }
     }
 }
 

@@ -358,6 +358,16 @@ impl StaticProperty {
     }
 }
 
+/// The counts a reshard may give every statically sharded property of `E` (the
+/// intersection of their annotated bounds); `None` when there is none, or no count fits
+/// them all.
+pub(crate) fn shard_bounds<E: Entity>() -> Option<(u32, u32)> {
+    let (fewest, most) = static_annotated::<E>()
+        .map(|p| p.bounds())
+        .reduce(|(a, b), (c, d)| (a.max(c), b.min(d)))?;
+    (fewest <= most).then_some((fewest, most))
+}
+
 /// The statically sharded properties of `E` with the counts of its annotation, in field
 /// order.
 pub(super) fn static_annotated<E: Entity>() -> impl Iterator<Item = StaticProperty> {

@@ -202,6 +202,50 @@ impl<S: DocumentStore> Mapper<S> {
         self.drain_at::<E>(&E::key_for(id)).await
     }
 
+    /// The number of static shards saves of the stored entity with this id fold into:
+    /// the count its layout records (the largest over its statically sharded
+    /// properties), or the annotation's for an entity stored without one.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] when the entity is not stored; [`Error::Malformed`] when its
+    /// layout record is not one; store errors.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(shards = 4, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(1, 0)).await?;
+    /// assert_eq!(db.shards::<Question>(&1).await?, 4);
+    /// db.reshard::<Question>(&1, 12).await?;
+    /// assert_eq!(db.shards::<Question>(&1).await?, 12);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shards<E: Root>(&self, id: &E::Id) -> Result<u32> {
+        let main = E::key_for(id);
+        let Some(stored) = self.store.get(&main).await? else {
+            return Err(Error::NotFound { key: main });
+        };
+        let recorded = layout::recorded_counts(&main, &stored.doc)?.unwrap_or_default();
+        Ok(layout::static_annotated::<E>()
+            .map(|p| {
+                layout::count_of(&recorded, p.property.name).map_or(p.layout.shards, |c| c.shards)
+            })
+            .max()
+            .unwrap_or(0))
+    }
+
     /// One attempt: read the main document, create the shard documents a grow adds, and
     /// commit the new layout expecting the main document's version.
     async fn reshard_attempt<E: Root>(&self, main: &Key, shards: u32) -> Result<Attempt<()>> {

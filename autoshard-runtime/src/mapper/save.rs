@@ -324,6 +324,10 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let answer = self.store.commit(&txn).await?;
         writer.settle();
+        if !props.is_empty() {
+            let conflicted = matches!(answer, Commit::Conflict { .. });
+            self.metrics.entity_attempt(main, conflicted);
+        }
         for p in props {
             let pending = state.pending_mut(p.index);
             match answer {

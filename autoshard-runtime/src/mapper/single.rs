@@ -250,6 +250,7 @@ impl<S: DocumentStore> Mapper<S> {
         match self.store.merge(&merge).await? {
             Merged::Applied | Merged::AlreadyApplied => {
                 self.metrics.commit();
+                self.metrics.entity_attempt(target.main, false);
                 Ok(true)
             }
             // Nothing written: the compare-and-set reads what is there, and finds the
@@ -333,6 +334,8 @@ impl<S: DocumentStore> Mapper<S> {
             .expect(sent.shard.clone(), version)
             .put(sent.shard.clone(), doc);
         let answer: Commit = self.store.commit(&txn).await?;
+        let conflicted = matches!(answer, Commit::Conflict { .. });
+        self.metrics.entity_attempt(target.main, conflicted);
         Ok(Attempt::from(answer).map(|()| None))
     }
 }
