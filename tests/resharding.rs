@@ -11,7 +11,9 @@
 //!   write window has passed;
 //! - a fault before or after any store call of a shrink, or the shrink's future dropped
 //!   at any point, leaves every load exact, and the next `drain` finishes the work;
-//! - a change in doubt sent to a shard a shrink then retires is applied exactly once.
+//! - a change in doubt sent to a shard a shrink then retires is applied exactly once;
+//! - saves cut short at random points (their futures dropped) and saved again, while the
+//!   entity is resharded back and forth, count every vote once.
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
@@ -485,6 +487,52 @@ async fn change_in_doubt_across_a_shrink_applies_once<S: DocumentStore + Clone +
     );
 }
 
+/// 16 writers of one entity each cast 25 votes, every save under a timeout of 0 to 3 ms
+/// (its future dropped wherever it is) and saved again until stored, while the entity
+/// goes 10 -> 40 -> 2 -> 30 -> 10 shards: every vote is counted once.
+async fn interrupted_saves_across_reshards_count_once<S: DocumentStore + Clone + 'static>(
+    store: S,
+    label: &str,
+) {
+    let slow = LatencyStore::new(store, Duration::from_micros(500))
+        .with_read_latency(Duration::from_micros(300));
+    let db = Mapper::new(slow);
+    db.insert(&mut Hot::new(50, 0, 0)).await.unwrap();
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..16_u64 {
+        let db = db.clone();
+        writers.spawn(async move {
+            let mut hot = db.load::<Hot>(&50).await.unwrap();
+            for n in 0..25_u64 {
+                hot.vote();
+                let limit = Duration::from_micros((w * 131 + n * 197) % 3000);
+                if let Ok(Ok(())) = tokio::time::timeout(limit, db.save(&mut hot)).await {
+                    continue;
+                }
+                while let Err(e) = db.save(&mut hot).await {
+                    assert!(
+                        matches!(e, Error::Contention { .. } | Error::Backend { .. }),
+                        "a save failed: {e:?}"
+                    );
+                }
+            }
+        });
+    }
+    for shards in [40, 2, 30, 10] {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        db.reshard::<Hot>(&50, shards).await.unwrap();
+    }
+    while let Some(done) = writers.join_next().await {
+        done.unwrap();
+    }
+    let hot = db.load::<Hot>(&50).await.unwrap();
+    assert_eq!(
+        (hot.votes, hot.likes),
+        (400, 400),
+        "{label}: interrupted saves"
+    );
+}
+
 async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     let db = Mapper::new(store.clone());
     resharding_under_writers_is_exact(db.clone(), label).await;
@@ -494,7 +542,8 @@ async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     shrink_drains_and_deletes_retired_shards(db.with_write_window(WINDOW), label).await;
     shrink_survives_a_fault_at_every_call(store.clone(), label).await;
     shrink_dropped_at_any_point_is_exact(store.clone(), label).await;
-    change_in_doubt_across_a_shrink_applies_once(store, label).await;
+    change_in_doubt_across_a_shrink_applies_once(store.clone(), label).await;
+    interrupted_saves_across_reshards_count_once(store, label).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

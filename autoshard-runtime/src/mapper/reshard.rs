@@ -39,12 +39,15 @@
 //! # Why a write is applied once
 //! A merge into a sealed shard fails its incarnation guard and changes nothing; a
 //! compare-and-set that reads a sealed shard does not write it. Either way the change
-//! goes to a live shard instead, under the same write id, and the entity's pending
-//! record names the new shard before it is sent. A change sent to `r` with an unknown
-//! outcome is sent again to `r`: while `r` exists its frozen write record says whether
-//! the change is in `r`'s value (then in `s`, exactly once); a change that finds `r`
-//! deleted was first sent after the seal (anything sent before is older than the write
-//! window by then, and fails with `Expired` instead of being sent), so it never applied.
+//! goes, under the same write id, to base shard `r mod base` instead: never retired, and
+//! the same for every sender of that write id (the saves of a coalesced batch each keep
+//! the batch's write id and first shard, and any of them may send it again), so the
+//! shard's write record applies it once. The entity's pending record names that shard
+//! before it is sent. A change sent to `r` with an unknown outcome is sent again to `r`
+//! first: while `r` exists its frozen write record says whether the change is in `r`'s
+//! value (then moved, exactly once); a change that finds `r` deleted was first sent
+//! after the seal (anything sent before is older than the write window by then, and
+//! fails with `Expired` instead of being sent), so it never applied to `r`.
 
 use super::attempt::Attempt;
 use super::layout::{self, Seal, StaticProperty};

@@ -10,11 +10,15 @@
 //!   conflicts with the same write id: the commit checks the main document like every
 //!   other save, and stamps the incarnation into a shard that lacks it.
 //!
-//! Fixing the write id, shard and value before the first send is what lets any number of
-//! sends of the batch (the leader's attempts, and later a save of the batch sending it
-//! again after an unknown outcome, [`Mapper::resend_single`]) apply it at most once: the
-//! shard records the id in the same atomic step as the fold (`writes`). Every change of a
-//! static property in doubt is sent again that way, whichever save sent it first.
+//! Fixing the write id and value before the first send is what lets any number of sends
+//! of the batch (the leader's attempts, and later a save of the batch sending it again
+//! after an unknown outcome, [`Mapper::resend_single`]) apply it at most once: the shard
+//! records the id in the same atomic step as the fold (`writes`). The shard changes only
+//! when a shrink sealed it (a definite "not applied"), to the base shard its index maps
+//! to, which every sender of the write id picks alike; the pending record names it
+//! before anything is sent there. So a send in doubt is always sent again to the shards
+//! that may hold it, in the same order. Every change of a static
+//! property in doubt is sent again that way, whichever save sent it first.
 
 use super::attempt::Attempt;
 use super::coalesce::{self, Claim, ClaimRef, Member};
@@ -184,10 +188,12 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// Sends `sent` (its value, under its write id, to its shard) until the store gives
-    /// a definite answer: a merge where the fold allows, else compare-and-set attempts.
+    /// a definite answer: a merge where the fold allows, else compare-and-set attempts on
+    /// the same shard (a conflict may be this very write, sent before and landing late).
     /// When the shard turns out sealed by a shrink (or deleted after one) without the
-    /// write, the write goes to a live shard instead: `sent` names it, and `moved` is
-    /// told before anything is sent there (module docs of `reshard`).
+    /// write, the write goes to the base shard that shard's index maps to: `sent` names
+    /// it, and `moved` is told before anything is sent there (module docs of `reshard`:
+    /// every sender of the write id, whatever it knows, picks the same one).
     async fn send_fixed(
         &self,
         target: &Target<'_>,
@@ -289,16 +295,17 @@ impl<S: DocumentStore> Mapper<S> {
             let recorded = counts
                 .as_ref()
                 .and_then(|c| layout::count_of(c, p.property.name));
-            let c = recorded.copied().unwrap_or(p.layout);
-            let slot = rand::Rng::random_range(&mut rand::rng(), 0..c.shards.max(1));
-            let live = layout::static_shard(target.main, p.property.name, c.live_index(slot));
-            if live == sent.shard {
-                return Err(Error::malformed(
-                    target.main,
-                    FieldError::new(layout::SHARDS, "a sealed shard is listed as live"),
-                ));
-            }
-            return Ok(Attempt::Committed(Some(live)));
+            let base = recorded.map_or(p.layout.base, |c| c.base);
+            let heir = layout::static_shard_of(&sent.shard)
+                .filter(|&(_, index)| index >= base)
+                .map(|(_, index)| layout::static_shard(target.main, p.property.name, index % base))
+                .ok_or_else(|| {
+                    Error::malformed(
+                        &sent.shard,
+                        FieldError::new(layout::SEALED, "a base shard is sealed"),
+                    )
+                })?;
+            return Ok(Attempt::Committed(Some(heir)));
         }
         let (mut doc, version) = match shard {
             Some(shard) => (shard.doc, Some(shard.version)),

@@ -267,6 +267,105 @@ pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
     svg
 }
 
+/// What one panel of [`adaptive`] plots.
+type SampleValue = fn(&crate::adaptive::Sample) -> f64;
+
+/// The adaptive run over time, as SVG: votes per second (top) and shard count (bottom)
+/// against seconds, one line per variant.
+#[must_use]
+pub fn adaptive(samples: &[crate::adaptive::Sample], title: &str) -> String {
+    const W: f64 = 760.0;
+    const H: f64 = 620.0;
+    let mut variants: Vec<&str> = Vec::new();
+    for s in samples {
+        if !variants.contains(&s.variant.as_str()) {
+            variants.push(&s.variant);
+        }
+    }
+    let end = samples.iter().map(|s| s.t_s).fold(1.0, f64::max);
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="24" text-anchor="middle" font-size="14">{}</text>"#,
+        W / 2.0,
+        escape(title)
+    );
+    let panels: [(&str, SampleValue, f64); 2] = [
+        ("committed votes/s", |s| s.votes_per_sec, 50.0),
+        ("shards", |s| f64::from(s.shards), 340.0),
+    ];
+    for (caption, value, top_y) in panels {
+        let top = nice_ceiling(samples.iter().map(value).fold(0.0, f64::max));
+        let plot_h = 220.0;
+        let x_of = |t: f64| HS_LEFT + HS_PLOT_W * t / end;
+        let y_of = |v: f64| top_y + plot_h - plot_h * v / top;
+        for step in 0..=4 {
+            let v = top * f64::from(step) / 4.0;
+            let y = y_of(v);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{HS_LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
+                HS_LEFT + HS_PLOT_W,
+                HS_LEFT - 6.0,
+                y + 4.0,
+                trim(v)
+            );
+        }
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">seconds</text><text x="20" y="{}" transform="rotate(-90 20 {})" text-anchor="middle">{caption}</text>"#,
+            HS_LEFT + HS_PLOT_W / 2.0,
+            top_y + plot_h + 32.0,
+            top_y + plot_h / 2.0,
+            top_y + plot_h / 2.0
+        );
+        for step in 0..=4 {
+            let t = end * f64::from(step) / 4.0;
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+                x_of(t),
+                top_y + plot_h + 16.0,
+                trim(t)
+            );
+        }
+        for (i, variant) in variants.iter().enumerate() {
+            let points: Vec<String> = samples
+                .iter()
+                .filter(|s| s.variant == *variant)
+                .map(|s| format!("{:.1},{:.1}", x_of(s.t_s), y_of(value(s))))
+                .collect();
+            let _ = writeln!(
+                svg,
+                r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>"#,
+                points.join(" "),
+                LINES[i % LINES.len()]
+            );
+        }
+    }
+    for (i, variant) in variants.iter().enumerate() {
+        #[allow(clippy::cast_precision_loss)]
+        let y = HS_TOP + 10.0 + 22.0 * i as f64;
+        let x = HS_LEFT + HS_PLOT_W + 30.0;
+        let _ = writeln!(
+            svg,
+            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
+            x + 20.0,
+            LINES[i % LINES.len()],
+            x + 26.0,
+            y + 4.0,
+            escape(variant)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// The smallest of 1, 2, 5 times a power of ten that is at least `v` (1 for `v <= 0`).
 fn nice_ceiling(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {

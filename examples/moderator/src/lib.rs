@@ -7,12 +7,14 @@
 //! - [`app`]: seed questions, simulate users voting and responding, check the leaderboard.
 //! - [`bench`]: the paper's open-loop workload in six variants (three strategies, without and with retries).
 //! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
+//! - [`adaptive`]: one hot question under adaptive shard counts, against fixed counts.
 //! - [`latency`]: one client: medians of loads and votes, and their ratios.
 //! - [`backend`]: which store to run on, and connecting to it.
 //! - [`report`], [`chart`]: tables, CSV, JSON and the SVG charts.
 //!
 //! The library prints nothing; the `moderator` binary does.
 
+pub mod adaptive;
 pub mod app;
 pub mod backend;
 pub mod bench;

@@ -3,6 +3,7 @@
 //! Redis.
 
 use autoshard::Error;
+use autoshard_moderator::adaptive::{self, AdaptiveConfig};
 use autoshard_moderator::app::{self, AppConfig};
 use autoshard_moderator::backend::{Backend, ModelledLatency};
 use autoshard_moderator::bench::{self, BenchConfig};
@@ -112,16 +113,23 @@ struct HotspotArgs {
     /// Concurrent client counts to try.
     #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
     clients: Vec<usize>,
-    /// Seconds per client count and target.
-    #[arg(long, default_value_t = 3.0)]
-    duration: f64,
+    /// Seconds per client count and target (3 by default); with `--adaptive`, seconds the
+    /// clients vote per variant (40 by default).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Instead of the targets: one question under adaptive shard counts (starting at one
+    /// shard) against fixed counts of 1, 10 and 40, sampled every second; the largest
+    /// `--clients` count votes.
+    #[arg(long)]
+    adaptive: bool,
     /// Run only the targets whose name contains one of these (e.g. `--only HINCRBY,apply`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Draw votes/s against clients, one line per target, into this SVG file.
+    /// Draw votes/s against clients, one line per target (with `--adaptive`: votes/s and
+    /// shards over time), into this SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
 }
@@ -235,10 +243,13 @@ async fn run(command: Command) -> Result<bool, String> {
 
 /// The `hotspot` command: runs, prints, and writes the table and chart asked for.
 async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, String> {
+    if args.adaptive {
+        return run_adaptive(args, progress).await;
+    }
     let backend = backend(&args.store, Some(&args.model))?;
     let config = HotspotConfig {
         clients: args.clients,
-        duration: seconds(args.duration)?,
+        duration: seconds(args.duration.unwrap_or(3.0))?,
         only: args.only,
         ..HotspotConfig::default()
     };
@@ -261,6 +272,47 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         write(path, &chart::hotspot(&rows, &title))?;
     }
     Ok(rows.iter().all(|r| r.total_matches))
+}
+
+/// `hotspot --adaptive`: runs, prints, and writes the samples and chart asked for.
+async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, String> {
+    let backend = backend(&args.store, Some(&args.model))?;
+    let defaults = AdaptiveConfig::default();
+    let config = AdaptiveConfig {
+        clients: args
+            .clients
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(defaults.clients),
+        load: args.duration.map_or(Ok(defaults.load), seconds)?,
+        ..defaults
+    };
+    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    println!(
+        "adaptive shard counts on {backend}: one question, {} clients, {} s of votes per \
+         variant (adaptive: then {} s idle); maintainer: {}",
+        config.clients,
+        config.load.as_secs_f64(),
+        config.idle.as_secs_f64(),
+        adaptive::POLICY
+    );
+    let (samples, summaries) = adaptive::run(&backend, &namespace(&args.store), &config, progress)
+        .await
+        .map_err(chain)?;
+    print!("{}", report::adaptive_table(&summaries));
+    if let (Some(path), Some(format)) = (&args.out, format) {
+        let text = report::render(format, &samples, || report::adaptive_csv(&samples))?;
+        write(path, &text)?;
+    }
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "Adaptive shard counts on {backend}: {} clients on one question",
+            config.clients
+        );
+        write(path, &chart::adaptive(&samples, &title))?;
+    }
+    Ok(summaries.iter().all(|s| s.total_matches))
 }
 
 /// The backend the flags ask for; `model` is the modelled latency of the embedded store

@@ -5,6 +5,7 @@
 //!   conflict) instead of a transaction on the question's document.
 //! - [`FoldFnQuestion`]: the same with a `#[shard_fold]` function, folded by read and
 //!   compare-and-set on a shard (the paper's scheme), for the hot-spot benchmark.
+//! - [`AdaptiveQuestion`]: the same, starting at one shard, for adaptive shard counts.
 //! - [`NaiveQuestion`]: the same question without annotations, the paper's naive baseline
 //!   (every vote is an optimistic read-modify-write of the one document).
 //! - [`Response`]: an answer to a question.
@@ -61,6 +62,34 @@ pub struct FoldFnQuestion {
 }
 
 impl FoldFnQuestion {
+    /// One more vote.
+    #[shard_method]
+    pub fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+
+    /// Votes add up.
+    #[shard_fold]
+    #[must_use]
+    pub fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// [`FoldFnQuestion`] starting at one shard, for adaptive shard counts: a reshard (by
+/// hand or by `autoshard::maintenance`) gives it 1 to 64.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct AdaptiveQuestion {
+    /// The question's number.
+    #[id]
+    pub id: u64,
+    /// Up-votes so far.
+    #[shardable(neutral = 0, shards = 1, min = 1, max = 64)]
+    pub votes: i64,
+}
+
+impl AdaptiveQuestion {
     /// One more vote.
     #[shard_method]
     pub fn vote_up(&mut self) {

@@ -190,6 +190,48 @@ pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
     out
 }
 
+/// The adaptive run's summary, one variant a row.
+#[must_use]
+pub fn adaptive_table(rows: &[crate::adaptive::Summary]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<10} {:>9} {:>11} {:>11} {:>11} {:>6} {:>9} {:>5} {:>6}  totals",
+        "variant", "votes/s", "last 1/4", "conflicts", "last 1/4", "peak", "after", "end", "failed"
+    );
+    for r in rows {
+        let totals = if r.total_matches { "ok" } else { "MISMATCH" };
+        let _ = writeln!(
+            out,
+            "{:<10} {:>9.0} {:>11.0} {:>10.1}% {:>10.1}% {:>6} {:>8.0}s {:>5} {:>6}  {totals}",
+            r.variant,
+            r.votes_per_sec,
+            r.final_votes_per_sec,
+            r.first_conflict_pct,
+            r.final_conflict_pct,
+            r.peak_shards,
+            r.peak_after_s,
+            r.end_shards,
+            r.failed,
+        );
+    }
+    out
+}
+
+/// The adaptive run's samples as CSV, one second of one variant a row.
+#[must_use]
+pub fn adaptive_csv(samples: &[crate::adaptive::Sample]) -> String {
+    let mut out = String::from("variant,t_s,votes_per_sec,conflict_pct,shards,loaded\n");
+    for s in samples {
+        let _ = writeln!(
+            out,
+            "\"{}\",{},{},{:.2},{},{}",
+            s.variant, s.t_s, s.votes_per_sec, s.conflict_pct, s.shards, s.loaded
+        );
+    }
+    out
+}
+
 /// The output format `--out PATH` asks for, by extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
