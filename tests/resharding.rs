@@ -7,6 +7,7 @@
 //!   nothing a re-insert through another would count;
 //! - a keyed operation run again after a reshard is not applied twice;
 //! - bad counts and missing entities are refused with typed errors;
+//! - `reshard_kind` reshards every entity of a kind;
 //! - a shrink moves the retired shards' values into live ones and deletes them once the
 //!   write window has passed;
 //! - a fault before or after any store call of a shrink, or the shrink's future dropped
@@ -533,12 +534,31 @@ async fn interrupted_saves_across_reshards_count_once<S: DocumentStore + Clone +
     );
 }
 
+/// Every entity of a kind at once; one deleted meanwhile is no failure.
+async fn a_whole_kind_is_resharded<S: DocumentStore>(db: Mapper<S>, label: &str) {
+    for id in 400..405 {
+        db.insert(&mut Spiky::new(id, 0, 0)).await.unwrap();
+        db.update(&id, Spiky::vote).await.unwrap();
+    }
+    let report = db.reshard_kind::<Spiky>(5).await.unwrap();
+    assert_eq!(report.failures, 0, "{label}");
+    assert!(report.entities >= 5, "{label}: {report:?}");
+    for id in 400..405 {
+        assert_eq!(db.shards::<Spiky>(&id).await.unwrap(), 5, "{label}");
+        db.update(&id, Spiky::vote).await.unwrap();
+        assert_total(&db, id, 2, label).await;
+    }
+    let refused = db.reshard_kind::<Spiky>(65).await;
+    assert!(matches!(refused, Err(Error::Invalid(_))), "{label}");
+}
+
 async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     let db = Mapper::new(store.clone());
     resharding_under_writers_is_exact(db.clone(), label).await;
     annotation_changes_keep_every_value(db.clone(), label).await;
     keyed_operation_survives_a_reshard(db.clone(), label).await;
     bad_reshards_are_refused(db.clone(), label).await;
+    a_whole_kind_is_resharded(db.clone(), label).await;
     shrink_drains_and_deletes_retired_shards(db.with_write_window(WINDOW), label).await;
     shrink_survives_a_fault_at_every_call(store.clone(), label).await;
     shrink_dropped_at_any_point_is_exact(store.clone(), label).await;

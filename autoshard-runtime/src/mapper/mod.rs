@@ -30,6 +30,7 @@ mod writes;
 
 pub use compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 pub use once::Once;
+pub use reshard::KindReshard;
 pub use writes::DEFAULT_WRITE_WINDOW;
 
 use crate::metrics::Metrics;

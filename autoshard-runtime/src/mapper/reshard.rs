@@ -57,8 +57,8 @@ use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, ShardCount, ShardCounts};
 use crate::error::{Error, Result};
 use crate::group::Root;
-use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::key::{EntityId, Key};
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use std::ops::ControlFlow;
 use std::time::Duration;
 
@@ -153,6 +153,66 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         self.drain_at::<E>(&main).await.map(|_| ())
+    }
+
+    /// [`Mapper::reshard`] for every stored entity of kind `E`, one at a time (a scan of
+    /// the kind's main documents, in pages). An entity whose reshard fails is logged and
+    /// counted, and the others go on; one deleted meanwhile is skipped.
+    ///
+    /// # Errors
+    /// The errors of [`Mapper::reshard`] that concern the count ([`Error::Invalid`]),
+    /// before anything is changed; a failed scan of the kind.
+    ///
+    /// # Example
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(shards = 4, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// for id in 0..3 {
+    ///     db.insert(&mut Question::new(id, 0)).await?;
+    /// }
+    /// let report = db.reshard_kind::<Question>(16).await?;
+    /// assert_eq!((report.entities, report.failures), (3, 0));
+    /// assert_eq!(db.shards::<Question>(&2).await?, 16);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn reshard_kind<E: Root>(&self, shards: u32) -> Result<KindReshard> {
+        let mut report = KindReshard::default();
+        let mut scan = Scan::new(E::KIND, None);
+        loop {
+            let page = self.store.scan(&scan).await?;
+            for (key, _) in &page.items {
+                let Some(id) = E::Id::from_key_name(key.name()) else {
+                    continue;
+                };
+                match self.reshard::<E>(&id, shards).await {
+                    Ok(()) => report.entities += 1,
+                    Err(Error::NotFound { .. }) => {}
+                    Err(e @ Error::Invalid(_)) => return Err(e),
+                    Err(e) => {
+                        report.entities += 1;
+                        report.failures += 1;
+                        tracing::warn!(key = %key, error = %e, "reshard_kind: entity failed");
+                    }
+                }
+            }
+            match page.next {
+                Some(cursor) => scan.cursor = Some(cursor),
+                None => return Ok(report),
+            }
+        }
     }
 
     /// Finishes the shrinks of the entity with this id: seals the shards they retired,
@@ -545,6 +605,16 @@ impl<S: DocumentStore> Mapper<S> {
         }
         Ok(())
     }
+}
+
+/// What [`Mapper::reshard_kind`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KindReshard {
+    /// Entities of the kind it found (resharded, or failed).
+    pub entities: u64,
+    /// Entities whose reshard failed (logged; run it again for them).
+    pub failures: u64,
 }
 
 /// One property of one entity being drained.
