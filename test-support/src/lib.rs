@@ -4,6 +4,8 @@
 //! - [`redis`]: a standalone `redis-server` or a 3-node Redis Cluster on free loopback
 //!   ports in a temporary directory, killed when dropped; never a server someone else
 //!   started.
+//! - [`postgres`]: a fresh PostgreSQL cluster (`initdb`) on a free loopback port in a
+//!   temporary directory, run as the `postgres` user under root, shut down when dropped.
 //! - [`entities`]: `Question` (10 static shards), `NaiveQuestion` (votes in the main
 //!   document), `Counter` (dynamic shards).
 //! - [`groups`]: entity groups: `Topic`/`Reply` (8 sub-groups), `Thread`/`Post` (one).
@@ -17,5 +19,6 @@
 pub mod board;
 pub mod entities;
 pub mod groups;
+pub mod postgres;
 pub mod redis;
 pub mod store;

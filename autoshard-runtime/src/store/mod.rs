@@ -15,6 +15,8 @@ pub mod faulty;
 pub mod latency;
 pub mod memory;
 pub mod merge;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 

@@ -1,0 +1,222 @@
+//! A test PostgreSQL server: a fresh cluster made by `initdb` in a temporary directory,
+//! run by `postgres` on a free loopback port, shut down (and its directory removed)
+//! when the guard drops. Tests never use any other server.
+//!
+//! PostgreSQL refuses to run as root: when the tests run as root, `initdb` and the
+//! server run as the `postgres` user (which the Debian package creates). The binaries
+//! are found in `$AUTOSHARD_PG_BIN`, else with `pg_config --bindir`, else in the newest
+//! `/usr/lib/postgresql/<version>/bin`, else on `PATH`; `./scripts/test` installs
+//! PostgreSQL when none is there. A watchdog shell shuts the server down once the test
+//! binary is gone, so no server outlives a test run.
+
+#![allow(dead_code)] // Each test binary uses a different part of this module.
+
+use crate::redis::TempDir;
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MISSING: &str = "PostgreSQL's initdb/postgres not found: the PostgreSQL store tests start \
+     their own server. Run the tests with `./scripts/test`, which installs it (Debian/Ubuntu), \
+     install `postgresql` yourself, or point AUTOSHARD_PG_BIN at its bin directory";
+
+/// The directory of `initdb` and `postgres`.
+fn bin_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let found = DIR.get_or_init(|| {
+        let has = |dir: &Path| dir.join("initdb").is_file() && dir.join("postgres").is_file();
+        if let Some(dir) = std::env::var_os("AUTOSHARD_PG_BIN").map(PathBuf::from) {
+            return has(&dir).then_some(dir);
+        }
+        let from_pg_config = Command::new("pg_config")
+            .arg("--bindir")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+        if let Some(dir) = from_pg_config.filter(|d| has(d)) {
+            return Some(dir);
+        }
+        let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let version = e.file_name().to_str()?.parse().ok()?;
+                Some((version, e.path().join("bin")))
+            })
+            .filter(|(_, dir)| has(dir))
+            .collect();
+        versions.sort();
+        if let Some((_, dir)) = versions.pop() {
+            return Some(dir);
+        }
+        std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|d| has(d))
+    });
+    found.clone().expect(MISSING)
+}
+
+/// The uid and gid to run PostgreSQL as: the `postgres` user when this process is root.
+fn run_as() -> Option<(u32, u32)> {
+    let id = |args: &[&str]| -> Option<u32> {
+        let out = Command::new("id").args(args).output().ok()?;
+        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+    };
+    if id(&["-u"])? != 0 {
+        return None;
+    }
+    let uid = id(&["-u", "postgres"])
+        .expect("running as root, and no `postgres` user to run PostgreSQL as");
+    let gid = id(&["-g", "postgres"]).expect("the `postgres` user's group");
+    Some((uid, gid))
+}
+
+fn command(program: &Path, user: Option<(u32, u32)>) -> Command {
+    let mut command = Command::new(program);
+    if let Some((uid, gid)) = user {
+        command.uid(uid).gid(gid);
+    }
+    command
+}
+
+/// A running test server.
+pub struct Postgres {
+    port: u16,
+    child: Child,
+    watchdog: Child,
+    /// Removed after `Drop::drop` stopped the server.
+    dir: TempDir,
+}
+
+impl Postgres {
+    /// Makes a fresh cluster and starts it on a free port.
+    pub fn start() -> Postgres {
+        let bin = bin_dir();
+        let user = run_as();
+        let dir = TempDir::new("postgres");
+        let data = dir.path().join("data");
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).expect("chown test dir");
+        }
+        let init = command(&bin.join("initdb"), user)
+            .args([
+                "--auth=trust",
+                "--username=postgres",
+                "--encoding=UTF8",
+                "--no-sync",
+                "-D",
+            ])
+            .arg(&data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .expect("run initdb");
+        assert!(
+            init.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&init.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("bind 127.0.0.1:0")
+            .port();
+        let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
+        let child = command(&bin.join("postgres"), user)
+            .arg("-D")
+            .arg(&data)
+            .args(["-p", &port.to_string(), "-k"])
+            .arg(dir.path())
+            .args([
+                "-c",
+                "listen_addresses=127.0.0.1",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .expect("spawn postgres");
+        let watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(
+                "while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; kill -QUIT \"$1\" 2>/dev/null",
+            )
+            .arg(std::process::id().to_string())
+            .arg(child.id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn watchdog shell");
+        let mut server = Postgres {
+            port,
+            child,
+            watchdog,
+            dir,
+        };
+        if !server.ready(&bin) {
+            let log = std::fs::read_to_string(server.dir.path().join("server.log"));
+            panic!("postgres did not start; log:\n{}", log.unwrap_or_default());
+        }
+        server
+    }
+
+    /// Waits until the server accepts connections; `false` if it exited.
+    fn ready(&mut self, bin: &Path) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            let ok = Command::new(bin.join("pg_isready"))
+                .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    /// The URL of its `postgres` database as the `postgres` superuser (trust auth).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Shuts the server down (immediate shutdown) and waits for it.
+    fn shutdown(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-QUIT", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = self.watchdog.kill();
+        let _ = self.watchdog.wait();
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

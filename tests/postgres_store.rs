@@ -1,0 +1,35 @@
+//! The whole store conformance suite on PostgreSQL, on a server the test starts (see
+//! `autoshard_test_support::postgres`), twice on the same data (every case uses fresh
+//! kinds), and in another schema of the same database.
+
+use autoshard::store::postgres::{PostgresOptions, PostgresStore};
+use autoshard::{conformance, DocumentStore, Error};
+use autoshard_test_support::postgres::Postgres;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite() {
+    let server = Postgres::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    assert!(store.cross_group_transactions());
+    conformance::run_all(&store).await;
+    conformance::run_all(&store).await;
+    let other = PostgresOptions::default().schema("second");
+    let store = PostgresStore::connect_with(&server.url(), other)
+        .await
+        .unwrap();
+    conformance::run_all(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_urls_and_schemas_are_refused_without_the_password() {
+    let refused = PostgresStore::connect("postgres://app:s3cret@127.0.0.1:1/db").await;
+    let message = format!("{:?}", refused.unwrap_err());
+    assert!(message.contains("127.0.0.1:1"), "{message}");
+    assert!(!message.contains("s3cret"), "{message}");
+    let refused = PostgresStore::connect("not a url").await;
+    assert!(matches!(refused, Err(Error::Invalid(_))));
+    let server = Postgres::start();
+    let bad = PostgresOptions::default().schema("x; DROP TABLE y");
+    let refused = PostgresStore::connect_with(&server.url(), bad).await;
+    assert!(matches!(refused, Err(Error::Invalid(_))));
+}
