@@ -1,6 +1,7 @@
-//! The whole store conformance suite on PostgreSQL, on a server the test starts (see
-//! `autoshard_test_support::postgres`), twice on the same data (every case uses fresh
-//! kinds), and in another schema of the same database.
+//! PostgreSQL, on servers the tests start (see `autoshard_test_support::postgres`): the
+//! whole store conformance suite (twice on the same data, since every case uses fresh
+//! kinds, and in another schema of the same database), connect errors, and the
+//! concurrency scenario every real store runs.
 
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::{conformance, DocumentStore, Error};
@@ -32,4 +33,21 @@ async fn bad_urls_and_schemas_are_refused_without_the_password() {
     let bad = PostgresOptions::default().schema("x; DROP TABLE y");
     let refused = PostgresStore::connect_with(&server.url(), bad).await;
     assert!(matches!(refused, Err(Error::Invalid(_))));
+}
+
+/// The concurrency scenario's sharded variants (64 tasks x 500 votes, with and without
+/// retries) on PostgreSQL, each in a schema of its own. (The naive variants, 64 writers
+/// on one row, take minutes here in a debug build: every attempt is a transaction of
+/// five round trips.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_votes_are_exact() {
+    let server = Postgres::start();
+    let url = server.url();
+    let connect = async |case: &str| {
+        let schema = case.replace('-', "_");
+        PostgresStore::connect_with(&url, PostgresOptions::default().schema(schema))
+            .await
+            .unwrap()
+    };
+    autoshard_test_support::concurrency::sharded_variants(&connect, "postgres").await;
 }

@@ -6,6 +6,7 @@
 //!   started.
 //! - [`postgres`]: a fresh PostgreSQL cluster (`initdb`) on a free loopback port in a
 //!   temporary directory, run as the `postgres` user under root, shut down when dropped.
+//! - [`concurrency`]: 64 tasks x 500 votes, sharded and naive, with and without retries.
 //! - [`entities`]: `Question` (10 static shards), `NaiveQuestion` (votes in the main
 //!   document), `Counter` (dynamic shards).
 //! - [`groups`]: entity groups: `Topic`/`Reply` (8 sub-groups), `Thread`/`Post` (one).
@@ -17,6 +18,7 @@
 #![allow(clippy::missing_panics_doc, clippy::must_use_candidate, missing_docs)]
 
 pub mod board;
+pub mod concurrency;
 pub mod entities;
 pub mod groups;
 pub mod postgres;

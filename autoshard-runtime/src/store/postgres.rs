@@ -22,8 +22,9 @@
 //!
 //! # Why commits are atomic and optimistic
 //! Every write runs in a transaction that first takes a transaction-scoped advisory lock
-//! for each key it touches or expects (`pg_advisory_xact_lock` on the key's hash), in key
-//! order (so two writers never deadlock); reads take none. Under these locks the versions
+//! for each key it touches or expects (`pg_advisory_xact_lock` on the key's hash:
+//! exclusive for a key it writes, shared for one it only expects), in key order (so two
+//! writers never deadlock); reads take none. Under these locks the versions
 //! it reads are the latest committed ones and stay so until it commits: it checks every
 //! expectation (an expected version, or an absent key, whose creation also takes the
 //! lock), and either writes everything and commits, or rolls back and answers a
@@ -194,9 +195,10 @@ impl PostgresStore {
         )
     }
 
-    /// Runs `body` in a transaction holding the advisory locks of `keys` (module docs);
-    /// commits when it answers `Ok((true, value))`, rolls back otherwise.
-    async fn locked<T, F>(&self, what: &str, keys: &[&Key], body: F) -> Result<T>
+    /// Runs `body` in a transaction holding the advisory locks of `keys` (module docs):
+    /// exclusive for a key it may write (`true`), shared for one it only expects.
+    /// Commits when `body` answers `Ok((true, value))`, rolls back otherwise.
+    async fn locked<T, F>(&self, what: &str, keys: &[(&Key, bool)], body: F) -> Result<T>
     where
         F: for<'t> FnOnce(
             &'t tokio_postgres::Transaction<'t>,
@@ -207,10 +209,12 @@ impl PostgresStore {
             .transaction()
             .await
             .map_err(|e| self.error(what, &e))?;
-        let mut encoded: Vec<String> = keys.iter().map(|k| k.encode()).collect();
-        encoded.sort_unstable();
-        encoded.dedup();
-        txn.execute(&self.sql.lock, &[&encoded])
+        let mut locks: std::collections::BTreeMap<String, bool> = std::collections::BTreeMap::new();
+        for (key, write) in keys {
+            *locks.entry(key.encode()).or_default() |= write;
+        }
+        let (encoded, writes): (Vec<String>, Vec<bool>) = locks.into_iter().unzip();
+        txn.execute(&self.sql.lock, &[&encoded, &writes])
             .await
             .map_err(|e| self.error(what, &e))?;
         let (commit, value) = body(&txn).await?;
@@ -221,6 +225,33 @@ impl PostgresStore {
         };
         done.map_err(|e| self.error(what, &e))?;
         Ok(value)
+    }
+}
+
+impl PostgresStore {
+    /// The key of one of `reads` whose version is not the one expected, read without a
+    /// lock (so only a hint that a locked check would fail too: versions never come back).
+    async fn failed_expectation(
+        &self,
+        reads: &[(String, Option<Version>, Key)],
+    ) -> Result<Option<Key>> {
+        if reads.is_empty() {
+            return Ok(None);
+        }
+        let wanted: Vec<&String> = reads.iter().map(|(k, _, _)| k).collect();
+        let client = self.client().await?;
+        let rows = client
+            .query(&self.sql.versions, &[&wanted])
+            .await
+            .map_err(|e| self.error("commit", &e))?;
+        let stored: std::collections::HashMap<String, Version> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), version_of(row.get(1))))
+            .collect();
+        Ok(reads
+            .iter()
+            .find(|(encoded, expected, _)| stored.get(encoded).copied() != *expected)
+            .map(|(_, _, key)| key.clone()))
     }
 }
 
@@ -257,8 +288,9 @@ impl Sql {
                  CREATE INDEX IF NOT EXISTS documents_scan ON {t} (parent, kind, key);
                  CREATE SEQUENCE IF NOT EXISTS {seq};"
             ),
-            lock: "SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) \
-                   FROM unnest($1::text[]) AS k ORDER BY k"
+            lock: "SELECT CASE WHEN w THEN pg_advisory_xact_lock(hashtextextended(k, 0)) \
+                   ELSE pg_advisory_xact_lock_shared(hashtextextended(k, 0)) END \
+                   FROM unnest($1::text[], $2::bool[]) AS t(k, w) ORDER BY k"
                 .to_owned(),
             get: format!("SELECT version, doc FROM {t} WHERE key = $1"),
             get_many: format!("SELECT key, version, doc FROM {t} WHERE key = ANY($1)"),
@@ -348,7 +380,7 @@ impl DocumentStore for PostgresStore {
         let sql = self.sql.clone();
         let (encoded, parent, kind) = (key.encode(), parent_of(key), key.kind().to_owned());
         let version = self
-            .locked("insert", &[key], move |txn| {
+            .locked("insert", &[(key, true)], move |txn| {
                 Box::pin(async move {
                     let row = txn
                         .query_opt(&sql.insert, &[&encoded, &parent, &kind, &Json(&doc)])
@@ -364,7 +396,7 @@ impl DocumentStore for PostgresStore {
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
         let sql = self.sql.clone();
         let (encoded, parent, kind) = (key.encode(), parent_of(key), key.kind().to_owned());
-        self.locked("put", &[key], move |txn| {
+        self.locked("put", &[(key, true)], move |txn| {
             Box::pin(async move {
                 let row = txn
                     .query_one(&sql.upsert, &[&encoded, &parent, &kind, &Json(&doc)])
@@ -379,7 +411,7 @@ impl DocumentStore for PostgresStore {
     async fn delete(&self, key: &Key) -> Result<bool> {
         let sql = self.sql.clone();
         let encoded = key.encode();
-        self.locked("delete", &[key], move |txn| {
+        self.locked("delete", &[(key, true)], move |txn| {
             Box::pin(async move {
                 let n = txn
                     .execute(&sql.delete, &[&encoded])
@@ -432,7 +464,12 @@ impl DocumentStore for PostgresStore {
         if txn.reads().is_empty() && txn.writes().is_empty() {
             return Ok(Commit::Committed);
         }
-        let keys: Vec<&Key> = txn.keys().collect();
+        let keys: Vec<(&Key, bool)> = txn
+            .reads()
+            .iter()
+            .map(|(key, _)| (key, false))
+            .chain(txn.writes().iter().map(|(key, _)| (key, true)))
+            .collect();
         let sql = self.sql.clone();
         let reads: Vec<(String, Option<Version>, Key)> = txn
             .reads()
@@ -440,6 +477,11 @@ impl DocumentStore for PostgresStore {
             .map(|(k, v)| (k.encode(), *v, k.clone()))
             .collect();
         let writes: Vec<(Key, Write)> = txn.writes().to_vec();
+        // An expectation that fails already fails without a lock: losers of a race on a
+        // hot document do not queue behind its lock only to give up.
+        if let Some(key) = self.failed_expectation(&reads).await? {
+            return Ok(Commit::Conflict { key });
+        }
         self.locked("commit", &keys, move |t| {
             Box::pin(async move {
                 let wanted: Vec<String> = reads.iter().map(|(k, _, _)| k.clone()).collect();
@@ -477,7 +519,7 @@ impl DocumentStore for PostgresStore {
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         let sql = self.sql.clone();
         let merge_owned = merge.clone();
-        self.locked("merge", &[&merge.key], move |t| {
+        self.locked("merge", &[(&merge.key, true)], move |t| {
             Box::pin(async move {
                 let merge = merge_owned;
                 let encoded = merge.key.encode();

@@ -1,0 +1,139 @@
+//! The concurrency scenario every real store runs: 64 tasks x 500 votes on one question,
+//! sharded (10 static shards) and naive, with and without retries. Totals must be exact:
+//! the stored votes equal the votes reported saved, and with (patient) retries every
+//! vote is saved.
+
+use crate::entities::{NaiveQuestion, Question};
+use autoshard::{DocumentStore, Mapper, RetryPolicy};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const TASKS: u64 = 64;
+pub const VOTES: u64 = 500;
+
+/// Retries until every vote is in (bounded far beyond what the test needs).
+pub fn patient() -> RetryPolicy {
+    RetryPolicy::exponential(Duration::from_millis(1), Duration::from_millis(50), 10_000)
+        .with_max_elapsed(Duration::from_mins(2))
+}
+
+/// Runs 64 x 500 votes through `vote` and returns how many were reported saved.
+async fn run<F, Fut>(vote: F) -> u64
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = autoshard::Result<()>> + Send,
+{
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|_| {
+            let vote = vote.clone();
+            tokio::spawn(async move {
+                let mut saved = 0;
+                for _ in 0..VOTES {
+                    match vote().await {
+                        Ok(()) => saved += 1,
+                        Err(err) if err.is_contention() => {}
+                        Err(err) => panic!("vote failed: {err}"),
+                    }
+                }
+                saved
+            })
+        })
+        .collect();
+    let mut saved = 0;
+    for task in tasks {
+        saved += task.await.unwrap();
+    }
+    saved
+}
+
+async fn sharded<S: DocumentStore + 'static>(store: Arc<S>, retry: RetryPolicy, label: &str) {
+    let db = Arc::new(Mapper::new(store).with_retry(retry));
+    db.insert(&mut Question::new(1, "Hot?", 0)).await.unwrap();
+    let voter = db.clone();
+    let saved = run(move || {
+        let db = voter.clone();
+        async move { db.update(&1, |q: &mut Question| q.vote_up()).await }
+    })
+    .await;
+    let stored = db.load::<Question>(&1).await.unwrap().votes;
+    let m = db.metrics().snapshot();
+    eprintln!("{label} sharded: {saved} saved, stored {stored}, {m:?}");
+    assert_eq!(
+        u64::try_from(stored).unwrap(),
+        saved,
+        "{label} sharded: lost or phantom votes"
+    );
+    if retry.max_attempts() > 1 {
+        assert_eq!(
+            saved,
+            TASKS * VOTES,
+            "{label} sharded: votes gave up despite retries"
+        );
+    }
+}
+
+async fn naive<S: DocumentStore + 'static>(store: Arc<S>, retry: RetryPolicy, label: &str) {
+    let db = Arc::new(Mapper::new(store).with_retry(retry));
+    db.insert(&mut NaiveQuestion {
+        id: 1,
+        text: "Hot?".into(),
+        votes: 0,
+    })
+    .await
+    .unwrap();
+    let voter = db.clone();
+    let saved = run(move || {
+        let db = voter.clone();
+        async move { db.update(&1, |q: &mut NaiveQuestion| q.vote_up()).await }
+    })
+    .await;
+    let stored = db.load::<NaiveQuestion>(&1).await.unwrap().votes;
+    let m = db.metrics().snapshot();
+    eprintln!("{label} naive: {saved} saved, stored {stored}, {m:?}");
+    assert_eq!(
+        u64::try_from(stored).unwrap(),
+        saved,
+        "{label} naive: lost or phantom votes"
+    );
+    if retry.max_attempts() > 1 {
+        assert_eq!(
+            saved,
+            TASKS * VOTES,
+            "{label} naive: votes gave up despite retries"
+        );
+    } else {
+        assert!(
+            m.conflicts > 0,
+            "{label} naive: 64 writers on one document never conflicted"
+        );
+    }
+}
+
+/// The four variants, each on a fresh store from `connect` (named after the case).
+pub async fn all_variants<S: DocumentStore + 'static>(
+    connect: impl AsyncFn(&str) -> S,
+    label: &str,
+) {
+    sharded_variants(&connect, label).await;
+    naive(Arc::new(connect("naive-retry").await), patient(), label).await;
+    naive(
+        Arc::new(connect("naive-once").await),
+        RetryPolicy::none(),
+        label,
+    )
+    .await;
+}
+
+/// The sharded variants only, with and without retries.
+pub async fn sharded_variants<S: DocumentStore + 'static>(
+    connect: &impl AsyncFn(&str) -> S,
+    label: &str,
+) {
+    sharded(Arc::new(connect("sharded-retry").await), patient(), label).await;
+    sharded(
+        Arc::new(connect("sharded-once").await),
+        RetryPolicy::none(),
+        label,
+    )
+    .await;
+}
