@@ -1,7 +1,7 @@
 //! PostgreSQL, on servers the tests start (see `autoshard_test_support::postgres`): the
 //! whole store conformance suite (twice on the same data, since every case uses fresh
 //! kinds, and in another schema of the same database), connect errors, and the
-//! variants of the concurrency scenario every real store runs.
+//! sharded variants of the concurrency scenario every real store runs.
 
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::{conformance, DocumentStore, Error};
