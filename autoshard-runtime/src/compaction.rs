@@ -178,29 +178,39 @@ impl<E: Root, S: DocumentStore + 'static> Compactor<E, S> {
     /// Dropping the handle stops the task too (after its current store call).
     #[must_use = "dropping the handle stops the compactor"]
     pub fn spawn(self, interval: Duration) -> CompactorHandle {
-        let (stop, mut stopped) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            let mut total = CompactionReport::default();
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = stopped.changed() => break,
-                    sweep = self.run_once() => match sweep {
-                        Ok(report) => total.add(&report),
-                        Err(e) => {
-                            total.failures += 1;
-                            tracing::warn!(kind = E::KIND, error = %e, "compaction sweep failed");
-                        }
-                    },
-                }
-                tokio::select! {
-                    _ = stopped.changed() => break,
-                    () = tokio::time::sleep(interval) => {}
-                }
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(async move { self.sweep_every(interval, stopped).await });
+        CompactorHandle {
+            worker: Worker { stop, task },
+        }
+    }
+
+    /// Sweeps now and then every `interval` until `stopped` changes (or its sender is
+    /// gone); the totals. A failed sweep is logged and counted, and the next one goes on.
+    pub(crate) async fn sweep_every(
+        &self,
+        interval: Duration,
+        mut stopped: watch::Receiver<bool>,
+    ) -> CompactionReport {
+        let mut total = CompactionReport::default();
+        loop {
+            tokio::select! {
+                biased;
+                _ = stopped.changed() => break,
+                sweep = self.run_once() => match sweep {
+                    Ok(report) => total.add(&report),
+                    Err(e) => {
+                        total.failures += 1;
+                        tracing::warn!(kind = E::KIND, error = %e, "compaction sweep failed");
+                    }
+                },
             }
-            total
-        });
-        CompactorHandle { stop, task }
+            tokio::select! {
+                _ = stopped.changed() => break,
+                () = tokio::time::sleep(interval) => {}
+            }
+        }
+        total
     }
 }
 
@@ -218,8 +228,27 @@ impl<E, S: fmt::Debug> fmt::Debug for Compactor<E, S> {
 /// The running task of [`Compactor::spawn`].
 #[derive(Debug)]
 pub struct CompactorHandle {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<CompactionReport>,
+    worker: Worker<CompactionReport>,
+}
+
+/// A background task and the channel that stops it, for the handles of this crate's
+/// workers.
+#[derive(Debug)]
+pub(crate) struct Worker<R> {
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) task: JoinHandle<R>,
+}
+
+impl<R> Worker<R> {
+    /// Tells the task to stop and waits for its answer (`what` names it in errors).
+    pub(crate) async fn shutdown(self, what: &str) -> Result<R> {
+        // An error only means the task has already ended (it then holds the receiver no
+        // more); joining it below reports how.
+        let _ = self.stop.send(true);
+        self.task
+            .await
+            .map_err(|e| crate::Error::backend(what.to_owned(), e))
+    }
 }
 
 impl CompactorHandle {
@@ -228,11 +257,6 @@ impl CompactorHandle {
     /// docs): at most its current commit is applied. Dropping this future (or the
     /// handle) stops the task as well, without waiting for it.
     pub async fn shutdown(self) -> Result<CompactionReport> {
-        // An error only means the task has already ended (it then holds the receiver no
-        // more); joining it below reports how.
-        let _ = self.stop.send(true);
-        self.task
-            .await
-            .map_err(|e| crate::Error::backend("compactor task", e))
+        self.worker.shutdown("compactor task").await
     }
 }

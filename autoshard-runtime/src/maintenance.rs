@@ -30,7 +30,7 @@
 //! so they give no signal. A kind whose hot spots are known is better served by its
 //! annotation; turn adaptation on for kinds whose hot spots come and go.
 
-use crate::compaction::{CompactionReport, Compactor};
+use crate::compaction::{CompactionReport, Compactor, Worker};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::{EntityId, Key};
@@ -42,7 +42,6 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// The policy of adaptive shard counts (module docs). Build it from
 /// [`Adaptive::default`] and the setters.
@@ -275,30 +274,14 @@ impl<E: Root, S: DocumentStore + Clone + 'static> Maintainer<E, S> {
         } = self;
         let task = tokio::spawn(async move {
             let compacting = {
-                let mut stopped = stopped.clone();
+                let stopped = stopped.clone();
                 async move {
-                    let mut total = CompactionReport::default();
-                    let Some((compactor, interval)) = compaction else {
-                        return total;
-                    };
-                    loop {
-                        tokio::select! {
-                            biased;
-                            _ = stopped.changed() => break,
-                            sweep = compactor.run_once() => match sweep {
-                                Ok(report) => total.add(&report),
-                                Err(e) => {
-                                    total.failures += 1;
-                                    tracing::warn!(kind = E::KIND, error = %e, "compaction sweep failed");
-                                }
-                            },
+                    match compaction {
+                        Some((compactor, interval)) => {
+                            compactor.sweep_every(interval, stopped).await
                         }
-                        tokio::select! {
-                            _ = stopped.changed() => break,
-                            () = tokio::time::sleep(interval) => {}
-                        }
+                        None => CompactionReport::default(),
                     }
-                    total
                 }
             };
             let adapting = {
@@ -330,7 +313,9 @@ impl<E: Root, S: DocumentStore + Clone + 'static> Maintainer<E, S> {
             report.compaction = compaction;
             report
         });
-        MaintenanceHandle { stop, task }
+        MaintenanceHandle {
+            worker: Worker { stop, task },
+        }
     }
 }
 
@@ -351,8 +336,7 @@ impl<E, S: fmt::Debug> fmt::Debug for Maintainer<E, S> {
 /// The running task of [`Maintainer::spawn`].
 #[derive(Debug)]
 pub struct MaintenanceHandle {
-    stop: watch::Sender<bool>,
-    task: JoinHandle<MaintenanceReport>,
+    worker: Worker<MaintenanceReport>,
 }
 
 impl MaintenanceHandle {
@@ -360,11 +344,7 @@ impl MaintenanceHandle {
     /// abandoned between two store calls, which every step allows (a compaction commit
     /// or a reshard step is applied or not; the next run finishes it).
     pub async fn shutdown(self) -> Result<MaintenanceReport> {
-        // An error only means the task has already ended; joining it reports how.
-        let _ = self.stop.send(true);
-        self.task
-            .await
-            .map_err(|e| Error::backend("maintenance task", e))
+        self.worker.shutdown("maintenance task").await
     }
 }
 

@@ -11,7 +11,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
-use crate::redis::TempDir;
+use crate::redis::{watchdog, TempDir};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -146,19 +146,7 @@ impl Postgres {
             .process_group(0)
             .spawn()
             .expect("spawn postgres");
-        let watchdog = Command::new("sh")
-            .arg("-c")
-            .arg(
-                "while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; kill -QUIT \"$1\" 2>/dev/null",
-            )
-            .arg(std::process::id().to_string())
-            .arg(child.id().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn watchdog shell");
+        let watchdog = watchdog(child.id(), "-QUIT");
         let mut server = Postgres {
             port,
             child,

@@ -67,6 +67,23 @@ impl Drop for TempDir {
     }
 }
 
+/// A shell that sends `signal` (`-9`, `-QUIT`) to process `pid` once this test binary
+/// is gone, so that no server outlives a test run; kill it when the server stops.
+pub fn watchdog(pid: u32, signal: &str) -> Child {
+    Command::new("sh")
+        .arg("-c")
+        .arg("while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; kill \"$2\" \"$1\" 2>/dev/null")
+        .arg(std::process::id().to_string())
+        .arg(pid.to_string())
+        .arg(signal)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn watchdog shell")
+}
+
 /// A free loopback port (the OS picks one; a race with another process is handled by
 /// retrying the server start on a new port).
 fn free_port() -> u16 {
@@ -158,17 +175,7 @@ impl RedisServer {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => panic!("{MISSING}"),
             Err(err) => panic!("cannot run redis-server: {err}"),
         };
-        let watchdog = Command::new("sh")
-            .arg("-c")
-            .arg("while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; kill -9 \"$1\" 2>/dev/null")
-            .arg(std::process::id().to_string())
-            .arg(child.id().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn watchdog shell");
+        let watchdog = watchdog(child.id(), "-9");
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(Some(_)) = child.try_wait() {
