@@ -1,7 +1,7 @@
 //! PostgreSQL, on servers the tests start (see `autoshard_test_support::postgres`): the
 //! whole store conformance suite (twice on the same data, since every case uses fresh
 //! kinds, and in another schema of the same database), connect errors, and the
-//! sharded variants of the concurrency scenario every real store runs.
+//! concurrency scenario every real store runs.
 
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::{conformance, DocumentStore, Error};
@@ -35,10 +35,8 @@ async fn bad_urls_and_schemas_are_refused_without_the_password() {
     assert!(matches!(refused, Err(Error::Invalid(_))));
 }
 
-/// The concurrency scenario's sharded variants (64 tasks x 500 votes, with and without
-/// retries) on PostgreSQL, each in a schema of its own. (The naive variants, 64 writers
-/// on one row, take minutes here in a debug build: every attempt is a transaction of
-/// five round trips.)
+/// The concurrency scenario (64 tasks x 500 votes, naive and sharded, with and without
+/// retries) on PostgreSQL, each variant in a schema of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_votes_are_exact() {
     let server = Postgres::start();
@@ -49,5 +47,5 @@ async fn concurrent_votes_are_exact() {
             .await
             .unwrap()
     };
-    autoshard_test_support::concurrency::sharded_variants(&connect, "postgres").await;
+    autoshard_test_support::concurrency::all_variants(connect, "postgres").await;
 }

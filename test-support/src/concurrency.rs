@@ -114,24 +114,16 @@ pub async fn all_variants<S: DocumentStore + 'static>(
     connect: impl AsyncFn(&str) -> S,
     label: &str,
 ) {
-    sharded_variants(&connect, label).await;
-    naive(Arc::new(connect("naive-retry").await), patient(), label).await;
-    naive(
-        Arc::new(connect("naive-once").await),
+    sharded(Arc::new(connect("sharded-retry").await), patient(), label).await;
+    sharded(
+        Arc::new(connect("sharded-once").await),
         RetryPolicy::none(),
         label,
     )
     .await;
-}
-
-/// The sharded variants only, with and without retries.
-pub async fn sharded_variants<S: DocumentStore + 'static>(
-    connect: &impl AsyncFn(&str) -> S,
-    label: &str,
-) {
-    sharded(Arc::new(connect("sharded-retry").await), patient(), label).await;
-    sharded(
-        Arc::new(connect("sharded-once").await),
+    naive(Arc::new(connect("naive-retry").await), patient(), label).await;
+    naive(
+        Arc::new(connect("naive-once").await),
         RetryPolicy::none(),
         label,
     )

@@ -21,16 +21,29 @@
 //! - `doc`: the document as JSONB.
 //!
 //! # Why commits are atomic and optimistic
-//! Every write runs in a transaction that first takes a transaction-scoped advisory lock
-//! for each key it touches or expects (`pg_advisory_xact_lock` on the key's hash:
-//! exclusive for a key it writes, shared for one it only expects), in key order (so two
-//! writers never deadlock); reads take none. Under these locks the versions
-//! it reads are the latest committed ones and stay so until it commits: it checks every
+//! Every write is one call of a PL/pgSQL function that [`PostgresStore::migrate`]
+//! creates beside the table (`commit_documents`, `put_document`, `insert_document`,
+//! `delete_document`): one prepared statement, one round trip, its own transaction.
+//! Before it writes a key, a function takes the transaction-scoped advisory lock of
+//! that key (`pg_advisory_xact_lock` on the key's 64-bit hash); `commit_documents`
+//! takes all of its locks in the order of their ids (so two commits never deadlock):
+//! exclusive for a key it writes, shared for one it only expects. Reads take none.
+//! Under these locks the versions a commit reads are the latest committed ones (each
+//! statement of a PL/pgSQL function sees what committed before it started, in the
+//! default `READ COMMITTED` isolation) and stay so until it commits: it checks every
 //! expectation (an expected version, or an absent key, whose creation also takes the
-//! lock), and either writes everything and commits, or rolls back and answers a
-//! conflict. A merge does the same for its one document and folds with
-//! [`merge::apply`], so it is exact by construction. Any entity group, one or several,
-//! commits this way: the store commits across groups.
+//! lock), and either writes everything or answers the 1-based index of the expectation
+//! that failed, which the store reports as a conflict on that key. It checks the
+//! expectations once without locks first, so the losers of a race on a hot document
+//! give up at once instead of queueing behind its lock. Any entity group, one or
+//! several, commits this way: the store commits across groups.
+//!
+//! A merge reads the document, folds with [`merge::apply`] and commits the result
+//! expecting the version it read; when that commit conflicts it folds again inside a
+//! transaction that holds the key's lock from the read to the write, so a merge never
+//! answers a conflict and is exact by construction.
+//!
+//! Statements are prepared once per pooled connection (`prepare_cached`).
 
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
@@ -43,6 +56,12 @@ use std::fmt;
 use std::str::FromStr;
 use tokio_postgres::types::Json;
 use tokio_postgres::NoTls;
+
+/// The pool crate [`PostgresStore::from_pool`] takes a pool of, re-exported so that an
+/// application names the same version.
+pub use deadpool_postgres;
+/// The driver, re-exported for its `Config` and TLS traits.
+pub use tokio_postgres;
 
 /// Options of a [`PostgresStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,8 +82,8 @@ impl Default for PostgresOptions {
 
 impl PostgresOptions {
     /// The schema that holds the table (created when missing). Letters, digits and `_`,
-    /// not starting with a digit; anything else fails at connect with
-    /// [`Error::Invalid`].
+    /// not starting with a digit, at most 63 bytes (PostgreSQL's limit); anything else
+    /// fails at connect with [`Error::Invalid`].
     #[must_use]
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = schema.into();
@@ -124,34 +143,34 @@ impl PostgresStore {
     /// [`Error::Backend`] naming the server (never the password) when it cannot be
     /// reached or refuses the login.
     pub async fn connect_with(url: &str, options: PostgresOptions) -> Result<Self> {
+        Self::connect_tls(url, options, NoTls).await
+    }
+
+    /// Like [`PostgresStore::connect_with`], over TLS: `tls` is the connector of the TLS
+    /// crate the application uses (`postgres_native_tls::MakeTlsConnector`,
+    /// `tokio_postgres_rustls::MakeRustlsConnect`, ...); the URL's `sslmode` says whether
+    /// TLS is required (`sslmode=require`) or only preferred (the default).
+    ///
+    /// # Errors
+    /// As [`PostgresStore::connect_with`].
+    pub async fn connect_tls<T>(url: &str, options: PostgresOptions, tls: T) -> Result<Self>
+    where
+        T: tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>
+            + Clone
+            + Sync
+            + Send
+            + 'static,
+        T::Stream: Sync + Send,
+        T::TlsConnect: Sync + Send,
+        <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
+    {
         let config = tokio_postgres::Config::from_str(url).map_err(|_| {
             Error::Invalid("invalid PostgreSQL URL (not shown: it may hold a password)".into())
         })?;
         let target = target_of(&config);
-        Self::from_config(config, options, target).await
-    }
-
-    async fn from_config(
-        config: tokio_postgres::Config,
-        options: PostgresOptions,
-        target: String,
-    ) -> Result<Self> {
-        let schema = &options.schema;
-        let valid = schema
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && schema
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
-            return Err(Error::Invalid(format!(
-                "PostgreSQL schema `{schema}`: use letters, digits and `_`, not starting with a digit"
-            )));
-        }
         let manager = Manager::from_config(
             config,
-            NoTls,
+            tls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -160,6 +179,35 @@ impl PostgresStore {
             .max_size(options.pool_size)
             .build()
             .map_err(|e| Error::backend(format!("PostgreSQL pool for {target}"), e.to_string()))?;
+        Self::from_pool_named(pool, options, target).await
+    }
+
+    /// A store on an existing `deadpool-postgres` pool (version 0.14), which may be
+    /// shared with the rest of the application; [`PostgresOptions::pool_size`] does not
+    /// apply. Creates the schema when missing, as [`PostgresStore::connect_with`] does.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad schema name; [`Error::Backend`] when the pool cannot
+    /// hand out a working connection.
+    pub async fn from_pool(pool: Pool, options: PostgresOptions) -> Result<Self> {
+        Self::from_pool_named(pool, options, "(a given pool)".to_owned()).await
+    }
+
+    async fn from_pool_named(pool: Pool, options: PostgresOptions, target: String) -> Result<Self> {
+        let schema = &options.schema;
+        let valid = schema.len() <= 63
+            && schema
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && schema
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(Error::Invalid(format!(
+                "PostgreSQL schema `{schema}`: use at most 63 letters, digits and `_`, not starting with a digit"
+            )));
+        }
         let store = PostgresStore {
             pool,
             sql: std::sync::Arc::new(Sql::new(schema)),
@@ -169,12 +217,19 @@ impl PostgresStore {
         Ok(store)
     }
 
-    /// Creates the schema, the table, its scan index and the version sequence when
-    /// missing (every connect does it; idempotent).
+    /// Creates the schema, the table, its scan index, the version sequence and the
+    /// write functions when missing (every connect does it; idempotent, and safe to run
+    /// from several processes at once).
     pub async fn migrate(&self) -> Result<()> {
-        let client = self.client().await?;
-        client
-            .batch_execute(&self.sql.migrate)
+        let mut client = self.client().await?;
+        let txn = client
+            .transaction()
+            .await
+            .map_err(|e| self.error("creating the schema", &e))?;
+        txn.batch_execute(&self.sql.migrate)
+            .await
+            .map_err(|e| self.error("creating the schema", &e))?;
+        txn.commit()
             .await
             .map_err(|e| self.error("creating the schema", &e))
     }
@@ -195,63 +250,95 @@ impl PostgresStore {
         )
     }
 
-    /// Runs `body` in a transaction holding the advisory locks of `keys` (module docs):
-    /// exclusive for a key it may write (`true`), shared for one it only expects.
-    /// Commits when `body` answers `Ok((true, value))`, rolls back otherwise.
-    async fn locked<T, F>(&self, what: &str, keys: &[(&Key, bool)], body: F) -> Result<T>
-    where
-        F: for<'t> FnOnce(
-            &'t tokio_postgres::Transaction<'t>,
-        ) -> futures::future::BoxFuture<'t, Result<(bool, T)>>,
-    {
-        let mut client = self.client().await?;
-        let txn = client
-            .transaction()
-            .await
-            .map_err(|e| self.error(what, &e))?;
-        let mut locks: std::collections::BTreeMap<String, bool> = std::collections::BTreeMap::new();
-        for (key, write) in keys {
-            *locks.entry(key.encode()).or_default() |= write;
-        }
-        let (encoded, writes): (Vec<String>, Vec<bool>) = locks.into_iter().unzip();
-        txn.execute(&self.sql.lock, &[&encoded, &writes])
-            .await
-            .map_err(|e| self.error(what, &e))?;
-        let (commit, value) = body(&txn).await?;
-        let done = if commit {
-            txn.commit().await
-        } else {
-            txn.rollback().await
-        };
-        done.map_err(|e| self.error(what, &e))?;
-        Ok(value)
-    }
-}
-
-impl PostgresStore {
-    /// The key of one of `reads` whose version is not the one expected, read without a
-    /// lock (so only a hint that a locked check would fail too: versions never come back).
-    async fn failed_expectation(
+    /// Runs one statement of [`Sql`] (prepared once per connection) and returns its rows.
+    async fn query(
         &self,
-        reads: &[(String, Option<Version>, Key)],
-    ) -> Result<Option<Key>> {
-        if reads.is_empty() {
-            return Ok(None);
-        }
-        let wanted: Vec<&String> = reads.iter().map(|(k, _, _)| k).collect();
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
         let client = self.client().await?;
-        let rows = client
-            .query(&self.sql.versions, &[&wanted])
+        let statement = client
+            .prepare_cached(sql)
             .await
-            .map_err(|e| self.error("commit", &e))?;
-        let stored: std::collections::HashMap<String, Version> = rows
+            .map_err(|e| self.error(what, &e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| self.error(what, &e))
+    }
+
+    /// Runs a statement that answers one row.
+    async fn query_one(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<tokio_postgres::Row> {
+        self.query(what, sql, params).await?.pop().ok_or_else(|| {
+            Error::backend(
+                format!("{what} on PostgreSQL at {}", self.target),
+                "the statement answered no row",
+            )
+        })
+    }
+
+    /// Calls `commit_documents` (module docs): `0` when it committed, else the 1-based
+    /// index into `reads` of an expectation that failed.
+    async fn commit_documents(
+        &self,
+        what: &str,
+        reads: &[(&Key, Option<Version>)],
+        writes: &[(&Key, Option<&Document>)],
+    ) -> Result<usize> {
+        let rk: Vec<String> = reads.iter().map(|(k, _)| k.encode()).collect();
+        let rv: Vec<Option<i64>> = reads
             .iter()
-            .map(|row| (row.get::<_, String>(0), version_of(row.get(1))))
+            .map(|(_, v)| v.map(|v| i64::try_from(v.0).unwrap_or(i64::MAX)))
             .collect();
-        Ok(reads
-            .iter()
-            .find(|(encoded, expected, _)| stored.get(encoded).copied() != *expected)
-            .map(|(_, _, key)| key.clone()))
+        let wk: Vec<String> = writes.iter().map(|(k, _)| k.encode()).collect();
+        let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
+        let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
+        let wd: Vec<Option<Json<&Document>>> = writes.iter().map(|(_, d)| d.map(Json)).collect();
+        let row = self
+            .query_one(what, &self.sql.commit, &[&rk, &rv, &wk, &wp, &wn, &wd])
+            .await?;
+        Ok(usize::try_from(row.get::<_, i32>(0)).unwrap_or(0))
+    }
+
+    /// A merge as one transaction holding the key's lock: the way through when an
+    /// optimistic merge met a concurrent write.
+    async fn merge_locked(&self, merge: &Merge) -> Result<Merged> {
+        let encoded = merge.key.encode();
+        let mut client = self.client().await?;
+        let fail = |e: tokio_postgres::Error| self.error("merge", &e);
+        let (lock, get) = futures::try_join!(
+            client.prepare_cached(&self.sql.lock),
+            client.prepare_cached(&self.sql.get)
+        )
+        .map_err(fail)?;
+        let txn = client.transaction().await.map_err(fail)?;
+        txn.execute(&lock, &[&encoded]).await.map_err(fail)?;
+        let current = txn
+            .query_opt(&get, &[&encoded])
+            .await
+            .map_err(fail)?
+            .map(|row| versioned(&row, 0));
+        match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
+            merge::Step::Answer(answer) => {
+                txn.rollback().await.map_err(fail)?;
+                Ok(answer)
+            }
+            merge::Step::Write(doc) => {
+                let (parent, kind) = (parent_of(&merge.key), merge.key.kind());
+                let put = txn.prepare_cached(&self.sql.put).await.map_err(fail)?;
+                txn.execute(&put, &[&encoded, &parent, &kind, &Json(&doc)])
+                    .await
+                    .map_err(fail)?;
+                txn.commit().await.map_err(fail)?;
+                Ok(Merged::Applied)
+            }
+        }
     }
 }
 
@@ -262,51 +349,28 @@ struct Sql {
     lock: String,
     get: String,
     get_many: String,
-    versions: String,
     insert: String,
-    upsert: String,
+    put: String,
     delete: String,
+    commit: String,
     scan: String,
     scan_roots: String,
 }
 
 impl Sql {
     fn new(schema: &str) -> Self {
-        let t = format!("\"{schema}\".documents");
-        let seq = format!("\"{schema}\".versions");
+        let s = format!("\"{schema}\"");
+        let t = format!("{s}.documents");
         Sql {
             schema: schema.to_owned(),
-            migrate: format!(
-                "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
-                 CREATE TABLE IF NOT EXISTS {t} (
-                     key text COLLATE \"C\" PRIMARY KEY,
-                     parent text COLLATE \"C\" NOT NULL,
-                     kind text COLLATE \"C\" NOT NULL,
-                     version bigint NOT NULL,
-                     doc jsonb NOT NULL
-                 );
-                 CREATE INDEX IF NOT EXISTS documents_scan ON {t} (parent, kind, key);
-                 CREATE SEQUENCE IF NOT EXISTS {seq};"
-            ),
-            lock: "SELECT CASE WHEN w THEN pg_advisory_xact_lock(hashtextextended(k, 0)) \
-                   ELSE pg_advisory_xact_lock_shared(hashtextextended(k, 0)) END \
-                   FROM unnest($1::text[], $2::bool[]) AS t(k, w) ORDER BY k"
-                .to_owned(),
+            migrate: include_str!("postgres/schema.sql").replace("{schema}", schema),
+            lock: "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))".to_owned(),
             get: format!("SELECT version, doc FROM {t} WHERE key = $1"),
             get_many: format!("SELECT key, version, doc FROM {t} WHERE key = ANY($1)"),
-            versions: format!("SELECT key, version FROM {t} WHERE key = ANY($1)"),
-            insert: format!(
-                "INSERT INTO {t} (key, parent, kind, version, doc) \
-                 VALUES ($1, $2, $3, nextval('{seq}'), $4) \
-                 ON CONFLICT (key) DO NOTHING RETURNING version"
-            ),
-            upsert: format!(
-                "INSERT INTO {t} (key, parent, kind, version, doc) \
-                 VALUES ($1, $2, $3, nextval('{seq}'), $4) \
-                 ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc \
-                 RETURNING version"
-            ),
-            delete: format!("DELETE FROM {t} WHERE key = $1"),
+            insert: format!("SELECT {s}.insert_document($1, $2, $3, $4)"),
+            put: format!("SELECT {s}.put_document($1, $2, $3, $4)"),
+            delete: format!("SELECT {s}.delete_document($1)"),
+            commit: format!("SELECT {s}.commit_documents($1, $2, $3, $4, $5, $6)"),
             scan: format!(
                 "SELECT key, version, doc FROM {t} \
                  WHERE parent = $1 AND kind = $2 AND key > $3 ORDER BY key LIMIT $4"
@@ -351,12 +415,8 @@ fn versioned(row: &tokio_postgres::Row, first: usize) -> Versioned {
 #[async_trait]
 impl DocumentStore for PostgresStore {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        let client = self.client().await?;
-        let row = client
-            .query_opt(&self.sql.get, &[&key.encode()])
-            .await
-            .map_err(|e| self.error("get", &e))?;
-        Ok(row.map(|row| versioned(&row, 0)))
+        let rows = self.query("get", &self.sql.get, &[&key.encode()]).await?;
+        Ok(rows.first().map(|row| versioned(row, 0)))
     }
 
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
@@ -364,11 +424,9 @@ impl DocumentStore for PostgresStore {
             return Ok(Vec::new());
         }
         let encoded: Vec<String> = keys.iter().map(Key::encode).collect();
-        let client = self.client().await?;
-        let rows = client
-            .query(&self.sql.get_many, &[&encoded])
-            .await
-            .map_err(|e| self.error("get_many", &e))?;
+        let rows = self
+            .query("get_many", &self.sql.get_many, &[&encoded])
+            .await?;
         let found: std::collections::HashMap<String, Versioned> = rows
             .iter()
             .map(|row| (row.get::<_, String>(0), versioned(row, 1)))
@@ -377,72 +435,55 @@ impl DocumentStore for PostgresStore {
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        let sql = self.sql.clone();
-        let (encoded, parent, kind) = (key.encode(), parent_of(key), key.kind().to_owned());
-        let version = self
-            .locked("insert", &[(key, true)], move |txn| {
-                Box::pin(async move {
-                    let row = txn
-                        .query_opt(&sql.insert, &[&encoded, &parent, &kind, &Json(&doc)])
-                        .await
-                        .map_err(|e| Error::backend("insert on PostgreSQL", e.to_string()))?;
-                    Ok((true, row.map(|row| version_of(row.get(0)))))
-                })
-            })
+        let (encoded, parent) = (key.encode(), parent_of(key));
+        let row = self
+            .query_one(
+                "insert",
+                &self.sql.insert,
+                &[&encoded, &parent, &key.kind(), &Json(&doc)],
+            )
             .await?;
-        version.ok_or_else(|| Error::AlreadyExists { key: key.clone() })
+        row.get::<_, Option<i64>>(0)
+            .map(version_of)
+            .ok_or_else(|| Error::AlreadyExists { key: key.clone() })
     }
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
-        let sql = self.sql.clone();
-        let (encoded, parent, kind) = (key.encode(), parent_of(key), key.kind().to_owned());
-        self.locked("put", &[(key, true)], move |txn| {
-            Box::pin(async move {
-                let row = txn
-                    .query_one(&sql.upsert, &[&encoded, &parent, &kind, &Json(&doc)])
-                    .await
-                    .map_err(|e| Error::backend("put on PostgreSQL", e.to_string()))?;
-                Ok((true, version_of(row.get(0))))
-            })
-        })
-        .await
+        let (encoded, parent) = (key.encode(), parent_of(key));
+        let row = self
+            .query_one(
+                "put",
+                &self.sql.put,
+                &[&encoded, &parent, &key.kind(), &Json(&doc)],
+            )
+            .await?;
+        Ok(version_of(row.get(0)))
     }
 
     async fn delete(&self, key: &Key) -> Result<bool> {
-        let sql = self.sql.clone();
-        let encoded = key.encode();
-        self.locked("delete", &[(key, true)], move |txn| {
-            Box::pin(async move {
-                let n = txn
-                    .execute(&sql.delete, &[&encoded])
-                    .await
-                    .map_err(|e| Error::backend("delete on PostgreSQL", e.to_string()))?;
-                Ok((true, n > 0))
-            })
-        })
-        .await
+        let row = self
+            .query_one("delete", &self.sql.delete, &[&key.encode()])
+            .await?;
+        Ok(row.get(0))
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        let client = self.client().await?;
         let after = scan.cursor.clone().unwrap_or_default();
         let limit = i64::try_from(scan.limit.max(1)).unwrap_or(i64::MAX);
         let rows = match &scan.parent {
             Some(parent) => {
-                client
-                    .query(
-                        &self.sql.scan,
-                        &[&parent.encode(), &scan.kind, &after, &limit],
-                    )
-                    .await
+                self.query(
+                    "scan",
+                    &self.sql.scan,
+                    &[&parent.encode(), &scan.kind, &after, &limit],
+                )
+                .await?
             }
             None => {
-                client
-                    .query(&self.sql.scan_roots, &[&scan.kind, &after, &limit])
-                    .await
+                self.query("scan", &self.sql.scan_roots, &[&scan.kind, &after, &limit])
+                    .await?
             }
-        }
-        .map_err(|e| self.error("scan", &e))?;
+        };
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
             let encoded: String = row.get(0);
@@ -464,82 +505,39 @@ impl DocumentStore for PostgresStore {
         if txn.reads().is_empty() && txn.writes().is_empty() {
             return Ok(Commit::Committed);
         }
-        let keys: Vec<(&Key, bool)> = txn
-            .reads()
+        let reads: Vec<(&Key, Option<Version>)> =
+            txn.reads().iter().map(|(key, v)| (key, *v)).collect();
+        let writes: Vec<(&Key, Option<&Document>)> = txn
+            .writes()
             .iter()
-            .map(|(key, _)| (key, false))
-            .chain(txn.writes().iter().map(|(key, _)| (key, true)))
-            .collect();
-        let sql = self.sql.clone();
-        let reads: Vec<(String, Option<Version>, Key)> = txn
-            .reads()
-            .iter()
-            .map(|(k, v)| (k.encode(), *v, k.clone()))
-            .collect();
-        let writes: Vec<(Key, Write)> = txn.writes().to_vec();
-        // An expectation that fails already fails without a lock: losers of a race on a
-        // hot document do not queue behind its lock only to give up.
-        if let Some(key) = self.failed_expectation(&reads).await? {
-            return Ok(Commit::Conflict { key });
-        }
-        self.locked("commit", &keys, move |t| {
-            Box::pin(async move {
-                let wanted: Vec<String> = reads.iter().map(|(k, _, _)| k.clone()).collect();
-                let rows = t
-                    .query(&sql.versions, &[&wanted])
-                    .await
-                    .map_err(|e| Error::backend("commit on PostgreSQL", e.to_string()))?;
-                let stored: std::collections::HashMap<String, Version> = rows
-                    .iter()
-                    .map(|row| (row.get::<_, String>(0), version_of(row.get(1))))
-                    .collect();
-                for (encoded, expected, key) in &reads {
-                    if stored.get(encoded).copied() != *expected {
-                        return Ok((false, Commit::Conflict { key: key.clone() }));
-                    }
-                }
-                for (key, write) in &writes {
-                    let encoded = key.encode();
-                    let result = match write {
-                        Write::Put(doc) => {
-                            let (parent, kind) = (parent_of(key), key.kind().to_owned());
-                            t.execute(&sql.upsert, &[&encoded, &parent, &kind, &Json(doc)])
-                                .await
-                        }
-                        Write::Delete => t.execute(&sql.delete, &[&encoded]).await,
-                    };
-                    result.map_err(|e| Error::backend("commit on PostgreSQL", e.to_string()))?;
-                }
-                Ok((true, Commit::Committed))
+            .map(|(key, write)| match write {
+                Write::Put(doc) => (key, Some(doc)),
+                Write::Delete => (key, None),
             })
-        })
-        .await
+            .collect();
+        match self.commit_documents("commit", &reads, &writes).await? {
+            0 => Ok(Commit::Committed),
+            failed => Ok(Commit::Conflict {
+                key: reads[failed.min(reads.len()) - 1].0.clone(),
+            }),
+        }
     }
 
+    /// Optimistic first (a read, then `commit_documents` expecting the version read: two
+    /// round trips and no lock held between them); after a conflict, under the key's lock.
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
-        let sql = self.sql.clone();
-        let merge_owned = merge.clone();
-        self.locked("merge", &[(&merge.key, true)], move |t| {
-            Box::pin(async move {
-                let merge = merge_owned;
-                let encoded = merge.key.encode();
-                let row = t
-                    .query_opt(&sql.get, &[&encoded])
-                    .await
-                    .map_err(|e| Error::backend("merge on PostgreSQL", e.to_string()))?;
-                let current = row.map(|row| versioned(&row, 0));
-                match merge::apply(current.as_ref().map(|c| &c.doc), &merge)? {
-                    merge::Step::Answer(answer) => Ok((false, answer)),
-                    merge::Step::Write(doc) => {
-                        let (parent, kind) = (parent_of(&merge.key), merge.key.kind().to_owned());
-                        t.execute(&sql.upsert, &[&encoded, &parent, &kind, &Json(&doc)])
-                            .await
-                            .map_err(|e| Error::backend("merge on PostgreSQL", e.to_string()))?;
-                        Ok((true, Merged::Applied))
-                    }
+        let current = self.get(&merge.key).await?;
+        match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
+            merge::Step::Answer(answer) => Ok(answer),
+            merge::Step::Write(doc) => {
+                let expected = current.map(|c| c.version);
+                let reads = [(&merge.key, expected)];
+                let writes = [(&merge.key, Some(&doc))];
+                match self.commit_documents("merge", &reads, &writes).await? {
+                    0 => Ok(Merged::Applied),
+                    _ => self.merge_locked(merge).await,
                 }
-            })
-        })
-        .await
+            }
+        }
     }
 }

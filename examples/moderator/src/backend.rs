@@ -5,6 +5,7 @@
 //! namespace it is given.
 
 use autoshard::prelude::*;
+use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::LatencyStore;
 use redis::IntoConnectionInfo;
 use std::fmt;
@@ -23,6 +24,8 @@ pub enum Backend {
     Redis(String),
     /// A Redis Cluster, reached through any of these nodes.
     RedisCluster(Vec<String>),
+    /// A PostgreSQL database at this URL (`postgres://user:password@host:port/dbname`).
+    Postgres(String),
 }
 
 /// The commit and read latency of the modelled store.
@@ -67,6 +70,7 @@ impl fmt::Display for Backend {
             ),
             Backend::Redis(url) => write!(f, "Redis at {url}"),
             Backend::RedisCluster(urls) => write!(f, "Redis Cluster at {}", urls.join(", ")),
+            Backend::Postgres(url) => write!(f, "PostgreSQL at {}", postgres_target(url)),
         }
     }
 }
@@ -78,10 +82,11 @@ impl Backend {
         matches!(self, Backend::Redis(_) | Backend::RedisCluster(_))
     }
 
-    /// Checks that every Redis URL parses, so a typo fails before any work starts.
+    /// Checks that every URL parses, so a typo fails before any work starts.
     pub fn validate(&self) -> Result<()> {
         match self {
             Backend::Memory | Backend::Modelled(_) => Ok(()),
+            Backend::Postgres(url) => postgres_config(url).map(|_| ()),
             Backend::Redis(url) => check_url(url),
             Backend::RedisCluster(urls) if urls.is_empty() => Err(Error::Invalid(
                 "--redis-cluster needs at least one node URL".into(),
@@ -90,8 +95,9 @@ impl Backend {
         }
     }
 
-    /// A fresh store. On Redis every key lives under `namespace`, so runs never see each
-    /// other's data; the embedded stores are new and empty.
+    /// A fresh store. On Redis every key lives under `namespace`, on PostgreSQL every
+    /// document in a schema named after it, so runs never see each other's data; the
+    /// embedded stores are new and empty.
     pub async fn connect(&self, namespace: &str) -> Result<Arc<dyn DocumentStore>> {
         self.validate()?;
         let options = RedisOptions::default().namespace(namespace);
@@ -112,8 +118,67 @@ impl Backend {
                         unreachable(&format!("Redis Cluster at {}", urls.join(", ")), e)
                     })?,
             ),
+            Backend::Postgres(url) => {
+                let options = PostgresOptions::default().schema(schema_of(namespace));
+                Arc::new(PostgresStore::connect_with(url, options).await?)
+            }
         })
     }
+}
+
+/// The PostgreSQL schema that holds a namespace's documents: its letters, digits and
+/// `_` (anything else becomes `_`), prefixed when it starts with a digit, shortened with
+/// a hash of the whole when longer than PostgreSQL's 63-byte identifiers.
+#[must_use]
+pub fn schema_of(namespace: &str) -> String {
+    let mut schema: String = namespace
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !schema.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        schema.insert_str(0, "ns_");
+    }
+    if schema.len() > 63 {
+        use std::fmt::Write;
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        namespace.hash(&mut hasher);
+        schema.truncate(46);
+        let _ = write!(schema, "_{:016x}", hasher.finish());
+    }
+    schema
+}
+
+/// The parsed PostgreSQL URL, or an error that does not repeat it (it may hold a
+/// password).
+pub fn postgres_config(url: &str) -> Result<tokio_postgres::Config> {
+    url.parse().map_err(|_| {
+        Error::Invalid(
+            "bad PostgreSQL URL (not shown: it may hold a password); \
+             expected postgres://USER:PASSWORD@HOST:PORT/DBNAME"
+                .into(),
+        )
+    })
+}
+
+/// `host:port/dbname` of a PostgreSQL URL, without user or password.
+fn postgres_target(url: &str) -> String {
+    let Ok(config) = postgres_config(url) else {
+        return "(a bad URL)".into();
+    };
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(path)) => path.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or(""))
 }
 
 fn check_url(url: &str) -> Result<()> {

@@ -1,7 +1,9 @@
 //! The hot-spot mode: `C` concurrent clients vote on ONE question as fast as they can
 //! (closed loop: each sends its next vote when the last one answered), for each `C` in
 //! one run, on the same store:
-//! - raw `HINCRBY` (Redis only): the ceiling, one round trip, no read, no transaction;
+//! - the raw store: on Redis `HINCRBY` (one round trip, no read, no transaction), on
+//!   PostgreSQL the slotted counter people write by hand (`INSERT ... ON CONFLICT DO
+//!   UPDATE SET n = n + 1` on one of 10 rows picked at random, read back with `SUM`);
 //! - naive: `update` of an unsharded question (read, then compare-and-set);
 //! - autoshard variants ([`TARGETS`]): `update` (load, vote, save) or `apply` (vote
 //!   without a load), with the built-in `sum` fold (the store merges) or a
@@ -10,8 +12,8 @@
 //!   (as if each client were its own process), and one shared `Mapper` with coalescing
 //!   and shared reads off.
 //!
-//! The ratio of each target's throughput to `HINCRBY`'s says what the mapper costs on a
-//! hot spot. On the embedded stores there is no `HINCRBY`, and the ratio is left out.
+//! The ratio of each target's throughput to the raw store's says what the mapper costs on
+//! a hot spot. On the embedded stores there is no raw baseline, and the ratio is left out.
 //! Each row also reports the process's resident memory after it ran.
 
 use crate::backend::Backend;
@@ -60,10 +62,10 @@ pub struct HotspotRow {
     pub failed: u64,
     /// Committed votes per second.
     pub per_sec: f64,
-    /// `per_sec` divided by raw `HINCRBY`'s with the same clients (Redis only).
-    pub ratio_to_hincrby: Option<f64>,
-    /// Share of transaction attempts that hit a conflict, in % (`None` for raw
-    /// `HINCRBY`, which has no transaction).
+    /// `per_sec` divided by the raw store's with the same clients (Redis and PostgreSQL).
+    pub ratio_to_raw: Option<f64>,
+    /// Share of transaction attempts that hit a conflict, in % (`None` for the raw
+    /// store, which has no optimistic transaction).
     pub conflict_pct: Option<f64>,
     /// Store writes per committed vote (below 1 when saves coalesce).
     pub writes_per_vote: Option<f64>,
@@ -94,7 +96,7 @@ pub enum FoldKind {
 /// One thing the clients hammer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// `HINCRBY` on a plain Redis hash.
+    /// The raw store: `HINCRBY` on a plain Redis hash, a slotted counter on PostgreSQL.
     Raw,
     /// `update` of [`NaiveQuestion`].
     Naive,
@@ -158,18 +160,28 @@ pub async fn run(
     progress: Progress,
 ) -> Result<Vec<HotspotRow>> {
     let raw = match backend {
-        Backend::Redis(url) => Some(RawRedis::connect_standalone(url).await?),
-        Backend::RedisCluster(urls) => Some(RawRedis::connect_cluster(urls).await?),
+        Backend::Redis(url) => Some(Raw::Redis(RawRedis::connect_standalone(url).await?)),
+        Backend::RedisCluster(urls) => Some(Raw::Redis(RawRedis::connect_cluster(urls).await?)),
+        Backend::Postgres(url) => Some(Raw::Postgres(
+            RawPostgres::connect(url, &crate::backend::schema_of(namespace)).await?,
+        )),
         Backend::Memory | Backend::Modelled(_) => None,
     };
-    let chosen = TARGETS.iter().filter(|(name, _)| {
-        config.only.is_empty() || config.only.iter().any(|o| name.contains(o.as_str()))
-    });
-    let chosen: Vec<_> = chosen.collect();
+    let chosen: Vec<(&str, Target)> = TARGETS
+        .iter()
+        .filter_map(|&(name, target)| match (target, &raw) {
+            (Target::Raw, None) => None,
+            (Target::Raw, Some(raw)) => Some((raw.name(), target)),
+            _ => Some((name, target)),
+        })
+        .filter(|(name, _)| {
+            config.only.is_empty() || config.only.iter().any(|o| name.contains(o.as_str()))
+        })
+        .collect();
     let mut rows = Vec::new();
     for &clients in &config.clients {
         let mut raw_rate = None;
-        for &&(name, target) in &chosen {
+        for &(name, target) in &chosen {
             let bar = progress.bar(
                 secs(config.duration),
                 &format!("{clients:>2} clients: {name}"),
@@ -193,7 +205,7 @@ pub async fn run(
             }
             rows.push(HotspotRow {
                 target: name.into(),
-                ratio_to_hincrby: raw_rate.map(|raw| row.per_sec / raw),
+                ratio_to_raw: raw_rate.map(|raw| row.per_sec / raw),
                 ..row
             });
         }
@@ -202,7 +214,7 @@ pub async fn run(
 }
 
 async fn run_raw(
-    raw: &RawRedis,
+    raw: &Raw,
     key: &str,
     clients: usize,
     duration: Duration,
@@ -211,17 +223,17 @@ async fn run_raw(
     let (r, k) = (raw.clone(), key.to_owned());
     let op: Op = Arc::new(move || {
         let (r, k) = (r.clone(), k.clone());
-        Box::pin(async move { r.hincrby(&k).await })
+        Box::pin(async move { r.increment(&k).await })
     });
     let (committed, failed, per_sec) = hammer(vec![op; clients], duration, bar).await;
-    let found = raw.hget(key).await?;
+    let found = raw.total(key).await?;
     Ok(HotspotRow {
         clients,
         target: String::new(),
         committed,
         failed,
         per_sec,
-        ratio_to_hincrby: None,
+        ratio_to_raw: None,
         conflict_pct: None,
         writes_per_vote: Some(1.0),
         total_matches: u64::try_from(found).ok() == Some(committed),
@@ -286,7 +298,7 @@ async fn run_mapped(
         committed,
         failed,
         per_sec,
-        ratio_to_hincrby: None,
+        ratio_to_raw: None,
         conflict_pct,
         writes_per_vote,
         total_matches: u64::try_from(found).ok() == Some(committed),
@@ -402,6 +414,116 @@ async fn hammer(ops: Vec<Op>, duration: Duration, bar: &indicatif::ProgressBar) 
     let ok = ok.load(Ordering::Relaxed);
     #[allow(clippy::cast_precision_loss)]
     (ok, failed.load(Ordering::Relaxed), ok as f64 / secs)
+}
+
+/// The raw store's counter: the baseline of the ratios.
+#[derive(Clone)]
+enum Raw {
+    Redis(RawRedis),
+    Postgres(RawPostgres),
+}
+
+impl Raw {
+    fn name(&self) -> &'static str {
+        match self {
+            Raw::Redis(_) => "raw HINCRBY",
+            Raw::Postgres(_) => "raw slotted counter",
+        }
+    }
+
+    async fn increment(&self, key: &str) -> Result<()> {
+        match self {
+            Raw::Redis(r) => r.hincrby(key).await,
+            Raw::Postgres(p) => p.increment(key).await,
+        }
+    }
+
+    async fn total(&self, key: &str) -> Result<i64> {
+        match self {
+            Raw::Redis(r) => r.hget(key).await,
+            Raw::Postgres(p) => p.total(key).await,
+        }
+    }
+}
+
+/// The slotted counter on PostgreSQL (GitHub's and PlanetScale's pattern for a hot
+/// counter row): 10 rows per counter, each increment an upsert of one picked at random
+/// in its own transaction, the total their `SUM`. A pool as large as the store's.
+#[derive(Clone)]
+struct RawPostgres {
+    pool: deadpool_postgres::Pool,
+    increment: Arc<str>,
+    total: Arc<str>,
+}
+
+impl RawPostgres {
+    const SLOTS: i32 = 10;
+
+    async fn connect(url: &str, schema: &str) -> Result<RawPostgres> {
+        let config = crate::backend::postgres_config(url)?;
+        let manager = deadpool_postgres::Manager::new(config, tokio_postgres::NoTls);
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(16)
+            .build()
+            .map_err(|e| Error::backend("PostgreSQL pool", e.to_string()))?;
+        let table = format!("\"{schema}\".slotted_counter");
+        let raw = RawPostgres {
+            pool,
+            increment: format!(
+                "INSERT INTO {table} (counter, slot, n) VALUES ($1, $2, 1) \
+                 ON CONFLICT (counter, slot) DO UPDATE SET n = {table}.n + 1"
+            )
+            .into(),
+            total: format!("SELECT coalesce(sum(n), 0)::bigint FROM {table} WHERE counter = $1")
+                .into(),
+        };
+        let client = raw.client().await?;
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA IF NOT EXISTS \"{schema}\";
+                 CREATE TABLE IF NOT EXISTS {table} (
+                     counter text, slot integer, n bigint NOT NULL,
+                     PRIMARY KEY (counter, slot)
+                 );"
+            ))
+            .await
+            .map_err(fail_pg)?;
+        Ok(raw)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| Error::backend("cannot reach PostgreSQL", e.to_string()))
+    }
+
+    async fn increment(&self, key: &str) -> Result<()> {
+        let slot = rand::random_range(0..Self::SLOTS);
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(&self.increment)
+            .await
+            .map_err(fail_pg)?;
+        client
+            .execute(&statement, &[&key, &slot])
+            .await
+            .map_err(fail_pg)?;
+        Ok(())
+    }
+
+    async fn total(&self, key: &str) -> Result<i64> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(&*self.total, &[&key])
+            .await
+            .map_err(fail_pg)?;
+        Ok(row.get(0))
+    }
+}
+
+fn fail_pg(e: tokio_postgres::Error) -> Error {
+    Error::backend("raw PostgreSQL statement failed", e)
 }
 
 /// Plain Redis connections for the `HINCRBY` baseline: on a standalone server two

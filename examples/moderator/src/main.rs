@@ -1,6 +1,6 @@
 //! `moderator`: the voting app (default), the paper's benchmark (`bench`), the hot-spot
-//! mode (`hotspot`) and one client's latencies (`latency`), on the embedded store or on
-//! Redis.
+//! mode (`hotspot`) and one client's latencies (`latency`), on the embedded store, Redis
+//! or PostgreSQL.
 
 use autoshard::Error;
 use autoshard_moderator::adaptive::{self, AdaptiveConfig};
@@ -31,7 +31,7 @@ enum Command {
     App(AppArgs),
     /// The paper's experiment: votes at a fixed rate over 16 questions, three strategies without and with retries.
     Bench(BenchArgs),
-    /// C clients on ONE question: naive vs autoshard variants vs raw HINCRBY.
+    /// C clients on ONE question: naive vs autoshard variants vs the raw store (HINCRBY, or a slotted counter on PostgreSQL).
     Hotspot(HotspotArgs),
     /// One client on one question: median latency of loads and votes, and their ratios.
     Latency(LatencyArgs),
@@ -41,12 +41,17 @@ enum Command {
 #[derive(Args, Debug, Clone, Default)]
 struct StoreArgs {
     /// Run on the Redis server at this URL (redis://HOST:PORT/).
-    #[arg(long, value_name = "URL", conflicts_with = "redis_cluster")]
+    #[arg(long, value_name = "URL", conflicts_with_all = ["redis_cluster", "postgres"])]
     redis: Option<String>,
     /// Run on the Redis Cluster reached through these node URLs.
-    #[arg(long, value_name = "URL", num_args = 1..)]
+    #[arg(long, value_name = "URL", num_args = 1.., conflicts_with = "postgres")]
     redis_cluster: Option<Vec<String>>,
-    /// Prefix of every key written on Redis (default: a fresh one per run).
+    /// Run on the PostgreSQL database at this URL
+    /// (postgres://USER:PASSWORD@HOST:PORT/DBNAME), in a schema of the run's own.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+    /// Prefix of every key written on Redis, or the schema on PostgreSQL (default: a
+    /// fresh one per run).
     #[arg(long)]
     namespace: Option<String>,
 }
@@ -73,10 +78,10 @@ struct AppArgs {
 #[derive(Args, Debug, Clone)]
 struct ModelArgs {
     /// Modelled commit latency per entity group, in ms (0 with --read-ms 0: the plain
-    /// in-memory store). Ignored on Redis.
+    /// in-memory store). Ignored on Redis and PostgreSQL.
     #[arg(long, default_value_t = 100)]
     commit_ms: u64,
-    /// Modelled read latency, in ms. Ignored on Redis.
+    /// Modelled read latency, in ms. Ignored on Redis and PostgreSQL.
     #[arg(long, default_value_t = 20)]
     read_ms: u64,
 }
@@ -122,7 +127,7 @@ struct HotspotArgs {
     /// `--clients` count votes.
     #[arg(long)]
     adaptive: bool,
-    /// Run only the targets whose name contains one of these (e.g. `--only HINCRBY,apply`).
+    /// Run only the targets whose name contains one of these (e.g. `--only raw,apply`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Write the results to this file (.csv or .json).
@@ -318,16 +323,17 @@ async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, Str
 /// The backend the flags ask for; `model` is the modelled latency of the embedded store
 /// (the app runs on the plain one).
 fn backend(store: &StoreArgs, model: Option<&ModelArgs>) -> Result<Backend, String> {
-    let backend = match (&store.redis, &store.redis_cluster, model) {
-        (Some(url), _, _) => Backend::Redis(url.clone()),
-        (None, Some(urls), _) => Backend::RedisCluster(urls.clone()),
-        (None, None, Some(m)) if m.commit_ms > 0 || m.read_ms > 0 => {
+    let backend = match (&store.redis, &store.redis_cluster, &store.postgres, model) {
+        (Some(url), _, _, _) => Backend::Redis(url.clone()),
+        (None, Some(urls), _, _) => Backend::RedisCluster(urls.clone()),
+        (None, None, Some(url), _) => Backend::Postgres(url.clone()),
+        (None, None, None, Some(m)) if m.commit_ms > 0 || m.read_ms > 0 => {
             Backend::Modelled(ModelledLatency {
                 commit: Duration::from_millis(m.commit_ms),
                 read: Duration::from_millis(m.read_ms),
             })
         }
-        (None, None, _) => Backend::Memory,
+        (None, None, None, _) => Backend::Memory,
     };
     backend.validate().map_err(chain)?;
     Ok(backend)

@@ -103,7 +103,7 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
         "committed",
         "failed",
         "votes/s",
-        "/HINCRBY",
+        "/raw",
         "conflicts",
         "wr/vote",
         "RSS MiB"
@@ -121,7 +121,7 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
             r.committed,
             r.failed,
             r.per_sec,
-            opt(r.ratio_to_hincrby, 3, ""),
+            opt(r.ratio_to_raw, 3, ""),
             opt(r.conflict_pct, 1, "%"),
             opt(r.writes_per_vote, 2, ""),
             opt(r.rss_mib, 0, ""),
@@ -168,7 +168,7 @@ pub fn bench_csv(results: &[VariantResult]) -> String {
 #[must_use]
 pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
     let mut out = String::from(
-        "clients,target,committed,failed,per_sec,ratio_to_hincrby,conflict_pct,writes_per_vote,total_matches,rss_mib\n",
+        "clients,target,committed,failed,per_sec,ratio_to_raw,conflict_pct,writes_per_vote,total_matches,rss_mib\n",
     );
     let opt = |x: Option<f64>| x.map_or_else(String::new, |x| format!("{x:.4}"));
     for r in rows {
@@ -180,7 +180,7 @@ pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
             r.committed,
             r.failed,
             r.per_sec,
-            opt(r.ratio_to_hincrby),
+            opt(r.ratio_to_raw),
             opt(r.conflict_pct),
             opt(r.writes_per_vote),
             r.total_matches,

@@ -1,6 +1,6 @@
 //! Short versions of the app, the benchmark and the hot-spot mode, on the embedded store
-//! and on Redis servers started here (never any other). They check exact totals, never
-//! timings.
+//! and on Redis and PostgreSQL servers started here (never any other). They check exact
+//! totals, never timings.
 
 use autoshard::prelude::*;
 use autoshard_moderator::app::{self, AppConfig};
@@ -9,6 +9,7 @@ use autoshard_moderator::bench::{self, BenchConfig, VariantResult};
 use autoshard_moderator::hotspot::{self, HotspotConfig};
 use autoshard_moderator::progress::Progress;
 use autoshard_moderator::{chart, report};
+use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::process::Command;
 use std::sync::Arc;
@@ -99,7 +100,7 @@ async fn bench_and_hotspot_on_modelled_memory_store() {
     assert_eq!(rows.len(), 2 * (hotspot::TARGETS.len() - 1), "{rows:?}");
     assert!(
         rows.iter()
-            .all(|r| r.total_matches && r.ratio_to_hincrby.is_none()),
+            .all(|r| r.total_matches && r.ratio_to_raw.is_none()),
         "{}",
         report::hotspot_table(&rows)
     );
@@ -130,12 +131,45 @@ async fn app_bench_and_hotspot_on_redis() {
     let table = report::hotspot_table(&rows);
     assert_eq!(rows.len(), 2 * hotspot::TARGETS.len(), "{table}");
     assert!(rows.iter().all(|r| r.total_matches), "{table}");
-    assert!(rows.iter().all(|r| r.ratio_to_hincrby.is_some()), "{table}");
+    assert!(rows.iter().all(|r| r.ratio_to_raw.is_some()), "{table}");
     assert!(
         rows.iter()
             .filter(|r| r.target == "raw HINCRBY")
             .all(|r| r.failed == 0 && r.committed > 0),
         "{table}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_bench_and_hotspot_on_postgres() {
+    let server = Postgres::start();
+    let url = server.url();
+    let backend = Backend::Postgres(url.clone());
+    assert!(!backend.to_string().contains("postgres://"), "{backend}");
+    app_is_exact(backend.connect("app").await.unwrap()).await;
+    let results = bench::run(&backend, "bench", &short_bench(), Progress::hidden())
+        .await
+        .unwrap();
+    check_bench(&results);
+    let rows = hotspot::run(&backend, "hot", &short_hotspot(), Progress::hidden())
+        .await
+        .unwrap();
+    let table = report::hotspot_table(&rows);
+    assert_eq!(rows.len(), 2 * hotspot::TARGETS.len(), "{table}");
+    assert!(rows.iter().all(|r| r.total_matches), "{table}");
+    assert!(
+        rows.iter()
+            .filter(|r| r.target == "raw slotted counter")
+            .all(|r| r.failed == 0 && r.committed > 0 && r.ratio_to_raw == Some(1.0)),
+        "{table}"
+    );
+    let err = Backend::Postgres("postgres://u:s3cret@127.0.0.1:1/db".into())
+        .connect("x")
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("127.0.0.1:1") && !err.to_string().contains("s3cret"),
+        "{err}"
     );
 }
 
