@@ -6,6 +6,7 @@
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::collections::{BTreeSet, HashSet};
@@ -275,4 +276,14 @@ async fn apply_without_a_load(store: Arc<dyn DocumentStore>, label: &str) {
         matches!(never, Err(Error::NotFound { .. })),
         "{label}: {never:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
+        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
+        store
+    };
+    every_case(connect, "postgres").await;
 }

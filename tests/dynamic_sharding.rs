@@ -1,5 +1,5 @@
 //! Dynamic property sharding and compaction, each scenario on the memory store,
-//! a standalone Redis and a 3-node Redis Cluster started here:
+//! a standalone Redis, a 3-node Redis Cluster and a PostgreSQL server started here:
 //! - 32 writers save while compaction runs again and again: the total is exact, and a
 //!   compaction leaves one shard document plus at most the saves that raced it;
 //! - loads racing compaction (no writers) always see the exact total;
@@ -11,6 +11,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::{Compactor, Scan};
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -461,4 +462,10 @@ async fn redis_cluster() {
         .await
         .unwrap();
     all(Arc::new(store), "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres() {
+    let server = Postgres::start();
+    all(Arc::new(server.store("dyn").await), "postgres").await;
 }

@@ -1,6 +1,6 @@
 //! Entity groups and entity-group sharding through the macros, on the memory
-//! store with a modelled commit latency, a standalone Redis server and a 3-node Redis
-//! Cluster:
+//! store with a modelled commit latency, a standalone Redis server, a 3-node Redis
+//! Cluster and a PostgreSQL server:
 //! - 64 tasks insert responses to one question at once, with the group as one sub-group
 //!   (K = 1) and spread over K = 8: the union of the sub-groups holds every inserted
 //!   response exactly once and nothing else; the conflicts and insert throughput of each
@@ -11,6 +11,7 @@
 
 use autoshard::prelude::*;
 use autoshard::{Child, LatencyStore, MetricsSnapshot, Scan};
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::collections::{BTreeMap, HashSet};
@@ -467,4 +468,15 @@ async fn redis_cluster() {
     }
     assert!(slots.len() > 1, "8 sub-groups in one slot: {slots:?}");
     assert_ne!(slot(&root), slot(&autoshard::layout::sub_group(&root, 0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
+        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
+        store
+    };
+    insert_variants(connect, "postgres").await;
+    all_semantics(connect, "postgres").await;
 }

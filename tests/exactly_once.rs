@@ -7,6 +7,7 @@ use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::Once;
 use autoshard_test_support::entities::Question;
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
@@ -443,8 +444,8 @@ async fn cluster(cluster: &Cluster, case: &str) -> Arc<dyn DocumentStore> {
     )
 }
 
-/// Every case on one Redis deployment; `connect` opens a store in a fresh namespace.
-#[cfg(feature = "redis")]
+/// Every case on one server (Redis or PostgreSQL); `connect` opens a store in a fresh
+/// namespace or schema.
 async fn every_case(
     connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>,
     max_timeout: Duration,
@@ -471,4 +472,14 @@ async fn redis_cluster() {
     let nodes = Cluster::start();
     let connect = async |case: &str| cluster(&nodes, case).await;
     every_case(connect, Duration::from_millis(120), "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
+        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
+        store
+    };
+    every_case(connect, Duration::from_millis(80), "postgres").await;
 }

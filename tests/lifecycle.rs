@@ -7,6 +7,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::board::Board;
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::collections::BTreeSet;
@@ -221,4 +222,13 @@ async fn redis_cluster() {
     sequential(store.clone(), "cluster").await;
     updates_race_delete(store.clone(), "cluster").await;
     interrupted_delete_leaves_nothing_counted(store, "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let store: Arc<dyn DocumentStore> = Arc::new(server.store("life").await);
+    sequential(store.clone(), "postgres").await;
+    updates_race_delete(store.clone(), "postgres").await;
+    interrupted_delete_leaves_nothing_counted(store, "postgres").await;
 }

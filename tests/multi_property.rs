@@ -1,11 +1,12 @@
 //! Several sharded properties with different shard counts on one entity: each property
 //! spreads its writes over its own shards, a save commits all touched properties in one
-//! transaction where the store allows it (memory, standalone Redis) and one per property
+//! transaction where the store allows it (memory, standalone Redis, PostgreSQL) and one per property
 //! on a Redis Cluster, and no contention error reaches a caller with the default retry
 //! policy. Conflicts per shard document are printed.
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
@@ -176,4 +177,16 @@ async fn redis_cluster() {
         .unwrap();
     let store: Arc<dyn DocumentStore> = Arc::new(store);
     writers_on_two_properties(store, 1, "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
+        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
+        store
+    };
+    writers_on_two_properties(connect("multi-1").await, 1, "postgres").await;
+    writers_on_two_properties(connect("multi-4").await, 4, "postgres").await;
+    failed_save_writes_no_property(connect("multi-fail").await, "postgres").await;
 }

@@ -1,5 +1,5 @@
 //! The shard layout belongs to the entity: each scenario on the memory store, a
-//! standalone Redis and a 3-node Redis Cluster started here:
+//! standalone Redis, a 3-node Redis Cluster and a PostgreSQL server started here:
 //! - 48 writers vote while the entity is resharded 10 -> 40 -> 2 -> 10: every total is
 //!   exact and no contention error reaches a writer;
 //! - the annotation's count changes between "runs" (10 -> 4 -> 20 -> dynamic -> 10) with
@@ -20,9 +20,9 @@ use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::latency::LatencyStore;
 use autoshard::{layout, Key};
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
-#[cfg(feature = "redis")]
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -591,4 +591,10 @@ async fn redis_cluster() {
         .await
         .unwrap();
     all(Arc::new(store), "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres() {
+    let server = Postgres::start();
+    all(Arc::new(server.store("reshard").await), "postgres").await;
 }

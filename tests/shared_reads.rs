@@ -7,6 +7,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::FaultyStore;
 use autoshard_test_support::entities::Question;
+use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
@@ -106,4 +107,11 @@ async fn redis_cluster() {
         .await
         .unwrap();
     loads_see_every_write_completed_before_them(Arc::new(store), "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let store = server.store("shared-reads").await;
+    loads_see_every_write_completed_before_them(Arc::new(store), "postgres").await;
 }

@@ -12,6 +12,7 @@
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
 use crate::redis::{watchdog, TempDir};
+use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -182,6 +183,19 @@ impl Postgres {
     /// The URL of its `postgres` database as the `postgres` superuser (trust auth).
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// A store on this server whose documents live in a schema of their own, named
+    /// after `case` (letters, digits and `_`; anything else becomes `_`).
+    pub async fn store(&self, case: &str) -> PostgresStore {
+        let schema: String = case
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let options = PostgresOptions::default().schema(format!("t_{schema}"));
+        PostgresStore::connect_with(&self.url(), options)
+            .await
+            .expect("connect to the test PostgreSQL server")
     }
 
     /// Shuts the server down (immediate shutdown) and waits for it.

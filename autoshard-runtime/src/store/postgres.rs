@@ -49,7 +49,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged};
-use crate::store::{Commit, DocumentStore, Scan, ScanPage, Transaction, Write};
+use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use std::fmt;
@@ -164,10 +164,17 @@ impl PostgresStore {
         T::TlsConnect: Sync + Send,
         <T::TlsConnect as tokio_postgres::tls::TlsConnect<tokio_postgres::Socket>>::Future: Send,
     {
-        let config = tokio_postgres::Config::from_str(url).map_err(|_| {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|_| {
             Error::Invalid("invalid PostgreSQL URL (not shown: it may hold a password)".into())
         })?;
         let target = target_of(&config);
+        // The store's statements are few and keyed by primary or scan index: one plan
+        // each, made once per connection, instead of planning every call anew.
+        let server_options = match config.get_options() {
+            Some(given) => format!("{given} -c plan_cache_mode=force_generic_plan"),
+            None => "-c plan_cache_mode=force_generic_plan".to_owned(),
+        };
+        config.options(server_options);
         let manager = Manager::from_config(
             config,
             tls,
@@ -184,7 +191,9 @@ impl PostgresStore {
 
     /// A store on an existing `deadpool-postgres` pool (version 0.14), which may be
     /// shared with the rest of the application; [`PostgresOptions::pool_size`] does not
-    /// apply. Creates the schema when missing, as [`PostgresStore::connect_with`] does.
+    /// apply. (A store that connects itself sets `plan_cache_mode = force_generic_plan`
+    /// on its connections, so that its statements are planned once per connection; a
+    /// given pool keeps its own settings.) Creates the schema when missing, as [`PostgresStore::connect_with`] does.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a bad schema name; [`Error::Backend`] when the pool cannot
@@ -306,6 +315,27 @@ impl PostgresStore {
         Ok(usize::try_from(row.get::<_, i32>(0)).unwrap_or(0))
     }
 
+    /// A scan's page from its rows in key order (encoded key, document), `limit` the
+    /// page size asked for: a full page has a next one (perhaps empty).
+    fn page(&self, rows: Vec<(String, Versioned)>, limit: usize) -> Result<ScanPage> {
+        let next = (rows.len() == limit.max(1))
+            .then(|| rows.last().map(|(key, _)| key.clone()))
+            .flatten();
+        let items = rows
+            .into_iter()
+            .map(|(encoded, doc)| {
+                let key = Key::decode(&encoded).map_err(|e| {
+                    Error::backend(
+                        format!("scan on PostgreSQL at {}", self.target),
+                        format!("a stored key does not decode: {e}"),
+                    )
+                })?;
+                Ok((key, doc))
+            })
+            .collect::<Result<_>>()?;
+        Ok(ScanPage { items, next })
+    }
+
     /// A merge as one transaction holding the key's lock: the way through when an
     /// optimistic merge met a concurrent write.
     async fn merge_locked(&self, merge: &Merge) -> Result<Merged> {
@@ -353,6 +383,7 @@ struct Sql {
     put: String,
     delete: String,
     commit: String,
+    lookup: String,
     scan: String,
     scan_roots: String,
 }
@@ -371,6 +402,23 @@ impl Sql {
             put: format!("SELECT {s}.put_document($1, $2, $3, $4)"),
             delete: format!("SELECT {s}.delete_document($1)"),
             commit: format!("SELECT {s}.commit_documents($1, $2, $3, $4, $5, $6)"),
+            // Part 0: the documents by key; part i: the first page of scan i (its
+            // parent '' for roots). `$1` says whether documents keep their write record.
+            lookup: format!(
+                "SELECT 0::bigint, key, version, CASE WHEN $1 THEN doc ELSE doc - '{record}' END \
+                 FROM {t} WHERE key = ANY($2) \
+                 UNION ALL \
+                 SELECT s.i, d.key, d.version, \
+                        CASE WHEN $1 THEN d.doc ELSE d.doc - '{record}' END \
+                 FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) \
+                      WITH ORDINALITY AS s(parent, kind, after, lim, i) \
+                 CROSS JOIN LATERAL ( \
+                     SELECT key, version, doc FROM {t} \
+                     WHERE parent = s.parent AND kind = s.kind AND key > s.after \
+                     ORDER BY key LIMIT s.lim \
+                 ) AS d",
+                record = merge::RECORD
+            ),
             scan: format!(
                 "SELECT key, version, doc FROM {t} \
                  WHERE parent = $1 AND kind = $2 AND key > $3 ORDER BY key LIMIT $4"
@@ -484,21 +532,62 @@ impl DocumentStore for PostgresStore {
                     .await?
             }
         };
-        let mut items = Vec::with_capacity(rows.len());
+        let page = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), versioned(row, 1)))
+            .collect();
+        self.page(page, scan.limit)
+    }
+
+    /// One statement for the documents and the first page of every scan.
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        let keys: Vec<String> = lookup.keys.iter().map(Key::encode).collect();
+        let parents: Vec<String> = lookup
+            .scans
+            .iter()
+            .map(|s| s.parent.as_ref().map(Key::encode).unwrap_or_default())
+            .collect();
+        let kinds: Vec<&str> = lookup.scans.iter().map(|s| s.kind.as_str()).collect();
+        let after: Vec<String> = lookup
+            .scans
+            .iter()
+            .map(|s| s.cursor.clone().unwrap_or_default())
+            .collect();
+        let limits: Vec<i64> = lookup
+            .scans
+            .iter()
+            .map(|s| i64::try_from(s.limit.max(1)).unwrap_or(i64::MAX))
+            .collect();
+        let rows = self
+            .query(
+                "lookup",
+                &self.sql.lookup,
+                &[&lookup.records, &keys, &parents, &kinds, &after, &limits],
+            )
+            .await?;
+        let mut found: std::collections::HashMap<String, Versioned> =
+            std::collections::HashMap::new();
+        let mut items: Vec<Vec<(String, Versioned)>> = vec![Vec::new(); lookup.scans.len()];
         for row in &rows {
-            let encoded: String = row.get(0);
-            let key = Key::decode(&encoded).map_err(|e| {
-                Error::backend(
-                    "scan on PostgreSQL",
-                    format!("a stored key does not decode: {e}"),
-                )
-            })?;
-            items.push((key, versioned(row, 1)));
+            let part = usize::try_from(row.get::<_, i64>(0)).unwrap_or(0);
+            let entry = (row.get::<_, String>(1), versioned(row, 2));
+            match part.checked_sub(1).and_then(|i| items.get_mut(i)) {
+                Some(page) => page.push(entry),
+                None => {
+                    found.insert(entry.0, entry.1);
+                }
+            }
         }
-        let next = (rows.len() == scan.limit.max(1))
-            .then(|| rows.last().map(|row| row.get::<_, String>(0)))
-            .flatten();
-        Ok(ScanPage { items, next })
+        let docs = keys.iter().map(|k| found.get(k).cloned()).collect();
+        let pages = items
+            .into_iter()
+            .zip(&lookup.scans)
+            .map(|(mut page, scan)| {
+                page.sort_by(|a, b| a.0.cmp(&b.0));
+                self.page(page, scan.limit)
+            })
+            .collect::<Result<_>>()?;
+        Ok(Found { docs, pages })
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
