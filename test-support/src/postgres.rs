@@ -98,6 +98,17 @@ pub struct Postgres {
 impl Postgres {
     /// Makes a fresh cluster and starts it on a free port.
     pub fn start() -> Postgres {
+        Self::start_with(None)
+    }
+
+    /// Like [`Postgres::start`], but the server takes TCP connections over TLS only
+    /// (`hostssl` in `pg_hba.conf`, plain TCP rejected), with this certificate and key
+    /// (PEM).
+    pub fn start_tls_only(cert_pem: &str, key_pem: &str) -> Postgres {
+        Self::start_with(Some((cert_pem, key_pem)))
+    }
+
+    fn start_with(tls: Option<(&str, &str)>) -> Postgres {
         let bin = bin_dir();
         let user = run_as();
         let dir = TempDir::new("postgres");
@@ -123,6 +134,31 @@ impl Postgres {
             "initdb failed: {}",
             String::from_utf8_lossy(&init.stderr)
         );
+        let mut settings = vec![
+            "listen_addresses=127.0.0.1",
+            "fsync=off",
+            "max_connections=200",
+        ];
+        if let Some((cert, key)) = tls {
+            use std::os::unix::fs::PermissionsExt;
+            for (name, pem) in [("server.crt", cert), ("server.key", key)] {
+                let path = data.join(name);
+                std::fs::write(&path, pem).expect("write the TLS files");
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .expect("chmod the TLS files");
+                if let Some((uid, gid)) = user {
+                    std::os::unix::fs::chown(&path, Some(uid), Some(gid)).expect("chown");
+                }
+            }
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\n\
+                 hostssl all all 127.0.0.1/32 trust\n\
+                 hostnossl all all 127.0.0.1/32 reject\n",
+            )
+            .expect("write pg_hba.conf");
+            settings.push("ssl=on");
+        }
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("bind 127.0.0.1:0")
@@ -133,14 +169,7 @@ impl Postgres {
             .arg(&data)
             .args(["-p", &port.to_string(), "-k"])
             .arg(dir.path())
-            .args([
-                "-c",
-                "listen_addresses=127.0.0.1",
-                "-c",
-                "fsync=off",
-                "-c",
-                "max_connections=200",
-            ])
+            .args(settings.iter().flat_map(|setting| ["-c", setting]))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log)

@@ -247,7 +247,7 @@ impl PostgresStore {
         self.pool.get().await.map_err(|e| {
             Error::backend(
                 format!("connecting to PostgreSQL at {}", self.target),
-                e.to_string(),
+                explain(&e),
             )
         })
     }
@@ -255,7 +255,7 @@ impl PostgresStore {
     fn error(&self, what: &str, e: &tokio_postgres::Error) -> Error {
         Error::backend(
             format!("{what} on PostgreSQL at {}", self.target),
-            e.to_string(),
+            explain(e),
         )
     }
 
@@ -429,6 +429,22 @@ impl Sql {
             ),
         }
     }
+}
+
+/// An error with its causes on one line: the driver's own message is often only "db
+/// error", with what the server said in its source.
+fn explain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }
 
 /// `host:port/dbname` of a connection config.
