@@ -38,17 +38,21 @@
 //! give up at once instead of queueing behind its lock. Any entity group, one or
 //! several, commits this way: the store commits across groups.
 //!
-//! A merge reads the document, folds with [`merge::apply`] and commits the result
-//! expecting the version it read; when that commit conflicts it folds again inside a
-//! transaction that holds the key's lock from the read to the write, so a merge never
-//! answers a conflict and is exact by construction.
+//! A merge is one call of `merge_document`, which takes the key's lock, reads the
+//! document and folds on the server with the same rules as [`merge::apply`] (the
+//! reference: the conformance suite checks that every answer equals it), records the
+//! write id and writes, all in its transaction. Holding the lock from the read to the
+//! write, it never meets a concurrent write: a merge costs one round trip and never
+//! answers a conflict. Numbers travel as text into `numeric`, so sums are exact over
+//! the whole range of `i64` and `u64` and the bounds check happens before anything is
+//! written.
 //!
 //! Statements are prepared once per pooled connection (`prepare_cached`).
 
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::merge::{self, Merge, Merged};
+use crate::store::merge::{self, Fold, Merge, Merged};
 use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -335,48 +339,13 @@ impl PostgresStore {
             .collect::<Result<_>>()?;
         Ok(ScanPage { items, next })
     }
-
-    /// A merge as one transaction holding the key's lock: the way through when an
-    /// optimistic merge met a concurrent write.
-    async fn merge_locked(&self, merge: &Merge) -> Result<Merged> {
-        let encoded = merge.key.encode();
-        let mut client = self.client().await?;
-        let fail = |e: tokio_postgres::Error| self.error("merge", &e);
-        let (lock, get) = futures::try_join!(
-            client.prepare_cached(&self.sql.lock),
-            client.prepare_cached(&self.sql.get)
-        )
-        .map_err(fail)?;
-        let txn = client.transaction().await.map_err(fail)?;
-        txn.execute(&lock, &[&encoded]).await.map_err(fail)?;
-        let current = txn
-            .query_opt(&get, &[&encoded])
-            .await
-            .map_err(fail)?
-            .map(|row| versioned(&row, 0));
-        match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
-            merge::Step::Answer(answer) => {
-                txn.rollback().await.map_err(fail)?;
-                Ok(answer)
-            }
-            merge::Step::Write(doc) => {
-                let (parent, kind) = (parent_of(&merge.key), merge.key.kind());
-                let put = txn.prepare_cached(&self.sql.put).await.map_err(fail)?;
-                txn.execute(&put, &[&encoded, &parent, &kind, &Json(&doc)])
-                    .await
-                    .map_err(fail)?;
-                txn.commit().await.map_err(fail)?;
-                Ok(Merged::Applied)
-            }
-        }
-    }
 }
 
 /// The statements, for one schema.
 struct Sql {
     schema: String,
     migrate: String,
-    lock: String,
+    merge: String,
     get: String,
     get_many: String,
     insert: String,
@@ -395,7 +364,10 @@ impl Sql {
         Sql {
             schema: schema.to_owned(),
             migrate: include_str!("postgres/schema.sql").replace("{schema}", schema),
-            lock: "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))".to_owned(),
+            merge: format!(
+                "SELECT {s}.merge_document($1, $2, $3, $4, $5::text::numeric, $6::text::numeric, \
+                 $7, $8::text::numeric, $9::text::numeric, $10::text::numeric, $11, $12)"
+            ),
             get: format!("SELECT version, doc FROM {t} WHERE key = $1"),
             get_many: format!("SELECT key, version, doc FROM {t} WHERE key = ANY($1)"),
             insert: format!("SELECT {s}.insert_document($1, $2, $3, $4)"),
@@ -628,21 +600,55 @@ impl DocumentStore for PostgresStore {
         }
     }
 
-    /// Optimistic first (a read, then `commit_documents` expecting the version read: two
-    /// round trips and no lock held between them); after a conflict, under the key's lock.
+    /// One call of `merge_document`, which folds on the server under the key's lock.
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
-        let current = self.get(&merge.key).await?;
-        match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
-            merge::Step::Answer(answer) => Ok(answer),
-            merge::Step::Write(doc) => {
-                let expected = current.map(|c| c.version);
-                let reads = [(&merge.key, expected)];
-                let writes = [(&merge.key, Some(&doc))];
-                match self.commit_documents("merge", &reads, &writes).await? {
-                    0 => Ok(Merged::Applied),
-                    _ => self.merge_locked(merge).await,
-                }
-            }
+        let (fold, bounds) = match merge.fold {
+            Fold::Sum { min, max } => ("sum", Some((min.to_string(), max.to_string()))),
+            Fold::Max => ("max", None),
+            Fold::Min => ("min", None),
+            Fold::Union => ("union", None),
+        };
+        let (min, max) = bounds.unzip();
+        let write = &merge.write;
+        let (seq, at_ms, horizon_ms) = (
+            write.seq.to_string(),
+            write.at_ms.to_string(),
+            write.horizon_ms.to_string(),
+        );
+        let (guard_property, guard_value) = match &merge.guard {
+            Some((property, value)) => (Some(property.as_str()), value.as_deref()),
+            None => (None, None),
+        };
+        let row = self
+            .query_one(
+                "merge",
+                &self.sql.merge,
+                &[
+                    &merge.key.encode(),
+                    &merge.property,
+                    &fold,
+                    &Json(&merge.operand),
+                    &min,
+                    &max,
+                    &write.writer,
+                    &seq,
+                    &at_ms,
+                    &horizon_ms,
+                    &guard_property,
+                    &guard_value,
+                ],
+            )
+            .await?;
+        match row.get::<_, &str>(0) {
+            "applied" => Ok(Merged::Applied),
+            "already" => Ok(Merged::AlreadyApplied),
+            "missing" => Ok(Merged::Missing),
+            "unsupported" => Ok(Merged::Unsupported),
+            "overflow" => Err(merge::overflow(merge)),
+            other => Err(Error::backend(
+                format!("merge on PostgreSQL at {}", self.target),
+                format!("unexpected answer `{other}` from merge_document"),
+            )),
         }
     }
 }

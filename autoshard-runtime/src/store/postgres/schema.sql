@@ -91,3 +91,99 @@ BEGIN
     END LOOP;
     RETURN 0;
 END $f$;
+-- Whether `v` is an integer a built-in fold takes (an i64 or u64, as serde_json has it).
+CREATE OR REPLACE FUNCTION "{schema}".fold_integer(v jsonb)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
+    SELECT jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$'
+       AND v::text::numeric BETWEEN -9223372036854775808 AND 18446744073709551615
+$f$;
+-- Whether `v` is a value `fold` takes: an integer for sum, max and min; an array of
+-- strings and integers for union.
+CREATE OR REPLACE FUNCTION "{schema}".fold_supports(fold text, v jsonb)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
+    SELECT CASE WHEN fold = 'union' THEN
+        jsonb_typeof(v) = 'array' AND NOT EXISTS (
+            SELECT 1 FROM jsonb_array_elements(v) AS e(x)
+            WHERE jsonb_typeof(x) <> 'string' AND NOT "{schema}".fold_integer(x))
+    ELSE "{schema}".fold_integer(v) END
+$f$;
+-- The store contract's merge (store/merge.rs; `merge::apply` is the reference this
+-- must equal): fold `operand` into property `prop` of document `k` with `fold`
+-- ('sum' within `sum_min..=sum_max`, 'max', 'min', 'union') at most once per write id
+-- (`writer`, `seq`), under the key's lock. `guard_prop` NULL: no guard; else the
+-- property must hold the string `guard_value` (NULL: must be absent). Answers
+-- 'applied', 'already', 'missing', 'unsupported' or 'overflow' (nothing written but
+-- for 'applied').
+CREATE OR REPLACE FUNCTION "{schema}".merge_document(
+    k text, prop text, fold text, operand jsonb, sum_min numeric, sum_max numeric,
+    writer text, seq numeric, at_ms numeric, horizon_ms numeric, guard_prop text, guard_value text)
+RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+    d jsonb;
+    stored jsonb;
+    folded jsonb;
+    total numeric;
+    entries jsonb;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
+    SELECT doc INTO d FROM "{schema}".documents WHERE key = k;
+    IF NOT FOUND THEN
+        RETURN 'missing';
+    END IF;
+    IF guard_prop IS NOT NULL THEN
+        IF guard_value IS NULL THEN
+            IF d ? guard_prop THEN
+                RETURN 'missing';
+            END IF;
+        ELSIF jsonb_typeof(d -> guard_prop) IS DISTINCT FROM 'string'
+              OR d ->> guard_prop <> guard_value THEN
+            RETURN 'missing';
+        END IF;
+    END IF;
+    IF "{schema}".fold_integer(d -> '~w' -> writer -> 0)
+       AND (d -> '~w' -> writer ->> 0)::numeric >= 0
+       AND (d -> '~w' -> writer ->> 0)::numeric >= seq THEN
+        RETURN 'already';
+    END IF;
+    IF d ? prop THEN
+        stored := d -> prop;
+    ELSIF fold = 'sum' THEN
+        stored := '0';
+    END IF;
+    IF NOT "{schema}".fold_supports(fold, operand)
+       OR (stored IS NOT NULL AND NOT "{schema}".fold_supports(fold, stored)) THEN
+        RETURN 'unsupported';
+    END IF;
+    IF stored IS NULL THEN
+        folded := operand;
+    ELSIF fold = 'sum' THEN
+        total := stored::text::numeric + operand::text::numeric;
+        IF total < sum_min OR total > sum_max THEN
+            RETURN 'overflow';
+        END IF;
+        folded := to_jsonb(total);
+    ELSIF fold = 'max' THEN
+        folded := CASE WHEN stored::text::numeric >= operand::text::numeric
+                       THEN stored ELSE operand END;
+    ELSIF fold = 'min' THEN
+        folded := CASE WHEN stored::text::numeric <= operand::text::numeric
+                       THEN stored ELSE operand END;
+    ELSE
+        SELECT coalesce(jsonb_agg(x ORDER BY pos), '[]') INTO folded
+        FROM (SELECT x, min(n) AS pos
+              FROM (SELECT x, n FROM jsonb_array_elements(stored) WITH ORDINALITY AS s(x, n)
+                    UNION ALL
+                    SELECT x, n + 4294967296
+                    FROM jsonb_array_elements(operand) WITH ORDINALITY AS o(x, n)) AS items
+              GROUP BY x) AS distinct_items;
+    END IF;
+    SELECT coalesce(jsonb_object_agg(w, e), '{}') INTO entries
+    FROM jsonb_each(CASE WHEN jsonb_typeof(d -> '~w') = 'object' THEN d -> '~w' ELSE '{}' END)
+         AS r(w, e)
+    WHERE "{schema}".fold_integer(e -> 1) AND (e ->> 1)::numeric >= horizon_ms;
+    entries := entries || jsonb_build_object(writer, jsonb_build_array(seq, at_ms));
+    d := d || jsonb_build_object(prop, folded, '~w', entries);
+    UPDATE "{schema}".documents SET version = nextval('"{schema}".versions'), doc = d
+    WHERE key = k;
+    RETURN 'applied';
+END $f$;
