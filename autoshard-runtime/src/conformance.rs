@@ -1319,7 +1319,7 @@ pub async fn concurrent_merges_are_exact(store: &dyn DocumentStore) {
 /// A lookup answers, for its keys, what `get_many` answers (in order, `None` for missing
 /// keys), and for each scan a first page as `scan` would (here: everything, in one page,
 /// in any order); with records off, documents equal the stored ones but for their write
-/// record.
+/// record; with or without a prefetch of some or all of the listed documents.
 pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
     let kind = fresh_kind("Lookup");
     let root = Key::new(kind.as_str(), "1");
@@ -1344,11 +1344,23 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
         Scan::new("Part", Some(root.clone())),
         Scan::new("Nothing", Some(root.clone())),
     ];
+    let prefetches = [
+        Vec::new(),
+        children.clone(),
+        vec![children[0].clone(), Key::new("Part", "elsewhere")],
+    ];
+    let mut cases = Vec::new();
     for records in [true, false] {
+        for prefetch in &prefetches {
+            cases.push((records, prefetch.clone()));
+        }
+    }
+    for (records, prefetch) in cases {
         let lookup = Lookup {
             keys: keys.clone(),
             scans: scans.clone(),
             records,
+            prefetch,
         };
         let found = ok(store.lookup(&lookup).await, "lookup");
         let want = ok(store.get_many(&keys).await, "get_many");
@@ -1376,6 +1388,18 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
             .map(|(k, _)| k.clone())
             .collect();
         assert_eq!(listed, children.iter().cloned().collect());
+        for (key, got) in &found.pages[0].items {
+            let want = ok(store.get(key).await, "get");
+            let strip = |v: Option<Versioned>| {
+                v.map(|mut v| {
+                    if !records {
+                        v.doc.remove(RECORD);
+                    }
+                    v
+                })
+            };
+            assert_eq!(strip(Some(got.clone())), strip(want), "page item {key}");
+        }
         assert!(found.pages[0].next.is_none());
         assert!(found.pages[1].items.is_empty() && found.pages[1].next.is_none());
     }

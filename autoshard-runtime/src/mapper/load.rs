@@ -68,14 +68,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn load<E: Root>(&self, id: &E::Id) -> Result<E> {
         let main = E::key_for(id);
-        let mut keys = vec![main.clone()];
-        keys.extend(static_shard_keys::<E>(&main));
-        tracing::debug!(key = %main, documents = keys.len(), "load");
-        let lookup = Lookup {
-            keys,
-            scans: extra_scans::<E>(&main),
-            records: false,
-        };
+        let lookup = first_read::<E>(&main);
+        tracing::debug!(key = %main, documents = lookup.keys.len(), "load");
         let read = || async {
             let mut lookup = lookup.clone();
             let mut attempts = 0;
@@ -172,6 +166,26 @@ impl<S: DocumentStore> Mapper<S> {
         }
 
         Ok(entity)
+    }
+}
+
+/// What a load of `E` at `main` reads first: the main document and the static shards
+/// of the annotation, the first pages of [`extra_scans`], and as a prefetch the compacted
+/// dynamic shard (all the dynamic-shard scan lists for most entities).
+fn first_read<E: Entity>(main: &Key) -> Lookup {
+    let mut keys = vec![main.clone()];
+    keys.extend(static_shard_keys::<E>(main));
+    let scans = extra_scans::<E>(main);
+    let prefetch = if scans.is_empty() {
+        Vec::new()
+    } else {
+        vec![layout::compacted(main)]
+    };
+    Lookup {
+        keys,
+        scans,
+        records: false,
+        prefetch,
     }
 }
 

@@ -79,6 +79,7 @@ pub use merge::{Fold, Merge, Merged, WriteId};
 /// nothing more: the parts are not one snapshot together). A store may answer it all in
 /// one round trip. With [`Lookup::records`] off, a document may come without its write
 /// record ([`merge::RECORD`]): for reads that never write the document back.
+/// [`Lookup::prefetch`] is a hint that never changes the answer.
 ///
 /// **Merges.** [`DocumentStore::merge`] folds an operand into one property of one
 /// document with a built-in [`Fold`], atomically, exactly as [`merge::apply`] specifies:
@@ -214,6 +215,11 @@ pub struct Lookup {
     /// it a store may leave the record out (cheaper where a document records many
     /// writers).
     pub records: bool,
+    /// Documents the scans are likely to list (not answered as documents). A store that
+    /// lists a page without reading its documents may read these in the same step and
+    /// answer a page whose members are all among them (or among `keys`) from there,
+    /// instead of reading the page again; the answer is the same with or without them.
+    pub prefetch: Vec<Key>,
 }
 
 /// The answer to a [`Lookup`].

@@ -59,8 +59,14 @@
 //!
 //! # Round trips
 //! `get`, `insert`, `put`, `delete` and `commit` are one script call each (plus the index
-//! steps above on a cluster); `get_many` is one read script on a standalone server and one
-//! per slot, in parallel, on a cluster. A scan page is one read script that lists the
+//! steps above on a cluster); on a standalone server `get` is one `HGETALL` and `get_many`
+//! one `HGETALL` per document inside `MULTI`/`EXEC` (atomic, and several times cheaper for
+//! the server than the same reads inside a script); on a cluster `get_many` is one read
+//! script per slot, in parallel. A lookup on a standalone server lists its scan pages in
+//! the same `MULTI`, with the documents it asks to prefetch, and is answered from that
+//! one step when every listed document was read in it (a load's dynamic-shard scan
+//! mostly lists just the compacted document, which it prefetches); otherwise, and on a
+//! cluster, the read script reads it. A scan page is one read script that lists the
 //! page and reads its documents in one atomic step; on a cluster it reads there only the
 //! documents in the index's own entity group (children of the parent's group, dynamic
 //! shards), and those in groups of their own (root documents, static shards) with a
@@ -70,7 +76,7 @@
 //! # Where things are
 //! `options` ([`RedisOptions`]), `connection` (pooled standalone and cluster
 //! connections), `layout` (the names of documents, counters and indexes; slots), `read`
-//! (`get_many` and scan pages, `lua/read.lua`), `commit` (planning and running
+//! (`get_many`, lookups and scan pages: `MULTI` reads and `lua/read.lua`), `commit` (planning and running
 //! `lua/commit.lua`), `merge` (`lua/merge.lua`), `index` (scan-index upkeep around the script on a cluster), `reply`
 //! (decoding script replies).
 

@@ -1,5 +1,8 @@
-//! Reads: `get_many` as one read script per slot, and scan pages as one read script that
-//! lists and reads atomically (`lua/read.lua`); decoding what the script answers.
+//! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`,
+//! and a lookup lists its pages in the same step, answered from there when it read every
+//! listed document (the store's module docs, "Round trips"); on a cluster, and for scan
+//! pages, one read script per slot lists and reads atomically (`lua/read.lua`). Both
+//! replies are decoded here.
 
 use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::document::{Document, Version, Versioned};
@@ -15,6 +18,10 @@ impl RedisStore {
     /// with their write records or (`records` off) without.
     pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
         let names: Vec<String> = keys.iter().map(|k| self.layout.doc(k)).collect();
+        if !self.is_cluster() {
+            let (docs, _) = self.read_hashes(keys, &names, &[], records).await?;
+            return Ok(docs);
+        }
         let mut batches: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
         for (i, name) in names.iter().enumerate() {
             let slot = if self.is_cluster() {
@@ -61,52 +68,7 @@ impl RedisStore {
             Some(0) => Ok(None),
             Some(1) if items.len() == 2 => {
                 let fields = reply::array(&items[1]).ok_or_else(bad)?;
-                let foreign = || Error::Malformed {
-                    key: key.clone(),
-                    field: WHOLE_DOCUMENT.to_owned(),
-                    reason: "a Redis hash that is not an autoshard document (a version `v`, \
-                             `p:` and `w:` fields)"
-                        .to_owned(),
-                };
-                let mut version = None;
-                let mut doc = Document::new();
-                let mut record = serde_json::Map::new();
-                for pair in fields.chunks_exact(2) {
-                    let field = reply::text(&pair[0]).ok_or_else(foreign)?;
-                    let bytes = match &pair[1] {
-                        Value::BulkString(bytes) => bytes.as_slice(),
-                        _ => return Err(bad()),
-                    };
-                    let json = |field: &str| {
-                        serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-                            key: key.clone(),
-                            field: field.to_owned(),
-                            reason: format!("field `{field}` does not hold JSON: {e}"),
-                        })
-                    };
-                    match field.split_at_checked(2) {
-                        Some(("p:", name)) => {
-                            doc.insert(name.to_owned(), json(field)?);
-                        }
-                        Some(("w:", writer)) => {
-                            record.insert(writer.to_owned(), json(field)?);
-                        }
-                        _ if field == "v" => {
-                            version = std::str::from_utf8(bytes)
-                                .ok()
-                                .and_then(|v| v.parse::<u64>().ok());
-                        }
-                        _ => return Err(foreign()),
-                    }
-                }
-                let version = version.ok_or_else(foreign)?;
-                if !record.is_empty() {
-                    doc.insert(RECORD.to_owned(), serde_json::Value::Object(record));
-                }
-                Ok(Some(Versioned {
-                    doc,
-                    version: Version(version),
-                }))
+                self.decode_fields(key, fields, true).map(Some)
             }
             Some(2) => Err(Error::Malformed {
                 key: key.clone(),
@@ -118,6 +80,174 @@ impl RedisStore {
                     .to_owned(),
             }),
             _ => Err(bad()),
+        }
+    }
+
+    /// A document from the fields of its hash (`HGETALL`: field, value, ...), with its
+    /// write record when `records` is on.
+    fn decode_fields(&self, key: &Key, fields: &[Value], records: bool) -> Result<Versioned> {
+        let bad =
+            |value: &Value| self.backend("read", reply::unexpected("a document's field", value));
+        let foreign = || Error::Malformed {
+            key: key.clone(),
+            field: WHOLE_DOCUMENT.to_owned(),
+            reason: "a Redis hash that is not an autoshard document (a version `v`, \
+                     `p:` and `w:` fields)"
+                .to_owned(),
+        };
+        let mut version = None;
+        let mut doc = Document::new();
+        let mut record = serde_json::Map::new();
+        for pair in fields.chunks_exact(2) {
+            let field = reply::text(&pair[0]).ok_or_else(foreign)?;
+            let bytes = match &pair[1] {
+                Value::BulkString(bytes) => bytes.as_slice(),
+                other => return Err(bad(other)),
+            };
+            let json = |field: &str| {
+                serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
+                    key: key.clone(),
+                    field: field.to_owned(),
+                    reason: format!("field `{field}` does not hold JSON: {e}"),
+                })
+            };
+            match field.split_at_checked(2) {
+                Some(("p:", name)) => {
+                    doc.insert(name.to_owned(), json(field)?);
+                }
+                Some(("w:", writer)) => {
+                    if records {
+                        record.insert(writer.to_owned(), json(field)?);
+                    }
+                }
+                _ if field == "v" => {
+                    version = std::str::from_utf8(bytes)
+                        .ok()
+                        .and_then(|v| v.parse::<u64>().ok());
+                }
+                _ => return Err(foreign()),
+            }
+        }
+        let version = version.ok_or_else(foreign)?;
+        if !record.is_empty() {
+            doc.insert(RECORD.to_owned(), serde_json::Value::Object(record));
+        }
+        Ok(Versioned {
+            doc,
+            version: Version(version),
+        })
+    }
+
+    /// Reads documents (`names`: their Redis names) and lists the first page of each
+    /// scan on a standalone server, in one atomic step without a script: `HGETALL` per
+    /// document and `ZRANGEBYLEX` per scan inside `MULTI`/`EXEC` (a single document: a
+    /// lone `HGETALL`). A command inside a script costs the server several times what it
+    /// costs on its own, and this is the read of every load. Answers the documents and
+    /// the members of each page (the caller reads their documents).
+    async fn read_hashes(
+        &self,
+        keys: &[Key],
+        names: &[String],
+        indexes: &[(&str, &Scan)],
+        records: bool,
+    ) -> Result<(Vec<Option<Versioned>>, Vec<Vec<String>>)> {
+        let what = || match names.first() {
+            Some(first) => format!("read of `{first}`"),
+            None => "read".to_owned(),
+        };
+        let mut pipe = ::redis::pipe();
+        if names.len() + indexes.len() > 1 {
+            pipe.atomic();
+        }
+        pipe.ignore_errors();
+        for name in names {
+            pipe.cmd("HGETALL").arg(name);
+        }
+        for (index, scan) in indexes {
+            pipe.cmd("ZRANGEBYLEX")
+                .arg(*index)
+                .arg(cursor_min(scan))
+                .arg("+")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(scan.limit.max(1));
+        }
+        let mut conn = self.conns.get();
+        let replies: Vec<Value> = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| self.backend(what(), e))?;
+        if replies.len() != names.len() + indexes.len() {
+            return Err(self.backend(
+                what(),
+                format!(
+                    "{} replies to {} commands",
+                    replies.len(),
+                    names.len() + indexes.len()
+                ),
+            ));
+        }
+        let (hashes, pages) = replies.split_at(names.len());
+        let mut docs = Vec::with_capacity(keys.len());
+        for ((key, name), reply) in keys.iter().zip(names).zip(hashes) {
+            docs.push(self.decode_hash(key, name, reply, records).await?);
+        }
+        let pages = pages
+            .iter()
+            .zip(indexes)
+            .map(|(reply, (index, _))| {
+                let bad = || {
+                    self.backend(
+                        format!("scan of `{index}`"),
+                        reply::unexpected("ZRANGEBYLEX", reply),
+                    )
+                };
+                reply::array(reply)
+                    .ok_or_else(bad)?
+                    .iter()
+                    .map(|member| reply::text(member).map(str::to_owned).ok_or_else(bad))
+                    .collect()
+            })
+            .collect::<Result<_>>()?;
+        Ok((docs, pages))
+    }
+
+    /// The document in an `HGETALL` reply: absent for no fields, [`Error::Malformed`]
+    /// for a value of another type (asking the server which, for the message).
+    async fn decode_hash(
+        &self,
+        key: &Key,
+        name: &str,
+        reply: &Value,
+        records: bool,
+    ) -> Result<Option<Versioned>> {
+        match reply {
+            Value::Array(fields) if fields.is_empty() => Ok(None),
+            Value::Array(fields) => self.decode_fields(key, fields, records).map(Some),
+            Value::Map(pairs) if pairs.is_empty() => Ok(None),
+            Value::Map(pairs) => {
+                let fields: Vec<Value> = pairs
+                    .iter()
+                    .flat_map(|(field, value)| [field.clone(), value.clone()])
+                    .collect();
+                self.decode_fields(key, &fields, records).map(Some)
+            }
+            Value::ServerError(e) if e.code() == "WRONGTYPE" => {
+                let kind: String = ::redis::cmd("TYPE")
+                    .arg(name)
+                    .query_async(&mut self.conns.get())
+                    .await
+                    .unwrap_or_else(|_| "other".to_owned());
+                Err(Error::Malformed {
+                    key: key.clone(),
+                    field: WHOLE_DOCUMENT.to_owned(),
+                    reason: format!("a Redis {kind} value, not an autoshard document"),
+                })
+            }
+            other => Err(self.backend(
+                format!("read of `{name}`"),
+                reply::unexpected("HGETALL", other),
+            )),
         }
     }
 
@@ -164,6 +294,9 @@ impl RedisStore {
             let (docs, pages) = futures::try_join!(docs, futures::future::try_join_all(pages))?;
             return Ok(Found { docs, pages });
         }
+        if let Some(found) = self.lookup_listed(lookup).await? {
+            return Ok(found);
+        }
         let what = format!("lookup of `{}`", lookup.keys[0]);
         let mut invocation = self.read_script.prepare_invoke();
         for key in &lookup.keys {
@@ -206,6 +339,58 @@ impl RedisStore {
             pages.push(self.decode_page(scan, index, part, lookup.records).await?);
         }
         Ok(Found { docs, pages })
+    }
+
+    /// A lookup on a standalone server without a script: the documents, the prefetched
+    /// ones and the listing of every page in one `MULTI`. Answered when every member of
+    /// every page was read in that step (the page is then one snapshot, as the contract
+    /// wants); `None` otherwise, and the read script reads it all again.
+    async fn lookup_listed(&self, lookup: &Lookup) -> Result<Option<Found>> {
+        let read: Vec<Key> = lookup
+            .keys
+            .iter()
+            .chain(&lookup.prefetch)
+            .cloned()
+            .collect();
+        let names: Vec<String> = read.iter().map(|k| self.layout.doc(k)).collect();
+        let indexes: Vec<String> = lookup
+            .scans
+            .iter()
+            .map(|scan| self.layout.index(scan.parent.as_ref(), &scan.kind))
+            .collect();
+        let listed: Vec<(&str, &Scan)> = indexes
+            .iter()
+            .map(String::as_str)
+            .zip(&lookup.scans)
+            .collect();
+        let (mut docs, members) = self
+            .read_hashes(&read, &names, &listed, lookup.records)
+            .await?;
+        let mut pages = Vec::with_capacity(lookup.scans.len());
+        for ((scan, index), members) in lookup.scans.iter().zip(&indexes).zip(members) {
+            let limit = scan.limit.max(1);
+            let next = (members.len() == limit)
+                .then(|| members.last().cloned())
+                .flatten();
+            let mut items = Vec::with_capacity(members.len());
+            for member in &members {
+                let key = Key::decode(member)
+                    .map_err(|e| self.backend(format!("scan of `{index}`"), e))?;
+                if key.kind() != scan.kind || key.parent() != scan.parent {
+                    tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
+                    continue;
+                }
+                let Some(at) = read.iter().position(|k| *k == key) else {
+                    return Ok(None);
+                };
+                if let Some(doc) = &docs[at] {
+                    items.push((key, doc.clone()));
+                }
+            }
+            pages.push(ScanPage { items, next });
+        }
+        docs.truncate(lookup.keys.len());
+        Ok(Some(Found { docs, pages }))
     }
 
     /// A scan page from the read script's `{members, entries}`, reading the documents it
