@@ -281,9 +281,6 @@ async fn apply_without_a_load(store: Arc<dyn DocumentStore>, label: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     let server = Postgres::start();
-    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
-        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
-        store
-    };
+    let connect = async |case: &str| server.shared_store(case).await;
     every_case(connect, "postgres").await;
 }

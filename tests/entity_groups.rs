@@ -473,10 +473,7 @@ async fn redis_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     let server = Postgres::start();
-    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
-        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
-        store
-    };
+    let connect = async |case: &str| server.shared_store(case).await;
     insert_variants(connect, "postgres").await;
     all_semantics(connect, "postgres").await;
 }

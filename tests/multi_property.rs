@@ -182,10 +182,7 @@ async fn redis_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     let server = Postgres::start();
-    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
-        let store: Arc<dyn DocumentStore> = Arc::new(server.store(case).await);
-        store
-    };
+    let connect = async |case: &str| server.shared_store(case).await;
     writers_on_two_properties(connect("multi-1").await, 1, "postgres").await;
     writers_on_two_properties(connect("multi-4").await, 4, "postgres").await;
     failed_save_writes_no_property(connect("multi-fail").await, "postgres").await;

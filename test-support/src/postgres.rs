@@ -13,10 +13,12 @@
 
 use crate::redis::{watchdog, TempDir};
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
+use autoshard::store::DocumentStore;
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const MISSING: &str = "PostgreSQL's initdb/postgres not found: the PostgreSQL store tests start \
@@ -225,6 +227,12 @@ impl Postgres {
         PostgresStore::connect_with(&self.url(), options)
             .await
             .expect("connect to the test PostgreSQL server")
+    }
+
+    /// [`Postgres::store`] behind `Arc<dyn DocumentStore>`, as the suites that run on
+    /// every store take it.
+    pub async fn shared_store(&self, case: &str) -> Arc<dyn DocumentStore> {
+        Arc::new(self.store(case).await)
     }
 
     /// Shuts the server down (immediate shutdown) and waits for it.
