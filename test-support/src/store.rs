@@ -37,6 +37,51 @@ pub struct Knobs {
     /// is then older than its answer, as over a network, so writes can complete between
     /// the two.
     pub read_latency: Option<std::time::Duration>,
+    /// Hold the next `get_many` an armed gate lets through between reading and
+    /// answering, until the test releases it (see [`ReadGate`]).
+    pub read_gate: Option<ReadGate>,
+    /// Answer one `get_many` in this many with an error after reading (a lost reply):
+    /// the caller never gets what was read.
+    pub lost_reads: Option<u32>,
+}
+
+/// Holds one read between the store reading and the caller getting the answer: armed,
+/// the next `get_many` of a [`TestStore`] with this gate reads, tells
+/// [`ReadGate::wait_read`], and answers only after [`ReadGate::release`].
+#[derive(Clone, Debug, Default)]
+pub struct ReadGate {
+    inner: std::sync::Arc<GateState>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    armed: std::sync::atomic::AtomicBool,
+    read: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+impl ReadGate {
+    /// Holds the next read.
+    pub fn arm(&self) {
+        self.inner.armed.store(true, Ordering::SeqCst);
+    }
+
+    /// Returns once the held read has read the store.
+    pub async fn wait_read(&self) {
+        self.inner.read.notified().await;
+    }
+
+    /// Lets the held read answer.
+    pub fn release(&self) {
+        self.inner.release.notify_one();
+    }
+
+    async fn hold(&self) {
+        if self.inner.armed.swap(false, Ordering::SeqCst) {
+            self.inner.read.notify_one();
+            self.inner.release.notified().await;
+        }
+    }
 }
 
 /// A store decorator for tests; see the module docs.
@@ -106,6 +151,14 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         let found = self.inner.get_many(keys).await?;
         if let Some(latency) = self.knobs.read_latency {
             random_sleep(latency).await;
+        }
+        if let Some(gate) = &self.knobs.read_gate {
+            gate.hold().await;
+        }
+        if let Some(one_in) = self.knobs.lost_reads {
+            if rand::random_range(0..one_in.max(1)) == 0 {
+                return Err(autoshard::Error::backend("get_many", "the reply was lost"));
+            }
         }
         Ok(found)
     }
