@@ -53,7 +53,9 @@ pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding, DEFAULT
 pub use error::{Error, FieldError, Result};
 pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
-pub use mapper::{KindReshard, Mapper, Once, DEFAULT_WRITE_WINDOW};
+pub use mapper::{
+    CacheStats, KindReshard, Mapper, Once, ReadCache, DEFAULT_CACHE_CAPACITY, DEFAULT_WRITE_WINDOW,
+};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use retry::{Backoff, RetryPolicy};
 #[cfg(feature = "redis")]

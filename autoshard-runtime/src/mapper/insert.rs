@@ -77,6 +77,7 @@ impl<S: DocumentStore> Mapper<S> {
             return self.insert_child(entity, root).await;
         }
         let main = entity.key();
+        let _invalidate = self.invalidating(&main);
         let main_doc = entity.to_document().map_err(malformed(&main))?;
         // A sharded entity gets a fresh incarnation (see `layout::INCARNATION`), recorded
         // in its main document and its static shards.
@@ -153,6 +154,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// stay; [`Mapper::delete_group`] deletes a root with its children.
     pub async fn delete<E: Root>(&self, id: &E::Id) -> Result<bool> {
         let main = E::key_for(id);
+        let _invalidate = self.invalidating(&main);
         tracing::debug!(key = %main, "delete");
         let existed = self.store.delete(&main).await?;
         if !E::PROPERTIES.is_empty() {

@@ -11,6 +11,7 @@
 
 mod apply;
 mod attempt;
+mod cache;
 mod children;
 mod coalesce;
 mod codec;
@@ -20,6 +21,7 @@ mod insert;
 mod lanes;
 pub(crate) mod layout;
 mod load;
+mod many;
 mod once;
 mod reshard;
 mod save;
@@ -28,6 +30,7 @@ mod single;
 mod update;
 mod writes;
 
+pub use cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
 pub use compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 pub use once::Once;
 pub use reshard::KindReshard;
@@ -127,6 +130,8 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     reads: Option<Arc<shared_read::SharedReads>>,
     /// Main documents `apply` reuses, shared by clones (see `apply`).
     main_cache: apply::MainCache,
+    /// Loaded entities reused for a bounded time (see `cache`); `None` unless given one.
+    cache: Option<ReadCache>,
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -142,7 +147,63 @@ impl<S: DocumentStore> Mapper<S> {
             coalescer: Some(Arc::default()),
             reads: Some(Arc::default()),
             main_cache: apply::main_cache(),
+            cache: None,
         }
+    }
+
+    /// The same mapper with a read cache (off by default): loads answer from documents
+    /// read at most [`ReadCache::staleness`] before, with every write this mapper (and
+    /// any mapper sharing the cache) confirmed folded in, so a process always reads its
+    /// own writes, and changes of other processes appear within the bound. A refill that
+    /// read the store before a newer write or invalidation never replaces the newer
+    /// value. See [`ReadCache`] for exactly what a cached load may return.
+    ///
+    /// Off by default because it changes what a load promises: without it, a load sees
+    /// every write completed anywhere before it was called.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// use autoshard::ReadCache;
+    ///
+    /// let db = Mapper::new(MemoryStore::new())
+    ///     .with_read_cache(ReadCache::new(Duration::from_millis(100)));
+    /// db.insert(&mut Question::new(1, "Cached?".into(), 0)).await?;
+    /// assert_eq!(db.load::<Question>(&1).await?.votes, 0); // read, and cached
+    /// db.apply(&1, Question::vote_up).await?;
+    /// assert_eq!(db.load::<Question>(&1).await?.votes, 1); // from the cache, with the vote
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn with_read_cache(mut self, cache: ReadCache) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
+    /// The read cache, if the mapper has one.
+    pub fn read_cache(&self) -> Option<&ReadCache> {
+        self.cache.as_ref()
     }
 
     /// The same mapper with shared reads on (the default) or off. With them, concurrent
@@ -263,6 +324,7 @@ impl<S: Clone> Clone for Mapper<S> {
             coalescer: self.coalescer.clone(),
             reads: self.reads.clone(),
             main_cache: self.main_cache.clone(),
+            cache: self.cache.clone(),
         }
     }
 }

@@ -125,6 +125,7 @@ impl<S: DocumentStore> Mapper<S> {
         F: FnOnce(&mut E) -> R + Send,
         R: Send,
     {
+        let _invalidate = self.invalidating(&E::key_for(id));
         let mut entity: E = self.load(id).await?;
         let result = change(&mut entity);
         let main = entity.key();

@@ -121,6 +121,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn reshard<E: Root>(&self, id: &E::Id, shards: u32) -> Result<()> {
         let main = E::key_for(id);
+        let _invalidate = self.invalidating(&main);
         if shards == 0 || shards > Self::MAX_SHARDS {
             return Err(Error::Invalid(format!(
                 "cannot reshard `{main}` to {shards} shards: the count must be 1 to {}",
@@ -377,6 +378,7 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// [`Mapper::drain`] of the entity at `main`.
     async fn drain_at<E: Entity>(&self, main: &Key) -> Result<usize> {
+        let _invalidate = self.invalidating(main);
         let Some(stored) = self.store.get(main).await? else {
             return Err(Error::NotFound { key: main.clone() });
         };

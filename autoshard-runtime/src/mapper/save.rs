@@ -139,6 +139,9 @@ impl<S: DocumentStore> Mapper<S> {
         let dirty = entity
             .state()
             .is_none_or(|state| state.saved_main() != Some(&doc));
+        // Writes a snapshot cannot take in (module docs of `cache`): the main document,
+        // dynamic shards.
+        let _invalidate = (dirty || layout::has_dynamic::<E>()).then(|| self.invalidating(&main));
         // Changes sent before with an unknown outcome go first, each to where it was sent.
         for p in static_properties(entity) {
             self.resend_single(entity, &main, p).await?;
@@ -328,10 +331,15 @@ impl<S: DocumentStore> Mapper<S> {
             let conflicted = matches!(answer, Commit::Conflict { .. });
             self.metrics.entity_attempt(main, conflicted);
         }
-        for p in props {
+        for (key, p) in keys.iter().zip(props) {
             let pending = state.pending_mut(p.index);
             match answer {
-                Commit::Committed => *pending = Pending::default(),
+                Commit::Committed => {
+                    if let (Some(cache), Some(value)) = (&self.cache, &pending.value) {
+                        cache.confirm(main, p.property.stored_as, key, &id, seq, value);
+                    }
+                    *pending = Pending::default();
+                }
                 Commit::Conflict { .. } => pending.sent = None,
             }
         }

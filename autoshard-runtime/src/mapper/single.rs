@@ -122,6 +122,7 @@ impl<S: DocumentStore> Mapper<S> {
             }
         };
         self.send_fixed(&target, &mut sent, &mut moved).await?;
+        self.confirmed(main, p.property.stored_as, &sent);
         tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before is stored");
         *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
         Ok(())
@@ -170,6 +171,9 @@ impl<S: DocumentStore> Mapper<S> {
             }
         };
         let result = self.send_fixed(target, &mut sent, &mut moved).await;
+        if result.is_ok() {
+            self.confirmed(target.main, p.property.stored_as, &sent);
+        }
         let done = match &result {
             Ok(()) => Some(true),
             Err(e) if coalesce::in_doubt(e) => None,

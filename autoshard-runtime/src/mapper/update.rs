@@ -67,6 +67,7 @@ impl<S: DocumentStore> Mapper<S> {
             return Ok(result);
         }
         let key = E::key_for(id);
+        let _invalidate = self.invalidating(&key);
         let mut retrying = self.retrying("update");
         loop {
             let attempt = self.read_modify_write(id, &key, &mut change);

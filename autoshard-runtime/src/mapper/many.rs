@@ -1,0 +1,304 @@
+//! Reads of many entities of one kind (`load_many`), and of one sharded property alone
+//! (`aggregate`, `aggregates`): the documents of every entity not in the read cache in
+//! one `get_many` (one round trip per slot on a cluster), each entity checked as a
+//! `load` checks its first read; an entity whose read needs more (dynamic shards, a
+//! layout the annotation does not cover, a reshard in progress) is read as `load` reads
+//! it.
+
+use super::cache::Confirmed;
+use super::codec::with_property;
+use super::layout;
+use super::load::{assemble, first_read, folding, torn, unread_shards};
+use super::shared_read::Found;
+use super::Mapper;
+use crate::document::Value;
+use crate::entity::Entity;
+use crate::error::{Error, Result};
+use crate::group::Root;
+use crate::key::Key;
+use crate::store::DocumentStore;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// A snapshot of one entity and the confirmed writes it may not hold.
+type Snapshot = (Found, Vec<Confirmed>);
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Loads the entities with these ids, in order: `None` for an id with no entity.
+    /// Entities in the read cache ([`Mapper::with_read_cache`]) come from there; the
+    /// others are read together, their documents in one `get_many` where their kind
+    /// has static shards only (one round trip per entity group the store needs: one on a
+    /// standalone server, one per slot on a cluster). Each entity is what
+    /// [`Mapper::load`] would return for it; the entities are not one snapshot together.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(1, "One?".into(), 3)).await?;
+    /// db.insert(&mut Question::new(2, "Two?".into(), 5)).await?;
+    /// let questions = db.load_many::<Question>(&[2, 7, 1]).await?;
+    /// let votes: Vec<Option<i64>> = questions.iter().map(|q| q.as_ref().map(|q| q.votes)).collect();
+    /// assert_eq!(votes, [Some(5), None, Some(3)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn load_many<E: Root>(&self, ids: &[E::Id]) -> Result<Vec<Option<E>>> {
+        let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
+        let snapshots = self.snapshots::<E>(&mains).await?;
+        let mut entities = Vec::with_capacity(ids.len());
+        for ((id, main), (found, later)) in ids.iter().zip(&mains).zip(snapshots) {
+            let entity = match assemble::<E>(id, main, &found, &later) {
+                Ok(Some(entity)) => Some(entity),
+                Err(Error::NotFound { .. }) => None,
+                Err(e) => return Err(e),
+                // `snapshots` checked that the snapshot tells.
+                Ok(None) => Some(self.load(id).await?),
+            };
+            entities.push(entity);
+        }
+        Ok(entities)
+    }
+
+    /// The value of the sharded property `property` (its Rust field name) of the entity
+    /// with this id: the fold of its shards, decoded as `T`, without decoding the rest of
+    /// the entity. The same value [`Mapper::load`] gives the field, from the same
+    /// reads (and the read cache, when the mapper has one).
+    ///
+    /// Errors: [`Error::Invalid`] when `E` has no sharded property `property`;
+    /// [`Error::NotFound`] when there is no such entity; [`Error::Malformed`] when a
+    /// shard does not decode as `T`.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(1, "Votes?".into(), 41)).await?;
+    /// let votes: i64 = db.aggregate::<Question, _>(&1, "votes").await?;
+    /// assert_eq!(votes, 41);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn aggregate<E: Root, T: DeserializeOwned>(
+        &self,
+        id: &E::Id,
+        property: &str,
+    ) -> Result<T> {
+        let mut values = self
+            .aggregates::<E, T>(std::slice::from_ref(id), property)
+            .await?;
+        values.pop().flatten().ok_or_else(|| Error::NotFound {
+            key: E::key_for(id),
+        })
+    }
+
+    /// [`Mapper::aggregate`] for many entities of one kind, read as
+    /// [`Mapper::load_many`] reads them: in order, `None` for an id with no entity.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// for id in 1..=3 {
+    ///     db.insert(&mut Question::new(id, "Votes?".into(), id as i64 * 10)).await?;
+    /// }
+    /// let board: Vec<Option<i64>> = db.aggregates::<Question, _>(&[3, 1, 2, 4], "votes").await?;
+    /// assert_eq!(board, [Some(30), Some(10), Some(20), None]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn aggregates<E: Root, T: DeserializeOwned>(
+        &self,
+        ids: &[E::Id],
+        property: &str,
+    ) -> Result<Vec<Option<T>>> {
+        let Some(index) = E::PROPERTIES.iter().position(|p| p.name == property) else {
+            return Err(Error::Invalid(format!(
+                "`{}` has no sharded property `{property}`",
+                E::KIND
+            )));
+        };
+        let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
+        let snapshots = self.snapshots::<E>(&mains).await?;
+        let mut values = Vec::with_capacity(ids.len());
+        for (main, (found, later)) in mains.iter().zip(snapshots) {
+            let mut folded = fold_property::<E>(index, main, &found, &later)?;
+            if matches!(folded, Folded::Untold) {
+                // `snapshots` checked that the snapshot tells; a fresh read always does.
+                let found = self.read_entity::<E>(main).await?;
+                folded = fold_property::<E>(index, main, &found, &[])?;
+            }
+            let Folded::Value(value) = folded else {
+                values.push(None);
+                continue;
+            };
+            let name = E::PROPERTIES[index].name;
+            let decoded = T::deserialize(&value)
+                .map_err(|e| Error::malformed(main, crate::FieldError::new(name, e)))?;
+            values.push(Some(decoded));
+        }
+        Ok(values)
+    }
+
+    /// A snapshot of each entity at `mains`, from the read cache where it has one that
+    /// tells which confirmed writes it holds, else read now (offered to the cache).
+    async fn snapshots<E: Root>(&self, mains: &[Key]) -> Result<Vec<Snapshot>> {
+        let slot = |main: &Key| (main.clone(), std::any::type_name::<E>());
+        let mut snapshots: Vec<Option<Snapshot>> = Vec::with_capacity(mains.len());
+        for main in mains {
+            let cached = match &self.cache {
+                Some(cache) => match cache.get(&slot(main)) {
+                    Some((entry, later)) if folding(main, &entry.found, &later)?.is_some() => {
+                        Some((entry.found.clone(), later))
+                    }
+                    _ => None,
+                },
+                None => None,
+            };
+            if let Some(cache) = &self.cache {
+                cache.count(cached.is_some());
+            }
+            snapshots.push(cached);
+        }
+        let unread: Vec<usize> = (0..mains.len())
+            .filter(|&i| snapshots[i].is_none())
+            .collect();
+        if !unread.is_empty() {
+            // Taken before the read starts (module docs of `cache`).
+            let ticket = self.cache.as_ref().map(super::cache::ReadCache::ticket);
+            let wanted: Vec<Key> = unread.iter().map(|&i| mains[i].clone()).collect();
+            let read = self.read_many::<E>(&wanted).await?;
+            for (i, found) in unread.into_iter().zip(read) {
+                if let (Some(cache), Some(ticket)) = (&self.cache, ticket) {
+                    cache.fill(&slot(&mains[i]), found.clone(), ticket);
+                }
+                snapshots[i] = Some((found, Vec::new()));
+            }
+        }
+        Ok(snapshots.into_iter().flatten().collect())
+    }
+
+    /// The documents of each entity at `mains`, as [`Mapper::read_entity`] reads them:
+    /// all of them in one `get_many` where that first read is all a load needs.
+    async fn read_many<E: Root>(&self, mains: &[Key]) -> Result<Vec<Found>> {
+        let lookups: Vec<_> = mains.iter().map(first_read::<E>).collect();
+        if lookups.iter().any(|l| !l.scans.is_empty()) {
+            let reads = mains.iter().map(|main| self.read_entity::<E>(main));
+            return futures::future::try_join_all(reads).await;
+        }
+        let keys: Vec<Key> = lookups
+            .iter()
+            .flat_map(|l| l.keys.iter().cloned())
+            .collect();
+        let mut docs = self.store.get_many(&keys).await?;
+        if docs.len() != keys.len() {
+            return Err(Error::backend(
+                format!("get_many of {} keys", keys.len()),
+                format!("the store answered {} entries", docs.len()),
+            ));
+        }
+        let mut found = Vec::with_capacity(mains.len());
+        let mut rest = docs.drain(..);
+        for (main, lookup) in mains.iter().zip(lookups) {
+            let docs: Vec<_> = rest.by_ref().take(lookup.keys.len()).collect();
+            let complete = match docs.first() {
+                Some(Some(main_doc)) => {
+                    unread_shards(main, &main_doc.doc, &lookup.keys)?.is_empty()
+                        && !torn(main, &main_doc.doc, &lookup.keys, &docs)?
+                        && layout::covers::<E>(
+                            layout::recorded_counts(main, &main_doc.doc)?.as_ref(),
+                        )
+                }
+                _ => true,
+            };
+            if complete {
+                found.push(Arc::new((lookup.keys, docs, Vec::new())));
+            } else {
+                found.push(self.read_entity::<E>(main).await?);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// What [`fold_property`] finds.
+enum Folded {
+    Value(Value),
+    /// The entity is not stored.
+    Absent,
+    /// The snapshot cannot tell whether it holds one of the confirmed writes.
+    Untold,
+}
+
+/// The fold of property `index` of `E` over the snapshot `found` and the confirmed
+/// writes `later` it does not hold.
+fn fold_property<E: Entity>(
+    index: usize,
+    main: &Key,
+    found: &Found,
+    later: &[Confirmed],
+) -> Result<Folded> {
+    let Some(folding) = folding(main, found, later)? else {
+        return Ok(Folded::Untold);
+    };
+    if folding.main.is_none() {
+        return Ok(Folded::Absent);
+    }
+    let p = &E::PROPERTIES[index];
+    let malformed = |key: &Key| {
+        let key = key.clone();
+        move |e| Error::malformed(&key, with_property(e, p.name))
+    };
+    let mut value = E::neutral_value(index).map_err(malformed(main))?;
+    let stored = folding
+        .docs
+        .iter()
+        .filter_map(|(key, doc)| Some((*key, doc.get(p.stored_as)?)))
+        .chain(
+            folding
+                .later
+                .iter()
+                .filter(|c| c.stored_as == p.stored_as)
+                .map(|c| (&c.shard, &c.value)),
+        );
+    for (key, stored) in stored {
+        value = E::fold_values(index, &value, stored).map_err(malformed(key))?;
+    }
+    Ok(Folded::Value(value))
+}
