@@ -43,18 +43,30 @@
 //!
 //! Log entries older than `b` are dropped: every snapshot they could concern is expired.
 //!
+//! A snapshot is kept folded: the value of each sharded property, with the confirmed
+//! writes it does not hold folded in when they are confirmed (or when it is filled, for
+//! writes confirmed while its read ran). A cached load decodes the main document and
+//! sets each property from there; [`Mapper::aggregates`](super::Mapper::aggregates)
+//! only clones the value. Confirmations, fills and invalidations of the cache run under
+//! one lock, so a write is folded into a snapshot exactly once: by the confirmation
+//! when the snapshot is there, by the fill when it comes later.
+//!
 //! # Why in process
 //! The cache lives in the process, on `moka` (bounded, expiring entries). A cache shared
 //! in Redis would save little: a load from Redis is one round trip already (the MULTI of
 //! `HGETALL`s), and a shared cache needs the same guards on the server for every writer.
 //! In-process, a cached load costs no round trip at all.
 
-use super::shared_read::{Found, Slot};
+use super::codec::with_property;
+use super::layout;
+use super::shared_read::Found;
 use super::Mapper;
-use crate::document::Value;
-use crate::entity::Sent;
+use crate::document::{Document, Value, Versioned};
+use crate::entity::{Entity, Sent, ShardedProperty};
+use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
-use std::collections::HashMap;
+use crate::store::merge;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -75,6 +87,7 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
 /// let cache = ReadCache::new(Duration::from_millis(100)).with_capacity(1_000);
 /// let db = Mapper::new(MemoryStore::new()).with_read_cache(cache.clone());
 /// assert_eq!(cache.staleness(), Duration::from_millis(100));
+/// assert_eq!(cache.stats().hits, 0);
 /// # let _ = db;
 /// ```
 #[derive(Clone)]
@@ -88,7 +101,8 @@ struct Inner {
     hits: AtomicU64,
     misses: AtomicU64,
     refused: AtomicU64,
-    entries: moka::sync::Cache<Slot, Arc<Entry>>,
+    entries: moka::sync::Cache<Key, Arc<Entry>>,
+    /// The logs; also the lock under which entries are filled, folded into and dropped.
     logs: Mutex<HashMap<Key, Log>>,
 }
 
@@ -96,13 +110,14 @@ struct Inner {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CacheStats {
-    /// Entities answered from a snapshot (with the confirmed writes it lacks folded in).
+    /// Entities answered from a snapshot.
     pub hits: u64,
     /// Entities read from the store: no snapshot, an expired or invalidated one, or one
     /// that could not tell whether it holds a confirmed write.
     pub misses: u64,
-    /// Snapshots offered and refused: read before an invalidation, older than the bound,
-    /// or older than the snapshot already there.
+    /// Snapshots offered and refused: read before an invalidation, older than the bound
+    /// or than the snapshot already there, or unable to tell whether they hold a write
+    /// confirmed while they were read.
     pub refused: u64,
 }
 
@@ -113,10 +128,34 @@ pub(super) struct Ticket {
     at: Instant,
 }
 
-/// A snapshot and the ticket of the load that read it.
+/// `Entity::fold_values` of the entity type a snapshot was filled for.
+type FoldFn = fn(usize, &Value, &Value) -> std::result::Result<Value, FieldError>;
+
+/// A snapshot: what one read found, and each sharded property folded.
 pub(super) struct Entry {
-    pub(super) found: Found,
-    pub(super) ticket: Ticket,
+    ticket: Ticket,
+    /// The entity type it was read as (two types of one kind may read different shards).
+    type_name: &'static str,
+    found: Found,
+    properties: &'static [ShardedProperty],
+    fold: FoldFn,
+    /// Per property of `properties`, the fold of the snapshot's shards and of the
+    /// confirmed writes they do not hold; `None` once a confirmed write could not be
+    /// placed (the snapshot is then ignored).
+    values: Mutex<Option<Vec<Value>>>,
+}
+
+/// A cached load's answer: the snapshot's main document and its folded properties.
+pub(super) struct Hit {
+    entry: Arc<Entry>,
+    pub(super) values: Vec<Value>,
+}
+
+impl Hit {
+    /// The main document; `None` when the entity was not stored.
+    pub(super) fn main(&self) -> Option<&Versioned> {
+        self.entry.found.1.first().and_then(Option::as_ref)
+    }
 }
 
 /// A confirmed write of a static shard: `value` folded into property `stored_as` of
@@ -132,16 +171,23 @@ pub(super) struct Confirmed {
     at: Instant,
 }
 
-/// What the cache remembers of one entity besides its snapshots.
+/// What the cache remembers of one entity besides its snapshot.
 #[derive(Debug, Default)]
 struct Log {
     invalidated: Option<(u64, Instant)>,
-    confirmed: Vec<Confirmed>,
+    /// Oldest first.
+    confirmed: VecDeque<Confirmed>,
 }
 
 impl Log {
     fn prune(&mut self, staleness: Duration) {
-        self.confirmed.retain(|c| c.at.elapsed() < staleness);
+        while self
+            .confirmed
+            .front()
+            .is_some_and(|c| c.at.elapsed() >= staleness)
+        {
+            self.confirmed.pop_front();
+        }
         if self
             .invalidated
             .is_some_and(|(_, at)| at.elapsed() >= staleness)
@@ -212,6 +258,7 @@ impl ReadCache {
     /// Drops everything cached (the guards stay: a read that started before is still
     /// refused where it would have been).
     pub fn clear(&self) {
+        let _logs = self.logs();
         self.inner.entries.invalidate_all();
     }
 
@@ -234,88 +281,85 @@ impl ReadCache {
         }
     }
 
-    /// The snapshot of `slot` a load may answer from, with the confirmed writes that may
-    /// not be in it; `None` when there is none younger than the bound, or it was
-    /// invalidated.
-    pub(super) fn get(&self, slot: &Slot) -> Option<(Arc<Entry>, Vec<Confirmed>)> {
-        let entry = self.inner.entries.get(slot)?;
-        if entry.ticket.at.elapsed() >= self.inner.staleness {
-            return None;
-        }
-        let mut logs = self.logs();
-        let Some(log) = logs.get_mut(&slot.0) else {
-            return Some((entry, Vec::new()));
-        };
-        log.prune(self.inner.staleness);
-        if log.invalidated_after(entry.ticket.tick) {
-            return None;
-        }
-        let later = Self::confirmed_after(log, entry.ticket.tick);
-        Some((entry, later))
-    }
-
-    fn confirmed_after(log: &Log, tick: u64) -> Vec<Confirmed> {
-        log.confirmed
-            .iter()
-            .filter(|c| c.tick > tick)
-            .cloned()
-            .collect()
-    }
-
-    /// Offers what a load with `ticket` read as the snapshot of `slot`; refused when it
-    /// is older than the bound, when `slot`'s entity was invalidated after the ticket, or
-    /// when a snapshot read later is there.
-    pub(super) fn fill(&self, slot: &Slot, found: Found, ticket: Ticket) -> bool {
-        let taken = self.offer(slot, found, ticket);
-        if !taken {
-            self.inner.refused.fetch_add(1, Ordering::Relaxed);
-        }
-        taken
-    }
-
-    /// Counts a load answered from a snapshot (`true`) or read from the store.
-    pub(super) fn count(&self, hit: bool) {
-        let counter = if hit {
+    /// The snapshot of the entity at `main` a load of `E` may answer from: `None` when
+    /// there is none younger than the bound, it was read as another type, or it could not
+    /// place a confirmed write. Counted as a hit or a miss.
+    pub(super) fn get<E: Entity>(&self, main: &Key) -> Option<Hit> {
+        let hit = self.inner.entries.get(main).and_then(|entry| {
+            if entry.type_name != std::any::type_name::<E>()
+                || entry.ticket.at.elapsed() >= self.inner.staleness
+            {
+                return None;
+            }
+            let values = lock(&entry.values).clone()?;
+            Some(Hit { entry, values })
+        });
+        let counter = if hit.is_some() {
             &self.inner.hits
         } else {
             &self.inner.misses
         };
         counter.fetch_add(1, Ordering::Relaxed);
+        hit
     }
 
-    fn offer(&self, slot: &Slot, found: Found, ticket: Ticket) -> bool {
+    /// Offers what a load of `E` with `ticket` read as the snapshot of the entity at
+    /// `main`; refused when it is older than the bound, when the entity was invalidated
+    /// after the ticket, when a snapshot read later is there, or when it cannot tell
+    /// whether it holds a write confirmed after the ticket.
+    pub(super) fn fill<E: Entity>(&self, main: &Key, found: &Found, ticket: Ticket) {
+        if !self.offer::<E>(main, found, ticket) {
+            self.inner.refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn offer<E: Entity>(&self, main: &Key, found: &Found, ticket: Ticket) -> bool {
         if ticket.at.elapsed() >= self.inner.staleness {
             return false;
         }
-        {
-            let mut logs = self.logs();
-            if let Some(log) = logs.get_mut(&slot.0) {
+        let mut logs = self.logs();
+        let later: Vec<Confirmed> = match logs.get_mut(main) {
+            Some(log) => {
                 log.prune(self.inner.staleness);
                 if log.invalidated_after(ticket.tick) {
                     return false;
                 }
+                log.confirmed
+                    .iter()
+                    .filter(|c| c.tick > ticket.tick)
+                    .cloned()
+                    .collect()
             }
-        }
-        let entry = Arc::new(Entry { found, ticket });
-        let outcome = self
+            None => Vec::new(),
+        };
+        if self
             .inner
             .entries
-            .entry(slot.clone())
-            .and_compute_with(|current| match current {
-                Some(current) if current.value().ticket.tick > ticket.tick => {
-                    moka::ops::compute::Op::Nop
-                }
-                _ => moka::ops::compute::Op::Put(entry),
-            });
-        matches!(
-            outcome,
-            moka::ops::compute::CompResult::Inserted(_)
-                | moka::ops::compute::CompResult::ReplacedWith(_)
-        )
+            .get(main)
+            .is_some_and(|current| current.ticket.tick > ticket.tick)
+        {
+            return false;
+        }
+        let Ok(Some(folding)) = folding(main, found, &later) else {
+            return false;
+        };
+        let Ok(values) = values_of::<E>(main, &folding) else {
+            return false;
+        };
+        let entry = Entry {
+            ticket,
+            type_name: std::any::type_name::<E>(),
+            found: found.clone(),
+            properties: E::PROPERTIES,
+            fold: E::fold_values,
+            values: Mutex::new(Some(values)),
+        };
+        self.inner.entries.insert(main.clone(), Arc::new(entry));
+        drop(logs);
+        true
     }
 
-    /// Refuses every snapshot of the entity at `main` read before now (the ones cached
-    /// are ignored from now on, and expire).
+    /// Refuses every snapshot of the entity at `main` read before now.
     pub(super) fn invalidate(&self, main: &Key) {
         let tick = self.tick();
         {
@@ -323,11 +367,13 @@ impl ReadCache {
             let log = logs.entry(main.clone()).or_default();
             log.invalidated = Some((tick, Instant::now()));
             log.confirmed.clear();
+            self.inner.entries.invalidate(main);
         }
         self.sweep();
     }
 
-    /// Records a write confirmed now (see the module docs).
+    /// Records a write confirmed now and folds it into the entity's snapshot when the
+    /// snapshot does not hold it (see the module docs).
     pub(super) fn confirm(
         &self,
         main: &Key,
@@ -337,6 +383,7 @@ impl ReadCache {
         seq: u64,
         value: &Value,
     ) {
+        let mut logs = self.logs();
         let confirmed = Confirmed {
             stored_as,
             shard: shard.clone(),
@@ -346,10 +393,12 @@ impl ReadCache {
             tick: self.tick(),
             at: Instant::now(),
         };
-        let mut logs = self.logs();
+        if let Some(entry) = self.inner.entries.get(main) {
+            entry.take_in(main, &confirmed);
+        }
         let log = logs.entry(main.clone()).or_default();
         log.prune(self.inner.staleness);
-        log.confirmed.push(confirmed);
+        log.confirmed.push_back(confirmed);
         let sweep = logs.len() > LOGS_BEFORE_SWEEP;
         drop(logs);
         if sweep {
@@ -369,6 +418,147 @@ impl ReadCache {
             !log.is_empty()
         });
     }
+}
+
+impl Entry {
+    /// Folds the confirmed write `c` in unless the snapshot holds it; marks the snapshot
+    /// unusable when it cannot tell.
+    fn take_in(&self, main: &Key, c: &Confirmed) {
+        let mut values = lock(&self.values);
+        let Some(current) = values.as_mut() else {
+            return;
+        };
+        if c.tick < self.ticket.tick {
+            return;
+        }
+        let placed = match folding(main, &self.found, std::slice::from_ref(c)) {
+            Ok(Some(f)) if f.later.is_empty() => Ok(()),
+            Ok(Some(_)) => match self
+                .properties
+                .iter()
+                .position(|p| p.stored_as == c.stored_as)
+            {
+                Some(index) => (self.fold)(index, &current[index], &c.value)
+                    .map(|folded| current[index] = folded)
+                    .map_err(drop),
+                // A property this type does not read: nothing to fold.
+                None => Ok(()),
+            },
+            _ => Err(()),
+        };
+        if placed.is_err() {
+            *values = None;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a snapshot (the documents one read found) gives an entity: its main document,
+/// the shard documents to fold, and the confirmed writes to fold besides, the ones the
+/// snapshot does not hold.
+pub(super) struct Folding<'f> {
+    /// `None`: the entity is not stored.
+    pub(super) main: Option<&'f Versioned>,
+    pub(super) docs: Vec<(&'f Key, &'f Document)>,
+    pub(super) later: Vec<&'f Confirmed>,
+}
+
+/// What to fold for the entity at `main` from the snapshot `found`, given the confirmed
+/// writes `later` it may not hold; `Ok(None)` when it cannot tell whether it holds one
+/// of them (see the module docs).
+pub(super) fn folding<'f>(
+    main: &Key,
+    found: &'f Found,
+    later: &'f [Confirmed],
+) -> Result<Option<Folding<'f>>> {
+    let (keys, found, extra) = &**found;
+    let mut found = found.iter();
+    let Some(main_doc) = found.next().and_then(Option::as_ref) else {
+        return Ok(Some(Folding {
+            main: None,
+            docs: Vec::new(),
+            later: Vec::new(),
+        }));
+    };
+    // Every sharded property found in any shard document is folded, whatever the
+    // current annotation says, so switching static <-> dynamic loses nothing; but
+    // never a static shard the layout does not read, or whose value a shard read
+    // holds (see `reshard`).
+    let counts = layout::recorded_counts(main, &main_doc.doc)?;
+    let docs: Vec<(&Key, &Versioned)> = keys[1..]
+        .iter()
+        .zip(found)
+        .filter_map(|(key, doc)| Some((key, doc.as_ref()?)))
+        .chain(extra.iter().map(|(key, doc)| (key, doc)))
+        .collect();
+    let moved: Vec<&str> = docs
+        .iter()
+        .flat_map(|(_, doc)| layout::moved_into(&doc.doc).map(|(name, _)| name))
+        .collect();
+    let mut folded: Vec<(&Key, &Document)> = Vec::with_capacity(docs.len());
+    for (key, doc) in docs {
+        let skip = layout::static_shard_of(key).is_some_and(|(property, index)| {
+            moved.contains(&key.name())
+                || counts
+                    .as_ref()
+                    .and_then(|c| layout::count_of(c, property))
+                    .is_some_and(|c| !c.is_read(index))
+        });
+        if !skip {
+            folded.push((key, &doc.doc));
+        } else if later.iter().any(|c| &c.shard == key) {
+            return Ok(None);
+        }
+    }
+    let mut missing = Vec::new();
+    for c in later {
+        let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
+            Some((_, doc)) => merge::applied(Some(doc), &c.writer, c.seq),
+            // Absent from the snapshot: created after it, unless a reshard retired it.
+            None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),
+            None => false,
+        };
+        if !held {
+            missing.push(c);
+        }
+    }
+    Ok(Some(Folding {
+        main: Some(main_doc),
+        docs: folded,
+        later: missing,
+    }))
+}
+
+/// Each sharded property of `E` folded over `folding` (its documents and the confirmed
+/// writes it lacks); neutral values when the entity is not stored.
+pub(super) fn values_of<E: Entity>(main: &Key, folding: &Folding<'_>) -> Result<Vec<Value>> {
+    let mut values = Vec::with_capacity(E::PROPERTIES.len());
+    for (index, p) in E::PROPERTIES.iter().enumerate() {
+        let malformed = |key: &Key| {
+            let key = key.clone();
+            move |e| Error::malformed(&key, with_property(e, p.name))
+        };
+        let mut value = E::neutral_value(index).map_err(malformed(main))?;
+        let stored = folding
+            .docs
+            .iter()
+            .filter_map(|(key, doc)| Some((*key, doc.get(p.stored_as)?)))
+            .chain(
+                folding
+                    .later
+                    .iter()
+                    .filter(|c| c.stored_as == p.stored_as)
+                    .map(|c| (&c.shard, &c.value)),
+            );
+        for (key, stored) in stored {
+            value = E::fold_values(index, &value, stored).map_err(malformed(key))?;
+        }
+        values.push(value);
+    }
+    Ok(values)
 }
 
 impl fmt::Debug for ReadCache {

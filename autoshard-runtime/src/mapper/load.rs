@@ -4,7 +4,7 @@
 //! than the annotation (it was resharded, or the annotation changed), one more read
 //! takes them (see `layout`).
 
-use super::cache::Confirmed;
+use super::cache::{folding, Hit};
 use super::codec::{fold_document, from_main, with_property};
 use super::dynamic::extra_scans;
 use super::layout::{self, static_shard_keys};
@@ -15,7 +15,7 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::store::{merge, DocumentStore, Lookup};
+use crate::store::{DocumentStore, Lookup};
 use std::sync::Arc;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -72,21 +72,16 @@ impl<S: DocumentStore> Mapper<S> {
         let main = E::key_for(id);
         let Some(cache) = &self.cache else {
             let found = self.read_entity::<E>(&main).await?;
-            return assemble(id, &main, &found, &[])?.ok_or(Error::NotFound { key: main });
+            return assemble(id, &main, &found);
         };
-        let slot = (main.clone(), std::any::type_name::<E>());
-        if let Some((entry, later)) = cache.get(&slot) {
-            if let Some(entity) = assemble(id, &main, &entry.found, &later)? {
-                cache.count(true);
-                return Ok(entity);
-            }
+        if let Some(hit) = cache.get::<E>(&main) {
+            return from_hit(id, &main, &hit);
         }
-        cache.count(false);
         // Taken before the read starts (module docs of `cache`).
         let ticket = cache.ticket();
         let found = self.read_entity::<E>(&main).await?;
-        cache.fill(&slot, found.clone(), ticket);
-        assemble(id, &main, &found, &[])?.ok_or(Error::NotFound { key: main })
+        cache.fill::<E>(&main, &found, ticket);
+        assemble(id, &main, &found)
     }
 
     /// The documents of the entity at `main` as `E` reads them, from a read that
@@ -159,94 +154,15 @@ impl<S: DocumentStore> Mapper<S> {
     }
 }
 
-/// What a snapshot (the documents one read found) gives an entity: its main document,
-/// the shard documents to fold, and the confirmed writes to fold besides, the ones the
-/// snapshot does not hold.
-pub(super) struct Folding<'f> {
-    /// `None`: the entity is not stored.
-    pub(super) main: Option<&'f Versioned>,
-    pub(super) docs: Vec<(&'f Key, &'f Document)>,
-    pub(super) later: Vec<&'f Confirmed>,
-}
-
-/// What to fold for the entity at `main` from the snapshot `found`, given the confirmed
-/// writes `later` it may not hold; `Ok(None)` when it cannot tell whether it holds one
-/// of them (see the module docs of `cache`).
-pub(super) fn folding<'f>(
-    main: &Key,
-    found: &'f Found,
-    later: &'f [Confirmed],
-) -> Result<Option<Folding<'f>>> {
-    let (keys, found, extra) = &**found;
-    let mut found = found.iter();
-    let Some(main_doc) = found.next().and_then(Option::as_ref) else {
-        return Ok(Some(Folding {
-            main: None,
-            docs: Vec::new(),
-            later: Vec::new(),
-        }));
-    };
-    // Every sharded property found in any shard document is folded, whatever the
-    // current annotation says, so switching static <-> dynamic loses nothing; but
-    // never a static shard the layout does not read, or whose value a shard read
-    // holds (see `reshard`).
-    let counts = layout::recorded_counts(main, &main_doc.doc)?;
-    let docs: Vec<(&Key, &Versioned)> = keys[1..]
-        .iter()
-        .zip(found)
-        .filter_map(|(key, doc)| Some((key, doc.as_ref()?)))
-        .chain(extra.iter().map(|(key, doc)| (key, doc)))
-        .collect();
-    let moved: Vec<&str> = docs
-        .iter()
-        .flat_map(|(_, doc)| layout::moved_into(&doc.doc).map(|(name, _)| name))
-        .collect();
-    let mut folded: Vec<(&Key, &Document)> = Vec::with_capacity(docs.len());
-    for (key, doc) in docs {
-        let skip = layout::static_shard_of(key).is_some_and(|(property, index)| {
-            moved.contains(&key.name())
-                || counts
-                    .as_ref()
-                    .and_then(|c| layout::count_of(c, property))
-                    .is_some_and(|c| !c.is_read(index))
-        });
-        if !skip {
-            folded.push((key, &doc.doc));
-        } else if later.iter().any(|c| &c.shard == key) {
-            return Ok(None);
-        }
-    }
-    let mut missing = Vec::new();
-    for c in later {
-        let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
-            Some((_, doc)) => merge::applied(Some(doc), &c.writer, c.seq),
-            // Absent from the snapshot: created after it, unless a reshard retired it.
-            None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),
-            None => false,
-        };
-        if !held {
-            missing.push(c);
-        }
-    }
-    Ok(Some(Folding {
-        main: Some(main_doc),
-        docs: folded,
-        later: missing,
-    }))
-}
-
-/// The entity with this id from the documents a read `found`, with the confirmed writes
-/// `later` folded in that those documents do not hold; `Ok(None)` when the snapshot
-/// cannot tell (see [`folding`]). [`Error::NotFound`] when the entity is not stored.
-pub(super) fn assemble<E: Root>(
-    id: &E::Id,
-    main: &Key,
-    found: &Found,
-    later: &[Confirmed],
-) -> Result<Option<E>> {
-    let Some(folding) = folding(main, found, later)? else {
-        return Ok(None);
-    };
+/// The entity with this id from the documents a read `found`. [`Error::NotFound`] when
+/// the entity is not stored.
+pub(super) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result<E> {
+    let folding = folding(main, found, &[])?.ok_or_else(|| {
+        Error::backend(
+            "load",
+            "a snapshot without confirmed writes tells all it holds",
+        )
+    })?;
     let Some(main_doc) = folding.main else {
         return Err(Error::NotFound { key: main.clone() });
     };
@@ -254,18 +170,23 @@ pub(super) fn assemble<E: Root>(
     for (key, doc) in folding.docs {
         fold_document(&mut entity, key, doc)?;
     }
-    for c in folding.later {
-        let Some(index) = E::PROPERTIES
-            .iter()
-            .position(|p| p.stored_as == c.stored_as)
-        else {
-            continue;
-        };
+    Ok(entity)
+}
+
+/// The entity with this id from a cached snapshot: its main document, each sharded
+/// property set to the snapshot's folded value. [`Error::NotFound`] when the entity was
+/// not stored.
+pub(super) fn from_hit<E: Root>(id: &E::Id, main: &Key, hit: &Hit) -> Result<E> {
+    let Some(main_doc) = hit.main() else {
+        return Err(Error::NotFound { key: main.clone() });
+    };
+    let mut entity: E = from_main(id, main, main_doc)?;
+    for (index, value) in hit.values.iter().enumerate() {
         entity
-            .fold_stored(index, &c.value)
-            .map_err(|e| Error::malformed(&c.shard, with_property(e, E::PROPERTIES[index].name)))?;
+            .fold_stored(index, value)
+            .map_err(|e| Error::malformed(main, with_property(e, E::PROPERTIES[index].name)))?;
     }
-    Ok(Some(entity))
+    Ok(entity)
 }
 
 /// What a load of `E` at `main` reads first: the main document and the static shards

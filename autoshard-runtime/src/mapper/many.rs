@@ -5,14 +5,11 @@
 //! layout the annotation does not cover, a reshard in progress) is read as `load` reads
 //! it.
 
-use super::cache::Confirmed;
-use super::codec::with_property;
+use super::cache::{folding, values_of, Hit};
 use super::layout;
-use super::load::{assemble, first_read, folding, torn, unread_shards};
+use super::load::{assemble, first_read, from_hit, torn, unread_shards};
 use super::shared_read::Found;
 use super::Mapper;
-use crate::document::Value;
-use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
@@ -20,8 +17,13 @@ use crate::store::DocumentStore;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
-/// A snapshot of one entity and the confirmed writes it may not hold.
-type Snapshot = (Found, Vec<Confirmed>);
+/// One entity as `load_many` and `aggregates` find it.
+enum Snapshot {
+    /// From the read cache.
+    Cached(Hit),
+    /// Read now.
+    Read(Found),
+}
 
 impl<S: DocumentStore> Mapper<S> {
     /// Loads the entities with these ids, in order: `None` for an id with no entity.
@@ -59,15 +61,16 @@ impl<S: DocumentStore> Mapper<S> {
         let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
         let snapshots = self.snapshots::<E>(&mains).await?;
         let mut entities = Vec::with_capacity(ids.len());
-        for ((id, main), (found, later)) in ids.iter().zip(&mains).zip(snapshots) {
-            let entity = match assemble::<E>(id, main, &found, &later) {
-                Ok(Some(entity)) => Some(entity),
-                Err(Error::NotFound { .. }) => None,
-                Err(e) => return Err(e),
-                // `snapshots` checked that the snapshot tells.
-                Ok(None) => Some(self.load(id).await?),
+        for ((id, main), snapshot) in ids.iter().zip(&mains).zip(snapshots) {
+            let entity = match snapshot {
+                Snapshot::Cached(hit) => from_hit::<E>(id, main, &hit),
+                Snapshot::Read(found) => assemble::<E>(id, main, &found),
             };
-            entities.push(entity);
+            match entity {
+                Ok(entity) => entities.push(Some(entity)),
+                Err(Error::NotFound { .. }) => entities.push(None),
+                Err(e) => return Err(e),
+            }
         }
         Ok(entities)
     }
@@ -157,14 +160,23 @@ impl<S: DocumentStore> Mapper<S> {
         let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
         let snapshots = self.snapshots::<E>(&mains).await?;
         let mut values = Vec::with_capacity(ids.len());
-        for (main, (found, later)) in mains.iter().zip(snapshots) {
-            let mut folded = fold_property::<E>(index, main, &found, &later)?;
-            if matches!(folded, Folded::Untold) {
-                // `snapshots` checked that the snapshot tells; a fresh read always does.
-                let found = self.read_entity::<E>(main).await?;
-                folded = fold_property::<E>(index, main, &found, &[])?;
-            }
-            let Folded::Value(value) = folded else {
+        for (main, snapshot) in mains.iter().zip(snapshots) {
+            let value = match snapshot {
+                Snapshot::Cached(mut hit) => match hit.main() {
+                    Some(_) => Some(hit.values.swap_remove(index)),
+                    None => None,
+                },
+                Snapshot::Read(found) => {
+                    let folding = folding(main, &found, &[])?.ok_or_else(|| {
+                        Error::backend("aggregates", "a snapshot tells all it holds")
+                    })?;
+                    match folding.main {
+                        Some(_) => Some(values_of::<E>(main, &folding)?.swap_remove(index)),
+                        None => None,
+                    }
+                }
+            };
+            let Some(value) = value else {
                 values.push(None);
                 continue;
             };
@@ -179,23 +191,13 @@ impl<S: DocumentStore> Mapper<S> {
     /// A snapshot of each entity at `mains`, from the read cache where it has one that
     /// tells which confirmed writes it holds, else read now (offered to the cache).
     async fn snapshots<E: Root>(&self, mains: &[Key]) -> Result<Vec<Snapshot>> {
-        let slot = |main: &Key| (main.clone(), std::any::type_name::<E>());
-        let mut snapshots: Vec<Option<Snapshot>> = Vec::with_capacity(mains.len());
-        for main in mains {
-            let cached = match &self.cache {
-                Some(cache) => match cache.get(&slot(main)) {
-                    Some((entry, later)) if folding(main, &entry.found, &later)?.is_some() => {
-                        Some((entry.found.clone(), later))
-                    }
-                    _ => None,
-                },
-                None => None,
-            };
-            if let Some(cache) = &self.cache {
-                cache.count(cached.is_some());
-            }
-            snapshots.push(cached);
-        }
+        let mut snapshots: Vec<Option<Snapshot>> = mains
+            .iter()
+            .map(|main| {
+                let hit = self.cache.as_ref()?.get::<E>(main)?;
+                Some(Snapshot::Cached(hit))
+            })
+            .collect();
         let unread: Vec<usize> = (0..mains.len())
             .filter(|&i| snapshots[i].is_none())
             .collect();
@@ -206,9 +208,9 @@ impl<S: DocumentStore> Mapper<S> {
             let read = self.read_many::<E>(&wanted).await?;
             for (i, found) in unread.into_iter().zip(read) {
                 if let (Some(cache), Some(ticket)) = (&self.cache, ticket) {
-                    cache.fill(&slot(&mains[i]), found.clone(), ticket);
+                    cache.fill::<E>(&mains[i], &found, ticket);
                 }
-                snapshots[i] = Some((found, Vec::new()));
+                snapshots[i] = Some(Snapshot::Read(found));
             }
         }
         Ok(snapshots.into_iter().flatten().collect())
@@ -255,50 +257,4 @@ impl<S: DocumentStore> Mapper<S> {
         }
         Ok(found)
     }
-}
-
-/// What [`fold_property`] finds.
-enum Folded {
-    Value(Value),
-    /// The entity is not stored.
-    Absent,
-    /// The snapshot cannot tell whether it holds one of the confirmed writes.
-    Untold,
-}
-
-/// The fold of property `index` of `E` over the snapshot `found` and the confirmed
-/// writes `later` it does not hold.
-fn fold_property<E: Entity>(
-    index: usize,
-    main: &Key,
-    found: &Found,
-    later: &[Confirmed],
-) -> Result<Folded> {
-    let Some(folding) = folding(main, found, later)? else {
-        return Ok(Folded::Untold);
-    };
-    if folding.main.is_none() {
-        return Ok(Folded::Absent);
-    }
-    let p = &E::PROPERTIES[index];
-    let malformed = |key: &Key| {
-        let key = key.clone();
-        move |e| Error::malformed(&key, with_property(e, p.name))
-    };
-    let mut value = E::neutral_value(index).map_err(malformed(main))?;
-    let stored = folding
-        .docs
-        .iter()
-        .filter_map(|(key, doc)| Some((*key, doc.get(p.stored_as)?)))
-        .chain(
-            folding
-                .later
-                .iter()
-                .filter(|c| c.stored_as == p.stored_as)
-                .map(|c| (&c.shard, &c.value)),
-        );
-    for (key, stored) in stored {
-        value = E::fold_values(index, &value, stored).map_err(malformed(key))?;
-    }
-    Ok(Folded::Value(value))
 }
