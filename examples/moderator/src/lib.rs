@@ -9,6 +9,8 @@
 //! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
 //! - [`adaptive`]: one hot question under adaptive shard counts, against fixed counts.
 //! - [`latency`]: one client: medians of loads and votes, and their ratios.
+//! - [`leaderboard`]: readers of every question's votes beside writers, with and without
+//!   a read cache.
 //! - [`backend`]: which store to run on, and connecting to it.
 //! - [`report`], [`chart`]: tables, CSV, JSON and the SVG charts.
 //!
@@ -21,6 +23,7 @@ pub mod bench;
 pub mod chart;
 pub mod hotspot;
 pub mod latency;
+pub mod leaderboard;
 pub mod model;
 pub mod progress;
 pub mod report;

@@ -1,6 +1,6 @@
 //! `moderator`: the voting app (default), the paper's benchmark (`bench`), the hot-spot
-//! mode (`hotspot`) and one client's latencies (`latency`), on the embedded store, Redis
-//! or PostgreSQL.
+//! mode (`hotspot`), one client's latencies (`latency`) and a read-mostly page with and
+//! without a read cache (`leaderboard`), on the embedded store, Redis or PostgreSQL.
 
 use autoshard::Error;
 use autoshard_moderator::adaptive::{self, AdaptiveConfig};
@@ -9,6 +9,7 @@ use autoshard_moderator::backend::{Backend, ModelledLatency};
 use autoshard_moderator::bench::{self, BenchConfig};
 use autoshard_moderator::hotspot::{self, HotspotConfig};
 use autoshard_moderator::latency;
+use autoshard_moderator::leaderboard::{self, LeaderboardConfig};
 use autoshard_moderator::progress::Progress;
 use autoshard_moderator::{chart, report};
 use clap::{Args, Parser, Subcommand};
@@ -35,6 +36,8 @@ enum Command {
     Hotspot(HotspotArgs),
     /// One client on one question: median latency of loads and votes, and their ratios.
     Latency(LatencyArgs),
+    /// Readers showing every question's votes beside writers voting, without and with a read cache.
+    Leaderboard(LeaderboardArgs),
 }
 
 /// Where to run.
@@ -148,6 +151,32 @@ struct LatencyArgs {
     rounds: usize,
 }
 
+#[derive(Args, Debug, Clone)]
+struct LeaderboardArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Concurrent readers, each showing the leaderboard (every question's votes) in a loop.
+    #[arg(long, default_value_t = 64)]
+    readers: usize,
+    /// Concurrent writers, each voting on random questions in a loop.
+    #[arg(long, default_value_t = 8)]
+    writers: usize,
+    /// Questions on the leaderboard.
+    #[arg(long, default_value_t = 16)]
+    questions: u64,
+    /// Seconds per variant.
+    #[arg(long, default_value_t = 5.0)]
+    duration: f64,
+    /// The read cache's staleness bound, in ms.
+    #[arg(long, default_value_t = 100)]
+    staleness_ms: u64,
+    /// Write the results to this file (.csv or .json).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -234,6 +263,7 @@ async fn run(command: Command) -> Result<bool, String> {
             Ok(results.iter().all(bench::VariantResult::totals_match))
         }
         Command::Hotspot(args) => run_hotspot(args, progress).await,
+        Command::Leaderboard(args) => run_leaderboard(args, progress).await,
         Command::Latency(args) => {
             let backend = backend(&args.store, None)?;
             println!("latency on {backend}: one client, {} rounds", args.rounds);
@@ -277,6 +307,40 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         write(path, &chart::hotspot(&rows, &title))?;
     }
     Ok(rows.iter().all(|r| r.total_matches))
+}
+
+/// The `leaderboard` command: runs, prints, and writes the table asked for.
+async fn run_leaderboard(args: LeaderboardArgs, progress: Progress) -> Result<bool, String> {
+    let backend = backend(&args.store, Some(&args.model))?;
+    if args.questions == 0 || args.readers == 0 || args.staleness_ms == 0 {
+        return Err("--questions, --readers and --staleness-ms must be at least 1".into());
+    }
+    let config = LeaderboardConfig {
+        readers: args.readers,
+        writers: args.writers,
+        questions: args.questions,
+        duration: seconds(args.duration)?,
+        staleness: Duration::from_millis(args.staleness_ms),
+    };
+    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    println!(
+        "leaderboard on {backend}: {} readers of {} questions, {} writers, {} s per variant, \
+         cache bound {} ms",
+        config.readers,
+        config.questions,
+        config.writers,
+        config.duration.as_secs_f64(),
+        config.staleness.as_millis()
+    );
+    let rows = leaderboard::run(&backend, &namespace(&args.store), &config, progress)
+        .await
+        .map_err(chain)?;
+    print!("{}", report::leaderboard_table(&rows));
+    if let (Some(path), Some(format)) = (&args.out, format) {
+        let text = report::render(format, &rows, || report::leaderboard_csv(&rows))?;
+        write(path, &text)?;
+    }
+    Ok(rows.iter().all(|r| r.exact))
 }
 
 /// `hotspot --adaptive`: runs, prints, and writes the samples and chart asked for.

@@ -4,6 +4,7 @@
 use crate::app::AppOutcome;
 use crate::bench::VariantResult;
 use crate::hotspot::HotspotRow;
+use crate::leaderboard::LeaderboardRow;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -125,6 +126,85 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
             opt(r.conflict_pct, 1, "%"),
             opt(r.writes_per_vote, 2, ""),
             opt(r.rss_mib, 0, ""),
+        );
+    }
+    out
+}
+
+/// The leaderboard table, with the cached variant's ratios to the uncached one.
+#[must_use]
+pub fn leaderboard_table(rows: &[LeaderboardRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>6} {:>10}  totals",
+        "variant",
+        "pages",
+        "pages/s",
+        "reads/s",
+        "p50 ms",
+        "p99 ms",
+        "votes/s",
+        "failed",
+        "hits",
+        "stale ms"
+    );
+    for r in rows {
+        let hits = r
+            .hit_pct
+            .map_or_else(|| "n/a".to_owned(), |h| format!("{h:.0}%"));
+        let totals = if r.exact { "exact" } else { "MISMATCH" };
+        let _ = writeln!(
+            out,
+            "{:<9} {:>9} {:>10.0} {:>10.0} {:>9.3} {:>9.3} {:>9.0} {:>7} {:>6} {:>10.1}  {totals}",
+            r.variant,
+            r.pages,
+            r.pages_per_sec,
+            r.reads_per_sec,
+            r.page.p50_ms,
+            r.page.p99_ms,
+            r.votes_per_sec,
+            r.failed,
+            hits,
+            r.staleness_ms,
+        );
+    }
+    let find = |name: &str| rows.iter().find(|r| r.variant == name);
+    if let (Some(off), Some(on)) = (find("uncached"), find("cached")) {
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        let _ = writeln!(
+            out,
+            "cached / uncached: reads/s {:.1}x, p50 page latency 1/{:.0}, votes/s {:.2}x",
+            ratio(on.reads_per_sec, off.reads_per_sec),
+            ratio(off.page.p50_ms, on.page.p50_ms),
+            ratio(on.votes_per_sec, off.votes_per_sec),
+        );
+    }
+    out
+}
+
+/// The leaderboard's results as CSV, one variant a row.
+#[must_use]
+pub fn leaderboard_csv(rows: &[LeaderboardRow]) -> String {
+    let mut out = String::from(
+        "variant,pages,pages_per_sec,reads_per_sec,page_p50_ms,page_p99_ms,votes,votes_per_sec,failed,hit_pct,staleness_ms,exact\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{},{},{:.1},{:.1},{:.4},{:.4},{},{:.1},{},{},{:.2},{}",
+            r.variant,
+            r.pages,
+            r.pages_per_sec,
+            r.reads_per_sec,
+            r.page.p50_ms,
+            r.page.p99_ms,
+            r.votes,
+            r.votes_per_sec,
+            r.failed,
+            r.hit_pct.map_or_else(String::new, |h| format!("{h:.1}")),
+            r.staleness_ms,
+            r.exact
         );
     }
     out
