@@ -47,6 +47,10 @@ pub mod store;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 
+/// The `redis` crate this one is built on, for [`RedisStore::from_client`] and
+/// connection settings beyond a URL.
+#[cfg(feature = "redis")]
+pub use ::redis;
 pub use compaction::{CompactionReport, Compactor, CompactorHandle};
 pub use document::{Document, Value, Version, Versioned};
 pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding, DEFAULT_MAX_SHARDS};

@@ -93,8 +93,18 @@ impl Connections {
     /// Opens `options.pool_size` connections to one server, failing if the first does.
     pub(super) async fn standalone(url: &str, options: &RedisOptions) -> Result<Self> {
         let endpoint = address(url)?;
+        let client = ::redis::Client::open(url)
+            .map_err(|err| Error::backend(format!("connecting to Redis at {endpoint}"), err))?;
+        Self::standalone_client(client, options).await
+    }
+
+    /// Opens `options.pool_size` connections through `client`, failing if the first does.
+    pub(super) async fn standalone_client(
+        client: ::redis::Client,
+        options: &RedisOptions,
+    ) -> Result<Self> {
+        let endpoint = client.get_connection_info().addr().to_string();
         let fail = |err| Error::backend(format!("connecting to Redis at {endpoint}"), err);
-        let client = ::redis::Client::open(url).map_err(fail)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
             .set_response_timeout(Some(options.response_timeout))
@@ -103,9 +113,17 @@ impl Connections {
             .set_max_delay(std::time::Duration::from_millis(500));
         let mut pool = Vec::with_capacity(options.pool_size);
         for _ in 0..options.pool_size.max(1) {
-            let manager = ConnectionManager::new_with_config(client.clone(), config.clone())
+            let mut manager = ConnectionManager::new_with_config(client.clone(), config.clone())
                 .await
                 .map_err(fail)?;
+            if pool.is_empty() {
+                // A server that wants a password accepts the connection and refuses the
+                // first command: find out now, not at the first write.
+                ::redis::cmd("PING")
+                    .query_async::<()>(&mut manager)
+                    .await
+                    .map_err(fail)?;
+            }
             pool.push(manager);
         }
         tracing::debug!(%endpoint, pool = pool.len(), "connected to Redis");

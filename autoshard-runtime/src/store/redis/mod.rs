@@ -162,7 +162,14 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to a standalone server (`redis://host:port/db`) with default options.
+    /// Connects to a standalone server with default options.
+    ///
+    /// The URL is redis-rs's: `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`, e.g.
+    /// `redis://:s3cret@127.0.0.1:6379/2` for a password and database 2 (or
+    /// `redis+unix:///path/to/socket?db=2&pass=s3cret`). The connection is checked with a
+    /// `PING`, so a wrong password, a database out of range or an unreachable server fails
+    /// here, saying which. Error messages show the server's address, never the URL (it
+    /// may hold a password).
     pub async fn connect(url: &str) -> Result<Self> {
         Self::connect_with(url, RedisOptions::default()).await
     }
@@ -171,6 +178,25 @@ impl RedisStore {
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self> {
         let layout = options.layout()?;
         let conns = Connections::standalone(url, &options).await?;
+        Ok(Self::new(conns, layout))
+    }
+
+    /// Connects to a standalone server through a `redis::Client` built elsewhere (from
+    /// a `redis::ConnectionInfo`, say), with `options`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> autoshard::Result<()> {
+    /// use autoshard::{RedisOptions, RedisStore};
+    ///
+    /// let client = autoshard::redis::Client::open("redis://127.0.0.1:6379/0").expect("a valid URL");
+    /// let store = RedisStore::from_client(client, RedisOptions::default()).await?;
+    /// # let _ = store;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_client(client: ::redis::Client, options: RedisOptions) -> Result<Self> {
+        let layout = options.layout()?;
+        let conns = Connections::standalone_client(client, &options).await?;
         Ok(Self::new(conns, layout))
     }
 
