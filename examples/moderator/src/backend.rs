@@ -68,8 +68,11 @@ impl fmt::Display for Backend {
                 m.commit.as_millis(),
                 m.read.as_millis()
             ),
-            Backend::Redis(url) => write!(f, "Redis at {url}"),
-            Backend::RedisCluster(urls) => write!(f, "Redis Cluster at {}", urls.join(", ")),
+            Backend::Redis(url) => write!(f, "Redis at {}", redis_target(url)),
+            Backend::RedisCluster(urls) => {
+                let targets: Vec<String> = urls.iter().map(|u| redis_target(u)).collect();
+                write!(f, "Redis Cluster at {}", targets.join(", "))
+            }
             Backend::Postgres(url) => write!(f, "PostgreSQL at {}", postgres_target(url)),
         }
     }
@@ -80,6 +83,14 @@ impl Backend {
     #[must_use]
     pub fn is_redis(&self) -> bool {
         matches!(self, Backend::Redis(_) | Backend::RedisCluster(_))
+    }
+
+    /// The URL of a standalone Redis server ("" for other stores).
+    fn redis_url(&self) -> &str {
+        match self {
+            Backend::Redis(url) => url,
+            _ => "",
+        }
     }
 
     /// Checks that every URL parses, so a typo fails before any work starts.
@@ -106,23 +117,127 @@ impl Backend {
             Backend::Modelled(m) => {
                 Arc::new(LatencyStore::new(MemoryStore::new(), m.commit).with_read_latency(m.read))
             }
-            Backend::Redis(url) => Arc::new(
-                RedisStore::connect_with(url, options)
+            Backend::Redis(_) => Arc::new(
+                RedisStore::connect_with(self.redis_url(), options)
                     .await
-                    .map_err(|e| unreachable(&format!("Redis at {url}"), e))?,
+                    .map_err(|e| connect_error(self, e))?,
             ),
             Backend::RedisCluster(urls) => Arc::new(
                 RedisStore::connect_cluster_with(urls, options)
                     .await
-                    .map_err(|e| {
-                        unreachable(&format!("Redis Cluster at {}", urls.join(", ")), e)
-                    })?,
+                    .map_err(|e| connect_error(self, e))?,
             ),
             Backend::Postgres(url) => {
                 let options = PostgresOptions::default().schema(schema_of(namespace));
                 Arc::new(PostgresStore::connect_with(url, options).await?)
             }
         })
+    }
+}
+
+impl Backend {
+    /// Deletes what runs under `namespace` stored (commands that need several stores
+    /// name them `namespace-...`): on Redis every key under `namespace:` or
+    /// `namespace-` (on a cluster, on every node listed), on PostgreSQL the schemas named
+    /// after them. Nothing for the embedded stores, which vanish with the process.
+    /// Returns the keys and schemas deleted.
+    pub async fn clean(&self, namespace: &str) -> Result<u64> {
+        self.validate()?;
+        match self {
+            Backend::Memory | Backend::Modelled(_) => Ok(0),
+            Backend::Redis(url) => clean_redis(url, namespace).await,
+            Backend::RedisCluster(urls) => {
+                let mut deleted = 0;
+                for url in urls {
+                    deleted += clean_redis(url, namespace).await?;
+                }
+                Ok(deleted)
+            }
+            Backend::Postgres(url) => {
+                let fail = |e| connect_error(self, Error::backend("cleaning", e));
+                let (client, connection) = postgres_config(url)?
+                    .connect(tokio_postgres::NoTls)
+                    .await
+                    .map_err(fail)?;
+                let task = tokio::spawn(connection);
+                let dropped = drop_schemas(&client, &schema_of(namespace)).await;
+                drop(client);
+                let _ = task.await;
+                dropped
+                    .map_err(|e| Error::backend(format!("dropping the schemas of {namespace}"), e))
+            }
+        }
+    }
+}
+
+/// Drops the schema `schema` and the schemas `schema_...`; returns how many.
+async fn drop_schemas(
+    client: &tokio_postgres::Client,
+    schema: &str,
+) -> std::result::Result<u64, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT nspname::text FROM pg_namespace \
+             WHERE nspname = $1 OR left(nspname, length($1) + 1) = $1 || '_'",
+            &[&schema],
+        )
+        .await?;
+    for row in &rows {
+        let name: String = row.get(0);
+        let quoted = name.replace('"', "\"\"");
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS \"{quoted}\" CASCADE"))
+            .await?;
+    }
+    Ok(rows.len() as u64)
+}
+
+/// Deletes the keys of one Redis server under the prefixes `namespace:` and
+/// `namespace-` (on a cluster node, the ones it holds), one `UNLINK` per key so that no
+/// two keys of one command need to share a slot.
+async fn clean_redis(url: &str, namespace: &str) -> Result<u64> {
+    let fail = |e: redis::RedisError| {
+        Error::backend(
+            format!("cleaning {namespace} on Redis at {}", redis_target(url)),
+            e,
+        )
+    };
+    let client = redis::Client::open(url).map_err(fail)?;
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(fail)?;
+    let pattern: String = namespace
+        .chars()
+        .flat_map(|c| match c {
+            '*' | '?' | '[' | ']' | '\\' => vec!['\\', c],
+            c => vec![c],
+        })
+        .chain("[-:]*".chars())
+        .collect();
+    let (mut cursor, mut deleted) = (0_u64, 0_u64);
+    loop {
+        let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut con)
+            .await
+            .map_err(fail)?;
+        if !keys.is_empty() {
+            let mut pipe = redis::pipe();
+            for key in &keys {
+                pipe.cmd("UNLINK").arg(key);
+            }
+            let counts: Vec<u64> = pipe.query_async(&mut con).await.map_err(fail)?;
+            deleted += counts.iter().sum::<u64>();
+        }
+        if next == 0 {
+            return Ok(deleted);
+        }
+        cursor = next;
     }
 }
 
@@ -184,17 +299,34 @@ fn postgres_target(url: &str) -> String {
 fn check_url(url: &str) -> Result<()> {
     url.into_connection_info().map(|_| ()).map_err(|e| {
         Error::Invalid(format!(
-            "bad Redis URL `{url}` ({e}); expected redis://HOST:PORT/"
+            "bad Redis URL (not shown: it may hold a password): {e}; expected \
+             redis://[:PASSWORD@]HOST:PORT/[DB]"
         ))
     })
 }
 
-/// Says which server could not be reached, keeping the cause (the store's own context
-/// repeats the address, so only its source is kept).
-fn unreachable(server: &str, e: Error) -> Error {
-    let context = format!("cannot reach {server}; is a server running there?");
-    match e {
-        Error::Backend { source, .. } => Error::backend(context, source),
-        other => Error::backend(context, other),
+/// `redis://host:port/db` of a Redis URL, without user or password.
+fn redis_target(url: &str) -> String {
+    match url.into_connection_info() {
+        Ok(info) => format!("redis://{}/{}", info.addr(), info.redis_settings().db()),
+        Err(_) => "(a bad URL)".into(),
     }
+}
+
+/// Says which server a connection failed to, and why: "cannot reach" only when the
+/// server could not be reached (refused, timed out, I/O), else the server's answer
+/// (a wrong password, a database index out of range...).
+fn connect_error(backend: &Backend, e: Error) -> Error {
+    let Error::Backend { source, .. } = e else {
+        return e;
+    };
+    let unreachable = source
+        .downcast_ref::<redis::RedisError>()
+        .is_some_and(|r| r.is_io_error() || r.is_connection_refusal() || r.is_timeout());
+    let context = if unreachable {
+        format!("cannot reach {backend}; is a server running there?")
+    } else {
+        format!("connecting to {backend}")
+    };
+    Error::backend(context, source)
 }

@@ -18,11 +18,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// A Google-Moderator-style voting app on autoshard, and the AutoShard paper's experiment.
+///
+/// Without a command it runs the voting app, with the options below.
 #[derive(Parser, Debug)]
-#[command(version)]
+#[command(version, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    app: AppArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -38,6 +42,22 @@ enum Command {
     Latency(LatencyArgs),
     /// Readers showing every question's votes beside writers voting, without and with a read cache.
     Leaderboard(LeaderboardArgs),
+    /// Delete what runs with `--keep` left under a namespace (Redis keys, a PostgreSQL schema).
+    Clean(CleanArgs),
+}
+
+impl Command {
+    /// Where the command runs, if it runs on a store.
+    fn store_mut(&mut self) -> &mut StoreArgs {
+        match self {
+            Command::App(a) => &mut a.store,
+            Command::Bench(a) => &mut a.store,
+            Command::Hotspot(a) => &mut a.store,
+            Command::Latency(a) => &mut a.store,
+            Command::Leaderboard(a) => &mut a.store,
+            Command::Clean(a) => &mut a.store,
+        }
+    }
 }
 
 /// Where to run.
@@ -57,6 +77,16 @@ struct StoreArgs {
     /// fresh one per run).
     #[arg(long)]
     namespace: Option<String>,
+    /// Keep what the run stored (by default it is deleted when the run ends; `clean`
+    /// deletes it later).
+    #[arg(long)]
+    keep: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+struct CleanArgs {
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -64,10 +94,10 @@ struct AppArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// Questions to seed.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
     questions: u64,
     /// Simulated users, voting and responding concurrently.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = at_least_one)]
     users: u64,
     /// Votes per user.
     #[arg(long, default_value_t = 20)]
@@ -95,14 +125,15 @@ struct BenchArgs {
     store: StoreArgs,
     #[command(flatten)]
     model: ModelArgs,
-    /// Votes per second, over all questions.
-    #[arg(long, default_value_t = 75.0)]
+    /// Votes per second, over all questions (at most 50,000: every vote is a task of
+    /// its own, open loop).
+    #[arg(long, default_value_t = 75.0, allow_negative_numbers = true, value_parser = rate)]
     rate: f64,
     /// Seconds of arrivals per variant.
     #[arg(long, default_value_t = 20.0)]
     duration: f64,
     /// Questions the votes are spread over.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
     questions: u64,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
@@ -119,7 +150,7 @@ struct HotspotArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Concurrent client counts to try.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64")]
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_parser = clients)]
     clients: Vec<usize>,
     /// Seconds per client count and target (3 by default); with `--adaptive`, seconds the
     /// clients vote per variant (40 by default).
@@ -158,19 +189,19 @@ struct LeaderboardArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Concurrent readers, each showing the leaderboard (every question's votes) in a loop.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clients)]
     readers: usize,
     /// Concurrent writers, each voting on random questions in a loop.
     #[arg(long, default_value_t = 8)]
     writers: usize,
     /// Questions on the leaderboard.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
     questions: u64,
     /// Seconds per variant.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
     /// The read cache's staleness bound, in ms.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = 100, value_parser = at_least_one)]
     staleness_ms: u64,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
@@ -180,14 +211,23 @@ struct LeaderboardArgs {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let command = cli.command.unwrap_or(Command::App(AppArgs {
-        store: StoreArgs::default(),
-        questions: 16,
-        users: 300,
-        votes: 20,
-        responses: 1,
-    }));
-    match run(command).await {
+    let mut command = cli.command.unwrap_or(Command::App(cli.app));
+    let store = command.store_mut();
+    let explicit = store.namespace.is_some();
+    store.namespace.get_or_insert_with(fresh_namespace);
+    let store = store.clone();
+    let clean = !store.keep && !matches!(command, Command::Clean(_));
+    let outcome = if matches!(command, Command::Clean(_)) && !explicit {
+        Err("clean needs the --namespace to delete".to_owned())
+    } else {
+        run(command).await
+    };
+    if clean {
+        if let Err(e) = clean_up(&store).await {
+            eprintln!("warning: {e}");
+        }
+    }
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(message) => {
@@ -235,10 +275,9 @@ async fn run(command: Command) -> Result<bool, String> {
                 questions: args.questions,
                 ..BenchConfig::default()
             };
-            if !(config.rate > 0.0 && config.rate.is_finite()) || config.questions == 0 {
-                return Err("--rate must be positive and --questions at least 1".into());
-            }
             let format = args.out.as_deref().map(report::Format::of).transpose()?;
+            writable(args.out.as_deref())?;
+            writable(args.plot.as_deref())?;
             println!(
                 "bench on {backend}: {} votes/s over {} questions for {} s per variant",
                 config.rate,
@@ -263,6 +302,14 @@ async fn run(command: Command) -> Result<bool, String> {
             Ok(results.iter().all(bench::VariantResult::totals_match))
         }
         Command::Hotspot(args) => run_hotspot(args, progress).await,
+        Command::Clean(args) => {
+            let deleted = clean_up(&args.store).await?;
+            println!(
+                "deleted {deleted} keys or schemas under {}",
+                namespace(&args.store)
+            );
+            Ok(true)
+        }
         Command::Leaderboard(args) => run_leaderboard(args, progress).await,
         Command::Latency(args) => {
             let backend = backend(&args.store, None)?;
@@ -289,6 +336,8 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         ..HotspotConfig::default()
     };
     let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    writable(args.out.as_deref())?;
+    writable(args.plot.as_deref())?;
     println!(
         "hot spot on {backend}: one question, {:?} clients, {} s each",
         config.clients,
@@ -312,9 +361,6 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
 /// The `leaderboard` command: runs, prints, and writes the table asked for.
 async fn run_leaderboard(args: LeaderboardArgs, progress: Progress) -> Result<bool, String> {
     let backend = backend(&args.store, Some(&args.model))?;
-    if args.questions == 0 || args.readers == 0 || args.staleness_ms == 0 {
-        return Err("--questions, --readers and --staleness-ms must be at least 1".into());
-    }
     let config = LeaderboardConfig {
         readers: args.readers,
         writers: args.writers,
@@ -323,6 +369,7 @@ async fn run_leaderboard(args: LeaderboardArgs, progress: Progress) -> Result<bo
         staleness: Duration::from_millis(args.staleness_ms),
     };
     let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    writable(args.out.as_deref())?;
     println!(
         "leaderboard on {backend}: {} readers of {} questions, {} writers, {} s per variant, \
          cache bound {} ms",
@@ -358,6 +405,8 @@ async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, Str
         ..defaults
     };
     let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    writable(args.out.as_deref())?;
+    writable(args.plot.as_deref())?;
     println!(
         "adaptive shard counts on {backend}: one question, {} clients, {} s of votes per \
          variant (adaptive: then {} s idle); maintainer: {}",
@@ -403,13 +452,66 @@ fn backend(store: &StoreArgs, model: Option<&ModelArgs>) -> Result<Backend, Stri
     Ok(backend)
 }
 
+/// The run's namespace (`main` sets one when `--namespace` is not given).
 fn namespace(store: &StoreArgs) -> String {
-    store.namespace.clone().unwrap_or_else(|| {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        format!("moderator-{secs}-{}", std::process::id())
-    })
+    store.namespace.clone().unwrap_or_else(fresh_namespace)
+}
+
+fn fresh_namespace() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("moderator-{secs}-{}", std::process::id())
+}
+
+/// Deletes what the run stored under its namespace.
+async fn clean_up(store: &StoreArgs) -> Result<u64, String> {
+    let backend = backend(store, None)?;
+    backend.clean(&namespace(store)).await.map_err(chain)
+}
+
+/// The most votes per second `bench` takes: it starts a task per vote when it is due, so
+/// a rate the store cannot follow piles tasks up in memory.
+const MAX_RATE: f64 = 50_000.0;
+
+/// A count of at least one.
+fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!("`{s}`: expected a whole number of at least 1")),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// A number of concurrent clients: 1 to 100,000.
+fn clients(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n @ 1..=100_000) => Ok(n),
+        _ => Err(format!("`{s}`: expected a whole number from 1 to 100000")),
+    }
+}
+
+/// A vote rate: positive, at most [`MAX_RATE`].
+fn rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= MAX_RATE => Ok(r),
+        _ => Err(format!(
+            "`{s}`: expected votes per second above 0 and at most {MAX_RATE}"
+        )),
+    }
+}
+
+/// Checks before a run that `path` can be written, so a bad `--out` or `--plot` fails
+/// at once rather than after the run (an empty file stays there until the run writes it).
+fn writable(path: Option<&Path>) -> Result<(), String> {
+    match path {
+        Some(path) => std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(|e| format!("cannot write {}: {e}", path.display())),
+        None => Ok(()),
+    }
 }
 
 fn seconds(s: f64) -> Result<Duration, String> {
