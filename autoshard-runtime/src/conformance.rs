@@ -1216,7 +1216,7 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
 /// ([`merge::apply`]), including which merges overflow.
 pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
     use rand::seq::IndexedRandom;
-    use rand::{Rng, SeedableRng};
+    use rand::{RngExt, SeedableRng};
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let kind = fresh_kind("MergeReference");

@@ -3,7 +3,7 @@
 //!
 //! A policy only computes delays; it does not sleep, count or log (the mapper does).
 
-use rand::Rng;
+use rand::RngExt;
 use std::time::Duration;
 
 /// How long to wait between attempts.

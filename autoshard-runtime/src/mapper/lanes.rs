@@ -16,7 +16,7 @@
 
 use super::writes::{Pool, Pooled, Writer};
 use crate::key::Key;
-use rand::Rng;
+use rand::RngExt;
 use std::hash::BuildHasher;
 use tokio::sync::{Mutex, MutexGuard};
 

@@ -15,7 +15,7 @@ use crate::model::{sample_text, FoldFnQuestion, NaiveQuestion, Question};
 use crate::progress::Progress;
 use crate::stats::Latency;
 use autoshard::prelude::*;
-use rand::Rng;
+use rand::RngExt;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

@@ -20,7 +20,7 @@ use crate::group::{Child, Root};
 use crate::key::{EntityId, Key};
 use crate::store::{DocumentStore, Transaction};
 use lookup::{decode_child, duplicate, group_shards, not_found};
-use rand::Rng;
+use rand::RngExt;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 

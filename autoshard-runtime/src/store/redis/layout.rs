@@ -1,5 +1,6 @@
 //! Where things live on the server: the Redis key of a document, of its entity group's
-//! version counter and of a scan index, and the cluster slot of a Redis key.
+//! version counter and of a scan index (their cluster slots are redis-rs's
+//! `cluster_routing::Slot::for_key`).
 //!
 //! Only names are computed here; nothing talks to a server.
 //!
@@ -66,30 +67,21 @@ impl Layout {
     }
 }
 
-/// The Redis Cluster slot of a Redis key: CRC16 (XMODEM) of its hash tag (the text
-/// between the first `{` and the next `}`, when not empty), or of the whole key, mod 16384.
-pub(super) fn slot(redis_key: &str) -> u16 {
-    let bytes = redis_key.as_bytes();
-    let mut hashed = bytes;
-    if let Some(open) = bytes.iter().position(|&b| b == b'{') {
-        if let Some(len) = bytes[open + 1..].iter().position(|&b| b == b'}') {
-            if len > 0 {
-                hashed = &bytes[open + 1..open + 1 + len];
-            }
-        }
-    }
-    crc16::State::<crc16::XMODEM>::calculate(hashed) % 16384
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ::redis::cluster_routing::Slot;
+
+    fn slot(redis_key: &str) -> Slot {
+        Slot::for_key(redis_key)
+    }
 
     #[test]
     fn slots_match_redis() {
         // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(slot("123456789"), 0x31C3); // the CRC16-XMODEM check value
-        assert_eq!(slot("foo"), 12182);
+        // The CRC16-XMODEM check value.
+        assert_eq!(Some(slot("123456789")), Slot::new(0x31C3));
+        assert_eq!(Some(slot("foo")), Slot::new(12182));
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
         assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
         assert_ne!(slot("foo{}{bar}"), slot("bar"));
@@ -109,7 +101,7 @@ mod tests {
         let (root_index, same) = layout.index_of(&q);
         assert!(!same);
         assert_eq!(root_index, "ns:{#root:Question}#i");
-        let group_slots: std::collections::HashSet<u16> = (0..10)
+        let group_slots: std::collections::HashSet<Slot> = (0..10)
             .map(|i| slot(&layout.doc(&q.child_group("Part", i.to_string()))))
             .collect();
         assert!(group_slots.len() > 5, "{group_slots:?}");

@@ -11,7 +11,8 @@ use crate::key::Key;
 use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::Value;
-use std::collections::BTreeMap;
+use ::redis::cluster_routing::Slot;
+use std::collections::HashMap;
 
 impl RedisStore {
     /// Reads documents with one read script per slot (one in all on a standalone server),
@@ -22,14 +23,9 @@ impl RedisStore {
             let (docs, _) = self.read_hashes(keys, &names, &[], records).await?;
             return Ok(docs);
         }
-        let mut batches: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        let mut batches: HashMap<Slot, Vec<usize>> = HashMap::new();
         for (i, name) in names.iter().enumerate() {
-            let slot = if self.is_cluster() {
-                super::layout::slot(name)
-            } else {
-                0
-            };
-            batches.entry(slot).or_default().push(i);
+            batches.entry(Slot::for_key(name)).or_default().push(i);
         }
         let calls = batches.into_values().map(|positions| {
             let mut invocation = self.read_script.prepare_invoke();
