@@ -10,6 +10,7 @@
 //! - [`Mapper`]: insert, load (fold), save (random shard), update with retries, delete,
 //!   compaction of dynamic shards; [`compaction`] sweeps a kind with a [`Compactor`].
 //! - [`store`]: the [`DocumentStore`] trait of raw operations, and its backends.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod compaction;
 pub mod document;

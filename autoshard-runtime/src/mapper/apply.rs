@@ -83,6 +83,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.apply", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn apply<E, F>(&self, id: &E::Id, change: F) -> Result<()>
     where
         E: Root,

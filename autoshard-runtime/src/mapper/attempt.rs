@@ -159,10 +159,13 @@ impl Retrying<'_> {
             Ok(Attempt::Committed(value)) => {
                 self.metrics.commit();
                 tracing::debug!(what, attempts, "committed");
+                self.finish("committed");
                 Ok(ControlFlow::Break(value))
             }
             Ok(Attempt::Conflict(key)) => {
                 self.metrics.conflict();
+                #[cfg(feature = "metrics")]
+                ::metrics::counter!("autoshard_conflicts_total", "operation" => what).increment(1);
                 if let Some(delay) = self
                     .policy
                     .delay_before_retry(attempts, self.started.elapsed())
@@ -175,14 +178,37 @@ impl Retrying<'_> {
                 } else {
                     self.metrics.failure();
                     tracing::debug!(what, key = %key, attempts, "conflict; giving up");
+                    self.finish("contention");
                     Err(Error::Contention { key, attempts })
                 }
             }
             Err(e) => {
                 self.metrics.failure();
                 tracing::debug!(what, attempts, error = %e, "attempt failed");
+                self.finish("error");
                 Err(e)
             }
+        }
+    }
+
+    /// Records how the operation ended: on the current span (the `Mapper` operation's,
+    /// see the crate docs), and with the `metrics` feature as counters and a latency
+    /// histogram labelled with the operation.
+    fn finish(&self, outcome: &'static str) {
+        let span = tracing::Span::current();
+        span.record("attempts", self.attempts);
+        span.record("outcome", outcome);
+        #[cfg(feature = "metrics")]
+        {
+            let what = self.what;
+            ::metrics::counter!("autoshard_operations_total", "operation" => what, "outcome" => outcome)
+                .increment(1);
+            ::metrics::counter!("autoshard_attempts_total", "operation" => what)
+                .increment(u64::from(self.attempts));
+            ::metrics::counter!("autoshard_retries_total", "operation" => what)
+                .increment(u64::from(self.attempts.saturating_sub(1)));
+            ::metrics::histogram!("autoshard_operation_seconds", "operation" => what)
+                .record(self.started.elapsed().as_secs_f64());
         }
     }
 }

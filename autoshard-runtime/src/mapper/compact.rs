@@ -141,6 +141,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.compact", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn compact<E: Root>(&self, id: &E::Id) -> Result<CompactionReport> {
         self.compact_in_batches::<E>(id, DEFAULT_BATCH, DEFAULT_ROUNDS)
             .await

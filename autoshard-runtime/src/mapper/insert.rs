@@ -71,6 +71,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.insert", level = "debug", skip_all, fields(kind = E::KIND, key = %entity.key(), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn insert<E: Entity>(&self, entity: &mut E) -> Result<()> {
         if let Some(root) = entity.parent_key() {
             // A child of an entity group: placed in a random sub-group of its root.
@@ -152,6 +153,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// the markers of its keyed operations ([`Mapper::update_once`]).
     /// Answers whether the main document was there. The children of an entity-group root
     /// stay; [`Mapper::delete_group`] deletes a root with its children.
+    #[tracing::instrument(name = "autoshard.delete", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn delete<E: Root>(&self, id: &E::Id) -> Result<bool> {
         let main = E::key_for(id);
         let _invalidate = self.invalidating(&main);

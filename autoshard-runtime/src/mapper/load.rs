@@ -68,6 +68,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.load", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn load<E: Root>(&self, id: &E::Id) -> Result<E> {
         let main = E::key_for(id);
         let Some(cache) = &self.cache else {

@@ -57,6 +57,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.load_many", level = "debug", skip_all, fields(kind = E::KIND, entities = ids.len(), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn load_many<E: Root>(&self, ids: &[E::Id]) -> Result<Vec<Option<E>>> {
         let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
         let snapshots = self.snapshots::<E>(&mains).await?;
@@ -146,6 +147,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.aggregates", level = "debug", skip_all, fields(kind = E::KIND, entities = ids.len(), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn aggregates<E: Root, T: DeserializeOwned>(
         &self,
         ids: &[E::Id],

@@ -119,6 +119,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.update_once", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn update_once<E, R, F>(&self, id: &E::Id, op: &str, change: F) -> Result<Once<R>>
     where
         E: Root,

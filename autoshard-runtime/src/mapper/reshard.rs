@@ -119,6 +119,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.reshard", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn reshard<E: Root>(&self, id: &E::Id, shards: u32) -> Result<()> {
         let main = E::key_for(id);
         let _invalidate = self.invalidating(&main);
@@ -189,6 +190,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.reshard_kind", level = "debug", skip_all, fields(kind = E::KIND, attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn reshard_kind<E: Root>(&self, shards: u32) -> Result<KindReshard> {
         let mut report = KindReshard::default();
         let mut scan = Scan::new(E::KIND, None);
@@ -262,6 +264,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.drain", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn drain<E: Root>(&self, id: &E::Id) -> Result<usize> {
         self.drain_at::<E>(&E::key_for(id)).await
     }

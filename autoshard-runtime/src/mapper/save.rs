@@ -133,6 +133,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
+    #[tracing::instrument(name = "autoshard.save", level = "debug", skip_all, fields(kind = E::KIND, key = %entity.key(), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn save<E: Root>(&self, entity: &mut E) -> Result<()> {
         let main = entity.key();
         let doc = entity.to_document().map_err(malformed(&main))?;

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};
-use ::redis::Value;
 use ::redis::cluster_routing::Slot;
+use ::redis::Value;
 use std::collections::HashMap;
 
 impl RedisStore {
