@@ -1,8 +1,8 @@
-//! The Question of the AutoShard paper (Figure 2), without a store: construct it, vote,
-//! and look at what a save would write. Run with `cargo run --example question`.
+//! The Question of the AutoShard paper (Figure 2) on the embedded store: a thousand
+//! concurrent votes land on ten shard documents, and a load folds them back into one
+//! number. Run with `cargo run --example question`.
 
 use autoshard::prelude::*;
-use autoshard::FieldError;
 
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone)]
@@ -11,45 +11,42 @@ struct Question {
     id: u64,
     text: String,
     author: String,
-    #[shardable(neutral = 0, shards = 10)]
+    /// Ten shard documents; the store adds a vote into one of them without a read.
+    #[shardable(shards = 10, fold = sum)]
     votes: i64,
 }
 
 impl Question {
-    /// One more vote.
+    /// One more vote (runs on the change to save and on the value seen).
     #[shard_method]
     fn vote_up(&mut self) {
         self.votes += 1;
     }
-
-    /// Votes add up.
-    #[shard_fold]
-    fn fold_votes(a: i64, b: i64) -> i64 {
-        a + b
-    }
 }
 
-fn main() -> Result<(), FieldError> {
-    let mut q = Question::new(
-        42,
-        "How do you plan to improve public education?".to_owned(),
-        "Phil R".to_owned(),
-        76,
-    );
-    q.vote_up();
-    let property = &Question::PROPERTIES[0];
-    println!("key:            {}", q.key().encode());
-    println!("main document:  {:?}", q.to_document()?);
-    println!("votes (seen):   {}", q.votes);
+#[tokio::main]
+async fn main() -> autoshard::Result<()> {
+    let db = Mapper::new(MemoryStore::new());
+    let text = "How do you plan to improve public education?".to_owned();
+    db.insert(&mut Question::new(42, text, "Phil R".to_owned(), 76))
+        .await?;
+
+    let voters: Vec<_> = (0..1_000)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move { db.apply(&42, Question::vote_up).await })
+        })
+        .collect();
+    for voter in voters {
+        voter.await.expect("a voter panicked")?;
+    }
+
+    let q: Question = db.load(&42).await?;
+    println!("{:?} asked by {}", q.text, q.author);
     println!(
-        "change to save: {} = {}, folded into one of {:?} shards",
-        property.stored_as,
-        q.shadow_value(0)?,
-        property.static_shards()
-    );
-    println!(
-        "a shard holding 10 becomes {}",
-        q.fold_shadow_into(0, Some(&serde_json::json!(10)))?
+        "{} votes (76 at insert + 1,000 concurrent), kept in {} shard documents",
+        q.votes,
+        db.shards::<Question>(&42).await?
     );
     Ok(())
 }

@@ -58,6 +58,7 @@
 //!   `Deserialize`; its fold must be commutative and associative with `neutral` as
 //!   identity.
 //! - Entities are structs with named fields and no generic parameters.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use autoshard_runtime::*;
 
