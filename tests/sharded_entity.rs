@@ -372,3 +372,24 @@ fn a_panicking_shadow_run_restores_the_aggregates() {
     assert_eq!(board.tags, BTreeSet::from(["start".to_owned()]));
     assert_eq!(shadows(&board), (0, 0, BTreeSet::new()));
 }
+
+/// `#[derive(Debug)]` on a sharded entity prints the fields the user wrote, not the
+/// hidden shadow and state fields the rewrite adds.
+#[test]
+fn debug_shows_only_the_fields_the_user_wrote() {
+    #[autoshard::sharded]
+    #[derive(Entity, Clone, Debug)]
+    struct Poll {
+        #[id]
+        id: u64,
+        r#type: String,
+        #[shardable(shards = 4, fold = sum)]
+        votes: i64,
+    }
+    let poll = Poll::new(7, "yes/no".into(), 3);
+    assert_eq!(
+        format!("{poll:?}"),
+        r#"Poll { id: 7, type: "yes/no", votes: 3 }"#
+    );
+    assert_eq!(format!("{poll:#?}").lines().count(), 5, "{poll:#?}");
+}

@@ -29,7 +29,7 @@
 // 2. `#[derive(Entity)]` on the rewritten struct generates the `const _` block.
 // 3. `#[shard_method]` and `#[shard_fold]` rewrite the methods in the `impl` block.
 
-#[derive(Entity, Debug, Clone)]
+#[derive(Entity, Clone)]
 #[__autoshard_sharded]
 pub struct Question {
     #[id]
@@ -372,6 +372,16 @@ impl Question {
             __autoshard_shard_votes: ::autoshard::__private::Shadow::new(),
             __autoshard_state: ::autoshard::__private::EntityState::new(),
         }
+    }
+}
+impl ::core::fmt::Debug for Question {
+    fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+        f.debug_struct("Question")
+            .field("id", &self.id)
+            .field("text", &self.text)
+            .field("author", &self.author)
+            .field("votes", &self.votes)
+            .finish()
     }
 }
 impl Question {

@@ -72,13 +72,68 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
         return TokenStream::new(); // unreachable: `check_shape` reported it
     };
     let constructor = constructor(&args, &item.ident, &item.vis, named);
+    // `Debug` of the fields the user wrote, not of the hidden ones added below.
+    let debug = derives.debug.then(|| user_debug(&item.ident, named));
     add_hidden_fields(named, &item.vis, derives.serde);
+    if derives.debug {
+        remove_derive(&mut item.attrs, "Debug");
+    }
     let marker = format_ident!("{}", SHARDED_MARKER.0);
     item.attrs.push(syn::parse_quote!(#[#marker]));
     quote! {
         #item
         #constructor
+        #debug
     }
+}
+
+/// `impl Debug` printing the struct's own fields, as `#[derive(Debug)]` would before the
+/// rewrite added the hidden shadow and state fields.
+fn user_debug(name: &syn::Ident, fields: &syn::FieldsNamed) -> TokenStream {
+    let idents: Vec<&syn::Ident> = fields
+        .named
+        .iter()
+        .filter_map(|f| f.ident.as_ref())
+        .collect();
+    let names: Vec<String> = idents.iter().map(|i| unraw(i)).collect();
+    let title = name.to_string();
+    quote! {
+        impl ::core::fmt::Debug for #name {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                f.debug_struct(#title)
+                    #(.field(#names, &self.#idents))*
+                    .finish()
+            }
+        }
+    }
+}
+
+/// A field name as `#[derive(Debug)]` prints it (without `r#`).
+fn unraw(ident: &syn::Ident) -> String {
+    let name = ident.to_string();
+    name.strip_prefix("r#").map_or(name.clone(), str::to_owned)
+}
+
+/// Removes `name` from every `#[derive(...)]` list (and a list left empty).
+fn remove_derive(attrs: &mut Vec<Attribute>, name: &str) {
+    attrs.retain_mut(|attr| {
+        if !attr.path().is_ident("derive") {
+            return true;
+        }
+        let Ok(paths) = attr.parse_args_with(Punctuated::<Path, Token![,]>::parse_terminated)
+        else {
+            return true;
+        };
+        let kept: Punctuated<Path, Token![,]> = paths
+            .into_iter()
+            .filter(|p| p.segments.last().is_none_or(|s| s.ident != name))
+            .collect();
+        if kept.is_empty() {
+            return false;
+        }
+        *attr = syn::parse_quote!(#[derive(#kept)]);
+        true
+    });
 }
 
 /// Rejects what the rewrite cannot handle, spanned on the offending tokens.
@@ -126,6 +181,7 @@ fn check_shape(cx: &Ctxt, item: &DeriveInput) {
 struct Derives {
     entity: bool,
     serde: bool,
+    debug: bool,
 }
 
 impl Derives {
@@ -133,6 +189,7 @@ impl Derives {
         let mut out = Derives {
             entity: false,
             serde: false,
+            debug: false,
         };
         for attr in attrs.iter().filter(|a| a.path().is_ident("derive")) {
             let Ok(paths) = attr.parse_args_with(Punctuated::<Path, Token![,]>::parse_terminated)
@@ -145,6 +202,7 @@ impl Derives {
                 };
                 out.entity |= last.ident == "Entity";
                 out.serde |= last.ident == "Serialize" || last.ident == "Deserialize";
+                out.debug |= last.ident == "Debug";
             }
         }
         out
