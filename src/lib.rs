@@ -1,23 +1,38 @@
 //! autoshard: annotation-driven sharding of hot-spot data objects in NoSQL document
-//! stores, after the AutoShard paper (WebDB 2014). See the README for a tour.
+//! stores, after the AutoShard paper (WebDB 2014). The README has the tour, the limits
+//! and the benchmark figures.
 //!
-//! An entity is a struct with `#[derive(Entity)]`. A property that many clients update at
-//! once (a vote counter) is marked `#[shardable]`; `#[autoshard::sharded]` on the struct
-//! adds the hidden *shadow* that records this object's unsaved change of each such
-//! property, `#[shard_method]` methods update the aggregate and the shadow together, and
-//! a `#[shard_fold]` function combines shard values.
+//! A property that many clients update at once (a vote counter) becomes a bottleneck in a
+//! store with optimistic, per-document transactions. autoshard stores it as shard
+//! documents: a save folds the local change into one shard, a load folds all shards.
+//! No update is lost, counted twice, or brought back after a delete.
+//!
+//! # Start here
+//! 1. Annotate a struct: [`derive(Entity)`](macro@Entity) with an `#[id]` field,
+//!    [`#[autoshard::sharded]`](macro@sharded) above it, `#[shardable(..)]` on the hot
+//!    property, its fold as `fold = sum | max | min | union` or a
+//!    [`#[shard_fold]`](macro@shard_fold) function, and
+//!    [`#[shard_method]`](macro@shard_method)s that change it. `use autoshard::prelude::*`
+//!    brings all of them.
+//! 2. Make a [`Mapper`] over a store from [`store`]: [`MemoryStore`](store::MemoryStore)
+//!    (embedded), [`RedisStore`](store::RedisStore) (feature `redis`, on by default),
+//!    [`PostgresStore`](store::PostgresStore) (feature `postgres`).
+//! 3. Call its operations: [`insert`](Mapper::insert), [`load`](Mapper::load),
+//!    [`save`](Mapper::save), [`update`](Mapper::update), [`apply`](Mapper::apply) (the
+//!    hot path: one round trip, no read), [`delete`](Mapper::delete);
+//!    [`Mapper::entities`] gives them for one kind, with closures that infer. Every
+//!    failure is an [`Error`].
 //!
 //! ```
 //! use autoshard::prelude::*;
 //!
-//! #[autoshard::sharded]                 // above the derive: adds the shadow fields
+//! #[autoshard::sharded]                 // above the derive: adds the hidden shadow fields
 //! #[derive(Entity, Debug, Clone)]
 //! pub struct Question {
 //!     #[id]
 //!     pub id: u64,
 //!     pub text: String,
-//!     pub author: String,
-//!     #[shardable(neutral = 0, shards = 10)]
+//!     #[shardable(shards = 10, fold = sum)] // 10 shard documents, summed by the store
 //!     pub votes: i64,
 //! }
 //!
@@ -26,27 +41,43 @@
 //!     pub fn vote_up(&mut self) {
 //!         self.votes += 1;
 //!     }
-//!
-//!     #[shard_fold]
-//!     pub fn fold_votes(a: i64, b: i64) -> i64 {
-//!         a + b
-//!     }
 //! }
 //!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> autoshard::Result<()> {
+//! let db = Mapper::new(MemoryStore::new());
 //! // `#[autoshard::sharded]` generates `Question::new` with every field in order.
-//! let mut q = Question::new(42, "How do you plan to improve education?".into(), "Phil R".into(), 76);
-//! q.vote_up();
-//! assert_eq!(q.votes, 77); // the aggregate the application sees
+//! db.insert(&mut Question::new(42, "How do you plan to improve education?".into(), 76)).await?;
 //!
-//! // What a save would fold into one shard: the change since load, not the total.
-//! let change = q.shadow_value(0).unwrap();
-//! assert_eq!(change, serde_json::json!(1));
-//! assert_eq!(Question::PROPERTIES[0].stored_as, "shard_votes");
+//! // Two clients load, vote and save at once: each save folds its own change (+1) into
+//! // one shard, so neither overwrites the other.
+//! let (mut a, mut b) = (db.load::<Question>(&42).await?, db.load::<Question>(&42).await?);
+//! a.vote_up();
+//! b.vote_up();
+//! db.save(&mut a).await?;
+//! db.save(&mut b).await?;
+//!
+//! // The hot path: the change goes to the store without reading the entity first.
+//! db.apply(&42, |q: &mut Question| q.vote_up()).await?;
+//! assert_eq!(db.load::<Question>(&42).await?.votes, 79);
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! # Then
+//! - Entity groups (children stored beside their root, spread over sub-groups):
+//!   [`group`] and [`Child`].
+//! - Dynamic sharding (`#[shardable]` without `shards`) and its compaction: [`compaction`].
+//! - Changing a stored entity's shard count online: [`Mapper::reshard`]; adapting it to
+//!   the load: [`maintenance`].
+//! - Keyed, at-most-once updates: [`Mapper::update_once`]; many entities in one read:
+//!   [`Mapper::load_many`]; a bounded-staleness cache of loads: [`ReadCache`].
+//! - Retries and their limits: [`RetryPolicy`]; counters: [`metrics`] (and the `tracing`
+//!   spans and `metrics` feature in the README's "Observability").
 //!
 //! # Constructing a sharded entity
 //! The shadow fields are hidden, so a sharded struct is built either with the generated
-//! constructor (`Question::new(id, text, author, votes)`, every user field in declaration
+//! constructor (`Question::new(id, text, votes)`, every user field in declaration
 //! order; rename it with `#[autoshard::sharded(constructor = with_fields)]` or turn it off
 //! with `constructor = false`) or, when the struct derives `Default`, with struct update
 //! syntax: `Question { id: 42, votes: 76, ..Default::default() }`.
@@ -58,9 +89,28 @@
 //!   `Deserialize`; its fold must be commutative and associative with `neutral` as
 //!   identity.
 //! - Entities are structs with named fields and no generic parameters.
+//! - An id field is an integer, a `String` or a `uuid::Uuid` (with `uuid` in the
+//!   application's own dependencies, feature `serde`).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use autoshard_runtime::*;
+pub use autoshard_runtime::{
+    CacheStats, Child, Entities, Entity, EntityId, Error, FieldError, Key, KeyDecodeError,
+    KindReshard, Mapper, Once, ReadCache, Result, RetryPolicy, DEFAULT_CACHE_CAPACITY,
+    DEFAULT_WRITE_WINDOW,
+};
+
+pub use autoshard_runtime::{
+    compaction, entity, group, layout, maintenance, metrics, retry, store,
+};
+
+/// The `redis` crate the Redis store is built on, for
+/// [`RedisStore::from_client`](store::RedisStore::from_client) and connection settings
+/// beyond a URL.
+#[cfg(feature = "redis")]
+pub use autoshard_runtime::redis;
+
+#[cfg(feature = "conformance")]
+pub use autoshard_runtime::conformance;
 
 #[doc(hidden)]
 pub use autoshard_runtime::__private;
@@ -259,9 +309,18 @@ pub use autoshard_derive::sharded;
 ///     }
 /// }
 ///
-/// let mut q = Question::new(1, 76);
-/// assert_eq!(q.vote(2), 78);
-/// assert_eq!(q.shadow_value(0).unwrap(), serde_json::json!(2));
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> autoshard::Result<()> {
+/// let db = Mapper::new(MemoryStore::new());
+/// db.insert(&mut Question::new(1, 76)).await?;
+/// let (mut a, mut b) = (db.load::<Question>(&1).await?, db.load::<Question>(&1).await?);
+/// assert_eq!(a.vote(2), 78); // the aggregate: what this copy has seen, plus its change
+/// assert_eq!(b.vote(1), 77);
+/// db.save(&mut a).await?; // folds +2 (a's shadow) into one shard, not 78
+/// db.save(&mut b).await?; // folds +1
+/// assert_eq!(db.load::<Question>(&1).await?.votes, 79);
+/// # Ok(())
+/// # }
 /// ```
 pub use autoshard_derive::shard_method;
 
@@ -292,21 +351,34 @@ pub use autoshard_derive::shard_method;
 ///         a.extend(b);
 ///         a
 ///     }
+///
+///     #[shard_method]
+///     fn like(&mut self, who: String) {
+///         self.likers.insert(who);
+///     }
 /// }
 ///
-/// let folded = Post::fold_values(0, &serde_json::json!(["a"]), &serde_json::json!(["b"]));
-/// assert_eq!(folded.unwrap(), serde_json::json!(["a", "b"]));
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> autoshard::Result<()> {
+/// let db = Mapper::new(MemoryStore::new());
+/// db.insert(&mut Post::new(1, BTreeSet::new())).await?;
+/// for who in ["ann", "bob", "ann"] {
+///     db.apply(&1, |p: &mut Post| p.like(who.into())).await?;
+/// }
+/// let likers = db.load::<Post>(&1).await?.likers; // `union` folded over the 4 shards
+/// assert_eq!(likers, BTreeSet::from(["ann".to_string(), "bob".to_string()]));
+/// # Ok(())
+/// # }
 /// ```
 pub use autoshard_derive::shard_fold;
 
 /// Everything an application needs: `use autoshard::prelude::*;`.
 pub mod prelude {
     pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
-    pub use autoshard_runtime::{
-        Child, DocumentStore, Entity, Error, Key, Mapper, MemoryStore, Result, RetryPolicy,
-    };
+    pub use autoshard_runtime::store::{DocumentStore, MemoryStore};
     #[cfg(feature = "redis")]
-    pub use autoshard_runtime::{RedisOptions, RedisStore};
+    pub use autoshard_runtime::store::{RedisOptions, RedisStore};
+    pub use autoshard_runtime::{Child, Entity, Error, Key, Mapper, Result, RetryPolicy};
 }
 
 /// Runs the README's Rust example as a doctest, so it cannot go stale.

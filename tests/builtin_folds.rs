@@ -4,6 +4,7 @@
 //! save of a batch whose commit fails gets the error and keeps its change, and `apply`
 //! changes sharded properties without a load. Every store runs every case.
 
+use autoshard::entity::ShardHooks;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::postgres::Postgres;

@@ -11,7 +11,10 @@
 //! cargo test --release --test dynamic_bench -- --ignored --nocapture
 //! ```
 
-use autoshard::{Compactor, Mapper, MetricsSnapshot, RedisOptions, RedisStore, RetryPolicy};
+use autoshard::compaction::Compactor;
+use autoshard::metrics::MetricsSnapshot;
+use autoshard::store::{RedisOptions, RedisStore};
+use autoshard::{Mapper, RetryPolicy};
 use autoshard_test_support::entities::{Counter, Question};
 use autoshard_test_support::redis::{namespace, Standalone};
 use std::sync::atomic::{AtomicU64, Ordering};

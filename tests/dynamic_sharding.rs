@@ -8,9 +8,10 @@
 //! - a property moved static -> dynamic -> static keeps its value;
 //! - a save on a dynamic property is one insert and no read.
 
+use autoshard::compaction::Compactor;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard::{Compactor, Scan};
+use autoshard::store::Scan;
 use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
@@ -180,33 +181,39 @@ struct SmallPages<S>(S);
 
 #[async_trait::async_trait]
 impl<S: DocumentStore> DocumentStore for SmallPages<S> {
-    async fn get(&self, key: &Key) -> autoshard::Result<Option<autoshard::Versioned>> {
+    async fn get(&self, key: &Key) -> autoshard::Result<Option<autoshard::store::Versioned>> {
         self.0.get(key).await
     }
-    async fn get_many(&self, keys: &[Key]) -> autoshard::Result<Vec<Option<autoshard::Versioned>>> {
+    async fn get_many(
+        &self,
+        keys: &[Key],
+    ) -> autoshard::Result<Vec<Option<autoshard::store::Versioned>>> {
         self.0.get_many(keys).await
     }
     async fn insert(
         &self,
         key: &Key,
-        doc: autoshard::Document,
-    ) -> autoshard::Result<autoshard::Version> {
+        doc: autoshard::store::Document,
+    ) -> autoshard::Result<autoshard::store::Version> {
         self.0.insert(key, doc).await
     }
     async fn put(
         &self,
         key: &Key,
-        doc: autoshard::Document,
-    ) -> autoshard::Result<autoshard::Version> {
+        doc: autoshard::store::Document,
+    ) -> autoshard::Result<autoshard::store::Version> {
         self.0.put(key, doc).await
     }
     async fn delete(&self, key: &Key) -> autoshard::Result<bool> {
         self.0.delete(key).await
     }
-    async fn scan(&self, scan: &Scan) -> autoshard::Result<autoshard::ScanPage> {
+    async fn scan(&self, scan: &Scan) -> autoshard::Result<autoshard::store::ScanPage> {
         self.0.scan(&scan.clone().limit(scan.limit.min(300))).await
     }
-    async fn commit(&self, txn: &autoshard::Transaction) -> autoshard::Result<autoshard::Commit> {
+    async fn commit(
+        &self,
+        txn: &autoshard::store::Transaction,
+    ) -> autoshard::Result<autoshard::store::Commit> {
         self.0.commit(txn).await
     }
     fn cross_group_transactions(&self) -> bool {

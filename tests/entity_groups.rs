@@ -9,8 +9,10 @@
 //!   and a transaction across sub-groups is refused;
 //! - load, delete of one child, delete of a root with its children, misuse errors.
 
+use autoshard::metrics::MetricsSnapshot;
 use autoshard::prelude::*;
-use autoshard::{Child, LatencyStore, MetricsSnapshot, Scan};
+use autoshard::store::{LatencyStore, Scan};
+use autoshard::Child;
 use autoshard_test_support::postgres::Postgres;
 #[cfg(feature = "redis")]
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
@@ -63,7 +65,7 @@ struct HotResponse {
 }
 
 /// A root of the tests: built from an id.
-trait TestRoot: autoshard::Root<Id = u64> {
+trait TestRoot: autoshard::group::Root<Id = u64> {
     fn make(id: u64) -> Self;
 }
 

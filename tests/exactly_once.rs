@@ -3,6 +3,7 @@
 //! and checks that the stored total is exactly that, printing how many saves were
 //! interrupted.
 
+use autoshard::entity::ShardHooks;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::Once;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use autoshard::prelude::*;
-use autoshard::{Scan, Version};
+use autoshard::store::{Scan, Version};
 use serde_json::json;
 
 #[autoshard::sharded]
@@ -227,4 +227,81 @@ async fn concurrent_votes_are_exact() {
         db.load::<Question>(&1).await.unwrap().votes,
         1_000 + TASKS * VOTES
     );
+}
+
+#[autoshard::sharded]
+#[derive(Entity, Debug)]
+struct Page {
+    #[id]
+    url: String,
+    title: String,
+    #[shardable(shards = 4, fold = sum)]
+    visits: u64,
+}
+
+impl Page {
+    #[shard_method]
+    fn visit(&mut self) {
+        self.visits += 1;
+    }
+}
+
+#[tokio::test]
+async fn string_ids_are_accepted_borrowed_and_owned() {
+    let db = Mapper::new(MemoryStore::new());
+    db.insert(&mut Page::new("/a".into(), "A".into(), 0))
+        .await
+        .unwrap();
+    let owned = String::from("/a");
+    db.apply("/a", |p: &mut Page| p.visit()).await.unwrap();
+    db.apply(&owned, |p: &mut Page| p.visit()).await.unwrap();
+    db.update(owned.as_str(), |p: &mut Page| p.visit())
+        .await
+        .unwrap();
+    let page: Page = db.load("/a").await.unwrap();
+    assert_eq!((page.url.as_str(), page.visits), ("/a", 3));
+    assert_eq!(db.load::<Page>(&owned).await.unwrap().visits, 3);
+    assert!(matches!(
+        db.load::<Page>("/b").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(db.delete::<Page>("/a").await.unwrap());
+    assert!(!db.delete::<Page>(&owned).await.unwrap());
+}
+
+#[tokio::test]
+async fn entities_handle_runs_the_mapper_operations_on_one_kind() {
+    let db = Mapper::new(MemoryStore::new());
+    let pages = db.entities::<Page>();
+    pages
+        .insert(&mut Page::new("/".into(), "Home".into(), 0))
+        .await
+        .unwrap();
+    pages.apply("/", |p| p.visit()).await.unwrap();
+    let total = pages
+        .update("/", |p| {
+            p.visit();
+            p.visits
+        })
+        .await
+        .unwrap();
+    assert_eq!(total, 2);
+    let once = pages.update_once("/", "op-1", |p| p.visit()).await.unwrap();
+    assert!(once.is_applied());
+    let again = pages.update_once("/", "op-1", |p| p.visit()).await.unwrap();
+    assert!(!again.is_applied());
+    let mut page = pages.load("/").await.unwrap();
+    page.visit();
+    pages.save(&mut page).await.unwrap();
+    let many = pages
+        .load_many(&["/".to_string(), "/none".to_string()])
+        .await
+        .unwrap();
+    assert_eq!(many[0].as_ref().map(|p| p.visits), Some(4));
+    assert!(many[1].is_none());
+    // The handle shares the mapper: what it wrote, the mapper reads.
+    assert_eq!(db.load::<Page>("/").await.unwrap().visits, 4);
+    assert_eq!(format!("{pages:?}"), r#"Entities { kind: "Page" }"#);
+    assert!(pages.delete("/").await.unwrap());
+    assert!(pages.load("/").await.is_err());
 }

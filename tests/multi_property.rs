@@ -143,7 +143,7 @@ async fn failed_save_writes_no_property(store: Arc<dyn DocumentStore>, label: &s
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory() {
-    let latency = autoshard::LatencyStore::new(MemoryStore::new(), Duration::from_millis(1));
+    let latency = autoshard::store::LatencyStore::new(MemoryStore::new(), Duration::from_millis(1));
     let latency: Arc<dyn DocumentStore> = Arc::new(latency);
     writers_on_two_properties(latency.clone(), 1, "memory").await;
     writers_on_two_properties(latency, 4, "memory").await;

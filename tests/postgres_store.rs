@@ -4,7 +4,8 @@
 //! concurrency scenario every real store runs.
 
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
-use autoshard::{conformance, DocumentStore, Error};
+use autoshard::store::DocumentStore;
+use autoshard::{conformance, Error};
 use autoshard_test_support::postgres::Postgres;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,7 +40,8 @@ async fn bad_urls_and_schemas_are_refused_without_the_password() {
 /// connector that trusts the server's certificate, and without TLS it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_connections_are_made_with_the_given_connector() {
-    use autoshard::{Document, Key};
+    use autoshard::store::Document;
+    use autoshard::Key;
     let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let server = Postgres::start_tls_only(&cert.cert.pem(), &cert.signing_key.serialize_pem());
     let url = format!("{}?sslmode=require", server.url());

@@ -3,7 +3,7 @@
 //! standalone server and on a 3-node cluster. Totals must be exact: the stored votes
 //! equal the votes reported saved, and with (patient) retries every vote is saved.
 
-use autoshard::{RedisOptions, RedisStore};
+use autoshard::store::{RedisOptions, RedisStore};
 use autoshard_test_support::concurrency::all_variants;
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 

@@ -1,7 +1,8 @@
 //! The whole store conformance suite on a standalone Redis server and on a 3-node Redis
 //! Cluster, each started by the test (see `autoshard_test_support::redis`).
 
-use autoshard::{conformance, DocumentStore, RedisOptions, RedisStore};
+use autoshard::conformance;
+use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

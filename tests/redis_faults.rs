@@ -1,7 +1,8 @@
 //! Faults: an unreachable server, and a server killed in the middle of a run (with
 //! `appendfsync always`, so a restart brings back everything it acknowledged).
 
-use autoshard::{Document, DocumentStore, Error, Key, RedisOptions, RedisStore};
+use autoshard::store::{Document, DocumentStore, RedisOptions, RedisStore};
+use autoshard::{Error, Key};
 use autoshard_test_support::entities::Question;
 use autoshard_test_support::redis::{namespace, Standalone};
 use std::sync::atomic::{AtomicBool, Ordering};

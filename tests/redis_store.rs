@@ -2,10 +2,11 @@
 //! layout on the server, foreign values, cluster slot placement, group-only commits, and
 //! concurrent optimistic commits through shared connections.
 
-use autoshard::{
-    Commit, Document, DocumentStore, Error, Fold, Key, Merge, RedisOptions, RedisStore, Scan,
-    Transaction, WriteId,
+use autoshard::store::{
+    Commit, Document, DocumentStore, Fold, Merge, RedisOptions, RedisStore, Scan, Transaction,
+    WriteId,
 };
+use autoshard::{Error, Key};
 use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -4,8 +4,11 @@
 
 use std::collections::BTreeSet;
 
+use autoshard::entity::ShardHooks;
+use autoshard::entity::Sharding;
 use autoshard::prelude::*;
-use autoshard::{FieldError, Sharding, Value};
+use autoshard::store::Value;
+use autoshard::FieldError;
 use serde_json::json;
 
 use autoshard_test_support::board::Board;
@@ -66,7 +69,7 @@ fn describes_its_sharded_properties() {
                 Sharding::Static {
                     shards: 4,
                     min: 1,
-                    max: autoshard::DEFAULT_MAX_SHARDS
+                    max: autoshard::entity::DEFAULT_MAX_SHARDS
                 }
             ),
             ("peak", "shard_peak", Sharding::Dynamic),
@@ -76,7 +79,7 @@ fn describes_its_sharded_properties() {
                 Sharding::Static {
                     shards: 3,
                     min: 1,
-                    max: autoshard::DEFAULT_MAX_SHARDS
+                    max: autoshard::entity::DEFAULT_MAX_SHARDS
                 }
             ),
         ]

@@ -72,6 +72,18 @@ const _: () = {
         fn id(&self) -> &Self::Id {
             &self.id
         }
+        const PROPERTIES: &'static [::autoshard::__private::ShardedProperty] = &[
+            ::autoshard::__private::ShardedProperty {
+                name: "votes",
+                stored_as: "shard_votes",
+                sharding: ::autoshard::__private::Sharding::Static {
+                    shards: 10u32,
+                    min: 1u32,
+                    max: ::autoshard::__private::default_max_shards(10u32),
+                },
+                fold: ::core::option::Option::None,
+            },
+        ];
         fn to_document(
             &self,
         ) -> ::core::result::Result<
@@ -126,18 +138,9 @@ const _: () = {
                 __autoshard_state: ::core::default::Default::default(),
             })
         }
-        const PROPERTIES: &'static [::autoshard::__private::ShardedProperty] = &[
-            ::autoshard::__private::ShardedProperty {
-                name: "votes",
-                stored_as: "shard_votes",
-                sharding: ::autoshard::__private::Sharding::Static {
-                    shards: 10u32,
-                    min: 1u32,
-                    max: ::autoshard::__private::default_max_shards(10u32),
-                },
-                fold: ::core::option::Option::None,
-            },
-        ];
+    }
+    #[automatically_derived]
+    impl ::autoshard::__private::ShardHooks for Question {
         fn fold_stored(
             &mut self,
             __autoshard_property: usize,

@@ -65,7 +65,6 @@ pub use crate::mapper::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> autoshard::Result<()> {
 /// use autoshard::compaction::Compactor;
-/// use autoshard::{Mapper, MemoryStore};
 /// use std::time::Duration;
 ///
 /// let db = Mapper::new(MemoryStore::new());

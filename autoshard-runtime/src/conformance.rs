@@ -4,7 +4,8 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
-//! use autoshard::{conformance, MemoryStore};
+//! use autoshard::conformance;
+//! use autoshard::store::MemoryStore;
 //!
 //! conformance::run_all(&MemoryStore::new()).await;
 //! # }

@@ -70,13 +70,33 @@ impl ShardedProperty {
     }
 }
 
-/// A struct mapped to a document. Implemented by `#[derive(Entity)]`; the sharded hooks
-/// (everything after [`Entity::from_document`]) by `#[autoshard::sharded]`. Their
-/// defaults describe an entity with no sharded property.
+/// A struct mapped to a document, implemented by `#[derive(Entity)]`: its kind, its id,
+/// its main document, and the description of its sharded properties.
 ///
-/// `property` arguments index [`Entity::PROPERTIES`]; generated code returns a
-/// [`FieldError`] (never panics) for an index out of range.
-pub trait Entity: Sized + Send + Sync + 'static {
+/// The mapper also needs hooks into the hidden shadow fields of a sharded struct (the
+/// change of each property since the last save, the bookkeeping of its shards); generated
+/// code implements them in a trait of their own, which is not part of the API, so that
+/// they stay out of an application's way (and out of its method completions).
+///
+/// ```
+/// use autoshard::prelude::*;
+///
+/// #[autoshard::sharded]
+/// #[derive(Entity)]
+/// #[entity(kind = "Q")]
+/// struct Question {
+///     #[id]
+///     id: u64,
+///     #[shardable(shards = 10, fold = sum)]
+///     votes: i64,
+/// }
+///
+/// assert_eq!(Question::KIND, "Q");
+/// assert_eq!(Question::PROPERTIES[0].name, "votes");
+/// assert_eq!(Question::PROPERTIES[0].static_shards(), Some(10));
+/// assert_eq!(Question::new(42, 0).key().encode(), "{Q:42}");
+/// ```
+pub trait Entity: ShardHooks + Sized + Send + Sync + 'static {
     /// The type of the `#[id]` field.
     type Id: EntityId;
 
@@ -121,10 +141,20 @@ pub trait Entity: Sized + Send + Sync + 'static {
     fn to_document(&self) -> Result<Document, FieldError>;
 
     /// Rebuilds an entity from its id and main document. Sharded properties start at their
-    /// neutral value (the mapper then folds the shards in with
-    /// [`Entity::fold_stored`]), shadows untouched, [`EntityState`] empty.
+    /// neutral value (the mapper then folds the shards in), shadows untouched,
+    /// [`EntityState`] empty.
     fn from_document(id: Self::Id, doc: &Document) -> Result<Self, FieldError>;
+}
 
+/// The sharded hooks of an entity: what the mapper reads and resets in the hidden shadow
+/// and state fields of a struct rewritten by `#[autoshard::sharded]`. `#[derive(Entity)]`
+/// implements it (with these defaults, which describe an entity with no sharded property).
+/// Not public API: it may change in any release.
+///
+/// `property` arguments index [`Entity::PROPERTIES`]; generated code returns a
+/// [`FieldError`] (never panics) for an index out of range.
+#[doc(hidden)]
+pub trait ShardHooks {
     /// Folds one stored shard value of `property` into the aggregate field.
     fn fold_stored(&mut self, property: usize, stored: &Value) -> Result<(), FieldError> {
         let _ = stored;
@@ -179,7 +209,7 @@ pub trait Entity: Sized + Send + Sync + 'static {
         None
     }
 
-    /// Mutable access to [`Entity::state`].
+    /// Mutable access to [`ShardHooks::state`].
     fn state_mut(&mut self) -> Option<&mut EntityState> {
         None
     }
@@ -187,10 +217,12 @@ pub trait Entity: Sized + Send + Sync + 'static {
 
 /// The error the default sharded hooks return: the entity has no such property.
 #[must_use]
-pub fn no_such_property<E: Entity>(property: usize) -> FieldError {
+pub fn no_such_property<E: ?Sized>(property: usize) -> FieldError {
+    let name = std::any::type_name::<E>();
+    let name = name.rsplit("::").next().unwrap_or(name);
     FieldError::new(
         format!("#{property}"),
-        format!("`{}` has no sharded property with this index", E::KIND),
+        format!("`{name}` has no sharded property with this index"),
     )
 }
 

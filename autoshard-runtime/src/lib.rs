@@ -59,7 +59,8 @@ pub use error::{Error, FieldError, Result};
 pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use mapper::{
-    CacheStats, KindReshard, Mapper, Once, ReadCache, DEFAULT_CACHE_CAPACITY, DEFAULT_WRITE_WINDOW,
+    CacheStats, Entities, KindReshard, Mapper, Once, ReadCache, DEFAULT_CACHE_CAPACITY,
+    DEFAULT_WRITE_WINDOW,
 };
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use retry::{Backoff, RetryPolicy};
@@ -75,8 +76,8 @@ pub use store::{
 pub mod __private {
     pub use crate::document::{Document, Value};
     pub use crate::entity::{
-        default_max_shards, no_such_property, Entity, EntityState, Shadow, ShardedProperty,
-        Sharding,
+        default_max_shards, no_such_property, Entity, EntityState, Shadow, ShardHooks,
+        ShardedProperty, Sharding,
     };
     pub use crate::error::FieldError;
     pub use crate::group::{Child, ParentId, Root};

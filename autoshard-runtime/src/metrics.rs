@@ -100,7 +100,7 @@ impl Metrics {
     /// The current counts.
     ///
     /// ```
-    /// let m = autoshard::Metrics::new();
+    /// let m = autoshard::metrics::Metrics::new();
     /// assert_eq!(m.snapshot().attempts, 0);
     /// ```
     #[must_use]
@@ -113,7 +113,6 @@ impl Metrics {
     ///
     /// ```
     /// use autoshard::prelude::*;
-    /// use autoshard::Key;
     ///
     /// #[autoshard::sharded]
     /// #[derive(Entity, Debug, Clone)]

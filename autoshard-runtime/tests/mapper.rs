@@ -1,6 +1,7 @@
 //! The mapper end to end, with entities declared by the real macros: the behaviour every
 //! save, load and update must keep.
 
+use autoshard_runtime::entity::ShardHooks;
 use autoshard_runtime::{
     Document, DocumentStore, Entity, Error, Key, LatencyStore, Mapper, MemoryStore, RetryPolicy,
 };

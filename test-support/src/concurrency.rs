@@ -4,7 +4,8 @@
 //! vote is saved.
 
 use crate::entities::{NaiveQuestion, Question};
-use autoshard::{DocumentStore, Mapper, RetryPolicy};
+use autoshard::store::DocumentStore;
+use autoshard::{Mapper, RetryPolicy};
 use std::sync::Arc;
 use std::time::Duration;
 

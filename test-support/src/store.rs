@@ -6,10 +6,10 @@
 //! instead of writing a decorator of their own.
 
 use async_trait::async_trait;
-use autoshard::{
-    Commit, Document, DocumentStore, Key, Merge, Merged, Result, Scan, ScanPage, Transaction,
-    Version, Versioned,
+use autoshard::store::{
+    Commit, Document, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction, Version, Versioned,
 };
+use autoshard::{Key, Result};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;

@@ -72,6 +72,7 @@ pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
                     ::core::unreachable!()
                 }
             }
+            impl ::autoshard::__private::ShardHooks for #ident {}
             impl ::autoshard::__private::Root for #ident {}
             #(#markers)*
             #fields_impl

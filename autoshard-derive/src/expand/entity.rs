@@ -1,6 +1,7 @@
 //! `#[derive(Entity)]`: the `Entity` impl (id, kind, document mapping), the entity-group
-//! items (`group`), and, on a struct rewritten by `#[autoshard::sharded]`, the sharded
-//! hooks (`hooks`) and the `ShardedFields` impl the `#[shard_method]` wrappers call.
+//! items (`group`), the `ShardHooks` impl (empty unless the struct was rewritten by
+//! `#[autoshard::sharded]`: then the sharded hooks of `hooks`) and the `ShardedFields`
+//! impl the `#[shard_method]` wrappers call.
 //! Expands from the checked model only.
 
 use proc_macro2::TokenStream;
@@ -73,6 +74,7 @@ fn expand(entity: &Entity) -> TokenStream {
         hooks::Sharded::default()
     };
     let hooks::Sharded {
+        properties,
         hooks,
         helpers,
         fields_impl,
@@ -96,9 +98,14 @@ fn expand(entity: &Entity) -> TokenStream {
                     &self.#id_ident
                 }
 
+                #properties
                 #group_items
                 #to_document
                 #from_document
+            }
+
+            #[automatically_derived]
+            impl ::autoshard::__private::ShardHooks for #ident {
                 #hooks
             }
 

@@ -1,5 +1,5 @@
-//! The sharded hooks of the `Entity` impl of a struct rewritten by
-//! `#[autoshard::sharded]`: one function per hook, each a `match` over the properties of
+//! The sharded hooks (the `ShardHooks` impl, and `PROPERTIES` in the `Entity` impl) of a
+//! struct rewritten by `#[autoshard::sharded]`: one function per hook, each a `match` over the properties of
 //! the checked model; the neutral functions, the fold fallback and the property markers
 //! beside the impl; and the `ShardedFields` impl the `#[shard_method]` wrappers call.
 
@@ -13,7 +13,9 @@ use crate::internals::attr::BuiltinFold;
 /// What a sharded entity adds to the derive's output.
 #[derive(Default)]
 pub struct Sharded {
-    /// Items of the `Entity` impl.
+    /// Items of the `Entity` impl (the `PROPERTIES` table).
+    pub properties: TokenStream,
+    /// Items of the `ShardHooks` impl.
     pub hooks: TokenStream,
     /// Items beside it inside the `const _` (neutral fns, markers, the fold fallback).
     pub helpers: TokenStream,
@@ -24,7 +26,6 @@ pub struct Sharded {
 pub fn expand(entity: &Entity) -> Sharded {
     let props = &entity.properties;
     let hooks = [
-        properties(props),
         fold_stored(props),
         shadow_touched(props),
         shadow_value(props),
@@ -36,6 +37,7 @@ pub fn expand(entity: &Entity) -> Sharded {
         state(),
     ];
     Sharded {
+        properties: properties(props),
         hooks: quote!(#(#hooks)*),
         helpers: helpers(entity),
         fields_impl: fields_impl(entity),

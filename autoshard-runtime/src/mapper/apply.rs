@@ -83,12 +83,17 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.apply", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn apply<E, F>(&self, id: &E::Id, change: F) -> Result<()>
+    #[tracing::instrument(name = "autoshard.apply", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn apply<E, F>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+        change: F,
+    ) -> Result<()>
     where
         E: Root,
         F: FnOnce(&mut E),
     {
+        let id = &id.to_owned();
         let main = E::key_for(id);
         let cached = self.main_cache.get(&main);
         let from_cache = cached.is_some();

@@ -81,7 +81,8 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
 /// return). Cloning shares the cache.
 ///
 /// ```
-/// use autoshard::{Mapper, MemoryStore, ReadCache};
+/// use autoshard::{Mapper, ReadCache};
+/// use autoshard::store::MemoryStore;
 /// use std::time::Duration;
 ///
 /// let cache = ReadCache::new(Duration::from_millis(100)).with_capacity(1_000);

@@ -126,8 +126,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Counter::new(1, 5)).await?; // main document + compacted shard
     /// for _ in 0..10 {
@@ -141,8 +139,12 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.compact", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn compact<E: Root>(&self, id: &E::Id) -> Result<CompactionReport> {
+    #[tracing::instrument(name = "autoshard.compact", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn compact<E: Root>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+    ) -> Result<CompactionReport> {
+        let id = &id.to_owned();
         self.compact_in_batches::<E>(id, DEFAULT_BATCH, DEFAULT_ROUNDS)
             .await
     }
@@ -151,10 +153,11 @@ impl<S: DocumentStore> Mapper<S> {
     /// making at most `rounds` commits.
     pub async fn compact_in_batches<E: Root>(
         &self,
-        id: &E::Id,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
         batch: usize,
         rounds: u32,
     ) -> Result<CompactionReport> {
+        let id = &id.to_owned();
         let main = E::key_for(id);
         let batch = batch.max(2);
         let mut report = CompactionReport {

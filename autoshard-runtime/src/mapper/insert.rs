@@ -62,8 +62,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Error, Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Question::new(1, "First?".into(), 0)).await?;
     /// let again = db.insert(&mut Question::new(1, "Again?".into(), 0)).await;
@@ -153,8 +151,12 @@ impl<S: DocumentStore> Mapper<S> {
     /// the markers of its keyed operations ([`Mapper::update_once`]).
     /// Answers whether the main document was there. The children of an entity-group root
     /// stay; [`Mapper::delete_group`] deletes a root with its children.
-    #[tracing::instrument(name = "autoshard.delete", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn delete<E: Root>(&self, id: &E::Id) -> Result<bool> {
+    #[tracing::instrument(name = "autoshard.delete", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn delete<E: Root>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+    ) -> Result<bool> {
+        let id = &id.to_owned();
         let main = E::key_for(id);
         let _invalidate = self.invalidating(&main);
         tracing::debug!(key = %main, "delete");

@@ -59,8 +59,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Error, Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Question::new(7, "Why?".into(), 3)).await?;
     /// assert_eq!(db.load::<Question>(&7).await?.votes, 3);
@@ -68,8 +66,9 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.load", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn load<E: Root>(&self, id: &E::Id) -> Result<E> {
+    #[tracing::instrument(name = "autoshard.load", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn load<E: Root>(&self, id: &(impl ToOwned<Owned = E::Id> + ?Sized)) -> Result<E> {
+        let id = &id.to_owned();
         let main = E::key_for(id);
         let Some(cache) = &self.cache else {
             let found = self.read_entity::<E>(&main).await?;

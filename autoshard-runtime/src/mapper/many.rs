@@ -109,9 +109,10 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn aggregate<E: Root, T: DeserializeOwned>(
         &self,
-        id: &E::Id,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
         property: &str,
     ) -> Result<T> {
+        let id = &id.to_owned();
         let mut values = self
             .aggregates::<E, T>(std::slice::from_ref(id), property)
             .await?;

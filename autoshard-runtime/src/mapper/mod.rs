@@ -1,39 +1,52 @@
-//! The [`Mapper`]: entities in, documents out. It drives the hooks of [`Entity`](crate::Entity) and talks
-//! to a [`DocumentStore`]; it holds no entity cache and no connection of its own.
+//! The [`Mapper`]: entities in, documents out. It drives the hooks of
+//! [`Entity`](crate::Entity) and talks to a [`DocumentStore`]; it holds no connection of
+//! its own.
 //!
-//! One module per operation: `insert` (and `delete`), `load`, `save`, `update`,
-//! `once` (keyed operations), `compact`; dynamic shards (save, consistent reads) in `dynamic`; the operations on
-//! children of entity groups in `children`. What they share, below them: `layout` (the one
-//! owner of where every document lives), `attempt` (optimistic attempts, retries,
-//! paging), `codec` (folding documents into entities, decode errors), `lanes` (at
-//! most one write per shard document at a time within a process) and `writes` (the write
-//! ids that make sending a change again apply it at most once).
+//! One module per operation: `insert` (and `delete`), `load`, `save`, `update`, `apply`
+//! (a change folded in without a read), `many` (`load_many`, `aggregate`), `once` (keyed
+//! updates), `typed` (the [`Entities`] handle), `children` (entity groups), `compact`,
+//! `reshard`; dynamic shards (save, consistent reads) in `dynamic`. What they share,
+//! below them: `layout` (the one owner of where every document lives), `attempt`
+//! (optimistic attempts, retries, paging), `codec` (folding documents into entities,
+//! decode errors), `lanes` (at most one write per shard document at a time within a
+//! process), `writes` (the write ids that make sending a change again apply it at most
+//! once), `coalesce` (saves queued behind a commit in flight), `shared_read` (concurrent
+//! loads served by one read) and `cache` (the optional [`ReadCache`]).
+
+// The operations, in the order the docs of `Mapper` list them: the everyday ones first
+// (rustdoc keeps source order), then batches and keyed updates, then maintenance and
+// entity groups.
+mod insert;
+mod load;
+mod save;
+mod update;
 
 mod apply;
-mod attempt;
-mod cache;
-mod children;
-mod coalesce;
-mod codec;
-mod compact;
-mod dynamic;
-mod insert;
-mod lanes;
-pub(crate) mod layout;
-mod load;
 mod many;
 mod once;
+mod typed;
+
+mod children;
+mod compact;
 mod reshard;
-mod save;
+
+// What the operations share.
+mod attempt;
+mod cache;
+mod coalesce;
+mod codec;
+mod dynamic;
+mod lanes;
+pub(crate) mod layout;
 mod shared_read;
 mod single;
-mod update;
 mod writes;
 
 pub use cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
 pub use compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 pub use once::Once;
 pub use reshard::KindReshard;
+pub use typed::Entities;
 pub use writes::DEFAULT_WRITE_WINDOW;
 
 use crate::metrics::Metrics;
@@ -79,7 +92,6 @@ use std::time::Duration;
 ///     }
 /// }
 ///
-/// use autoshard::{Mapper, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> autoshard::Result<()> {
@@ -213,7 +225,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// off to model independent clients, one read per load.
     ///
     /// ```
-    /// use autoshard::{Mapper, MemoryStore};
+    /// use autoshard::Mapper;
+    /// use autoshard::store::MemoryStore;
     ///
     /// let one_read_per_load = Mapper::new(MemoryStore::new()).with_shared_reads(false);
     /// # let _ = one_read_per_load;
@@ -234,7 +247,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// one statically sharded property and no unsharded field; others commit as before.
     ///
     /// ```
-    /// use autoshard::{Mapper, MemoryStore};
+    /// use autoshard::Mapper;
+    /// use autoshard::store::MemoryStore;
     ///
     /// let one_commit_per_save = Mapper::new(MemoryStore::new()).with_coalescing(false);
     /// # let _ = one_commit_per_save;
@@ -260,7 +274,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// paper's experiment does). Exactness never depends on them.
     ///
     /// ```
-    /// use autoshard::{Mapper, MemoryStore};
+    /// use autoshard::Mapper;
+    /// use autoshard::store::MemoryStore;
     ///
     /// let independent = Mapper::new(MemoryStore::new()).with_shard_lanes(false);
     /// # let _ = independent;
@@ -279,7 +294,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// costs space only in documents written by many processes within it.
     ///
     /// ```
-    /// use autoshard::{Mapper, MemoryStore};
+    /// use autoshard::Mapper;
+    /// use autoshard::store::MemoryStore;
     /// use std::time::Duration;
     ///
     /// let db = Mapper::new(MemoryStore::new()).with_write_window(Duration::from_secs(3600));

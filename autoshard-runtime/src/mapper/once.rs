@@ -108,8 +108,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Question::new(42, 0)).await?;
     /// let vote = |q: &mut Question| q.vote_up();
@@ -119,13 +117,19 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.update_once", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn update_once<E, R, F>(&self, id: &E::Id, op: &str, change: F) -> Result<Once<R>>
+    #[tracing::instrument(name = "autoshard.update_once", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn update_once<E, R, F>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+        op: &str,
+        change: F,
+    ) -> Result<Once<R>>
     where
         E: Root,
         F: FnOnce(&mut E) -> R + Send,
         R: Send,
     {
+        let id = &id.to_owned();
         let _invalidate = self.invalidating(&E::key_for(id));
         let mut entity: E = self.load(id).await?;
         let result = change(&mut entity);

@@ -119,8 +119,13 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.reshard", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn reshard<E: Root>(&self, id: &E::Id, shards: u32) -> Result<()> {
+    #[tracing::instrument(name = "autoshard.reshard", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn reshard<E: Root>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+        shards: u32,
+    ) -> Result<()> {
+        let id = &id.to_owned();
         let main = E::key_for(id);
         let _invalidate = self.invalidating(&main);
         if shards == 0 || shards > Self::MAX_SHARDS {
@@ -264,8 +269,12 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.drain", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn drain<E: Root>(&self, id: &E::Id) -> Result<usize> {
+    #[tracing::instrument(name = "autoshard.drain", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn drain<E: Root>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+    ) -> Result<usize> {
+        let id = &id.to_owned();
         self.drain_at::<E>(&E::key_for(id)).await
     }
 
@@ -299,7 +308,11 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn shards<E: Root>(&self, id: &E::Id) -> Result<u32> {
+    pub async fn shards<E: Root>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+    ) -> Result<u32> {
+        let id = &id.to_owned();
         let main = E::key_for(id);
         let Some(stored) = self.store.get(&main).await? else {
             return Err(Error::NotFound { key: main });

@@ -121,8 +121,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{DocumentStore, Entity, Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Question::new(3, "Votes only?".into(), 0)).await?;
     /// let mut q: Question = db.load(&3).await?;

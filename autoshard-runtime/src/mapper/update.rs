@@ -45,8 +45,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut NaiveQuestion { id: 1, text: "Naive?".into(), votes: 0 }).await?;
     /// let votes = db.update(&1, |q: &mut NaiveQuestion| { q.vote_up(); q.votes }).await?;
@@ -54,13 +52,18 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    #[tracing::instrument(name = "autoshard.update", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(id), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn update<E, R, F>(&self, id: &E::Id, mut change: F) -> Result<R>
+    #[tracing::instrument(name = "autoshard.update", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn update<E, R, F>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+        mut change: F,
+    ) -> Result<R>
     where
         E: Root,
         F: FnMut(&mut E) -> R + Send,
         R: Send,
     {
+        let id = &id.to_owned();
         if !E::PROPERTIES.is_empty() {
             let mut entity: E = self.load(id).await?;
             let result = change(&mut entity);

@@ -29,7 +29,8 @@ pub enum Fault {
 ///
 /// ```
 /// use autoshard::store::faulty::{Fault, FaultyStore};
-/// use autoshard::{DocumentStore, Key, MemoryStore};
+/// use autoshard::Key;
+/// use autoshard::store::{DocumentStore, MemoryStore};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -89,7 +90,8 @@ impl<S> FaultyStore<S> {
     ///
     /// ```
     /// use autoshard::store::faulty::{Fault, FaultyStore};
-    /// use autoshard::{DocumentStore, Key, MemoryStore};
+    /// use autoshard::Key;
+    /// use autoshard::store::{DocumentStore, MemoryStore};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {

@@ -37,7 +37,8 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 /// Clones share the locks, so clones of one decorator model one store.
 ///
 /// ```
-/// use autoshard::{DocumentStore, Key, LatencyStore, MemoryStore};
+/// use autoshard::Key;
+/// use autoshard::store::{DocumentStore, LatencyStore, MemoryStore};
 /// use std::time::{Duration, Instant};
 ///
 /// # #[tokio::main(flavor = "current_thread")]

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// share one state, like clones of a connection handle.
 ///
 /// ```
-/// use autoshard::{Commit, DocumentStore, Key, MemoryStore, Transaction};
+/// use autoshard::Key;
+/// use autoshard::store::{Commit, DocumentStore, MemoryStore, Transaction};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> autoshard::Result<()> {

@@ -1,10 +1,19 @@
-//! The [`DocumentStore`] trait: the raw operations every backend provides, and nothing
-//! typed. Entities, folds and retries live in the mapper, not in stores.
+//! Where entities are stored: the backends, and the [`DocumentStore`] trait of raw
+//! operations they provide (nothing typed: entities, folds and retries live in the
+//! mapper, not in stores).
 //!
-//! Backends are modules named after what they talk to; decorators that add behaviour to
-//! any store (modelled latency, fault injection) live in modules of their own.
+//! | Store | For |
+//! |---|---|
+//! | [`MemoryStore`] | embedded, in process: tests, examples, single-process apps |
+//! | [`RedisStore`](redis::RedisStore) (feature `redis`, on by default) | Redis standalone and Redis Cluster |
+//! | [`PostgresStore`](postgres::PostgresStore) (feature `postgres`) | PostgreSQL 12 or later |
+//! | `Arc<dyn DocumentStore>` | any of them, chosen at run time |
+//!
+//! Decorators add behaviour to any store: [`LatencyStore`] (a modelled round trip, for
+//! benchmarks) and [`FaultyStore`] (lost replies and failed commits, for tests).
+//! Backends are modules named after what they talk to; a backend of your own passes
+//! the conformance suite (`autoshard::conformance`, feature `conformance`).
 
-use crate::document::{Document, Version, Versioned};
 use crate::error::Result;
 use crate::key::Key;
 use async_trait::async_trait;
@@ -20,10 +29,15 @@ pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
 
+pub use crate::document::{Document, Value, Version, Versioned};
 pub use faulty::{Fault, FaultyStore};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
 pub use merge::{Fold, Merge, Merged, WriteId};
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
+#[cfg(feature = "redis")]
+pub use redis::{RedisOptions, RedisStore};
 
 /// A document store with per-document versions and optimistic multi-document commits.
 ///
@@ -253,7 +267,8 @@ pub enum Write {
 /// them changed.
 ///
 /// ```
-/// use autoshard::{Key, Transaction, Version};
+/// use autoshard::Key;
+/// use autoshard::store::{Transaction, Version};
 ///
 /// let counter = Key::new("Counter", "42");
 /// let txn = Transaction::new()

@@ -6,7 +6,7 @@
 
 use autoshard::prelude::*;
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
-use autoshard::LatencyStore;
+use autoshard::store::LatencyStore;
 use redis::IntoConnectionInfo;
 use std::fmt;
 use std::sync::Arc;

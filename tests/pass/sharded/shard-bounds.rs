@@ -1,5 +1,5 @@
 use autoshard::prelude::*;
-use autoshard::Sharding;
+use autoshard::entity::Sharding;
 
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone)]
@@ -29,7 +29,7 @@ fn main() {
             Sharding::Static { shards: 4, min: 2, max: 4096 },
             // Without `max`: the default, or `shards` when that is more.
             Sharding::Static { shards: 100, min: 1, max: 100 },
-            Sharding::Static { shards: 1, min: 1, max: autoshard::DEFAULT_MAX_SHARDS },
+            Sharding::Static { shards: 1, min: 1, max: autoshard::entity::DEFAULT_MAX_SHARDS },
         ]
     );
 }

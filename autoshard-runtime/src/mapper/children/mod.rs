@@ -110,8 +110,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 42, title: "Heated?".into() }).await?; // 8 sub-groups
     /// db.insert(&mut Reply { id: 7, topic: 42, text: "Yes".into(), likes: 0 }).await?;
@@ -120,7 +118,13 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn load_child<C: Child>(&self, parent: &ParentId<C>, id: &C::Id) -> Result<C> {
+    pub async fn load_child<C: Child>(
+        &self,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
+        id: &(impl ToOwned<Owned = C::Id> + ?Sized),
+    ) -> Result<C> {
+        let id = &id.to_owned();
+        let parent = &parent.to_owned();
         let root = C::Parent::key_for(parent);
         let (key, found) = self.locate::<C>(&root, id).await?;
         decode_child::<C>(&root, &key, id.clone(), &found.doc)
@@ -155,8 +159,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Key, Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 3, title: "Where?".into() }).await?;
     /// db.insert(&mut Reply { id: 1, topic: 3, text: "Here".into(), likes: 0 }).await?;
@@ -166,7 +168,13 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn child_key<C: Child>(&self, parent: &ParentId<C>, id: &C::Id) -> Result<Key> {
+    pub async fn child_key<C: Child>(
+        &self,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
+        id: &(impl ToOwned<Owned = C::Id> + ?Sized),
+    ) -> Result<Key> {
+        let id = &id.to_owned();
+        let parent = &parent.to_owned();
         let root = C::Parent::key_for(parent);
         Ok(self.locate::<C>(&root, id).await?.0)
     }
@@ -200,8 +208,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 1, title: "Hot".into() }).await?;
     /// for id in 0..20 {
@@ -213,7 +219,11 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn children<C: Child>(&self, parent: &ParentId<C>) -> Result<Vec<C>> {
+    pub async fn children<C: Child>(
+        &self,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
+    ) -> Result<Vec<C>> {
+        let parent = &parent.to_owned();
         let shards = group_shards::<C>()?;
         let root = C::Parent::key_for(parent);
         let scans = (0..shards).map(|k| self.scan_children::<C>(&root, k));
@@ -274,8 +284,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Thread { id: 1 }).await?; // one group (K = 1)
     /// db.insert(&mut Post { id: 1, thread: 1, points: 10 }).await?;
@@ -292,7 +300,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn update_children<C, R, F>(
         &self,
-        parent: &ParentId<C>,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
         ids: &[C::Id],
         mut change: F,
     ) -> Result<R>
@@ -301,6 +309,7 @@ impl<S: DocumentStore> Mapper<S> {
         F: FnMut(&mut [C]) -> R + Send,
         R: Send,
     {
+        let parent = &parent.to_owned();
         let root = C::Parent::key_for(parent);
         let keys = self.locate_in_one_sub_group::<C>(&root, ids).await?;
         let Some(anchor) = keys.first().and_then(Key::parent) else {
@@ -341,8 +350,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 5, title: "Likes".into() }).await?;
     /// db.insert(&mut Reply { id: 1, topic: 5, text: "+1".into(), likes: 0 }).await?;
@@ -353,8 +360,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     pub async fn update_child<C, R, F>(
         &self,
-        parent: &ParentId<C>,
-        id: &C::Id,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
+        id: &(impl ToOwned<Owned = C::Id> + ?Sized),
         mut change: F,
     ) -> Result<R>
     where
@@ -362,6 +369,8 @@ impl<S: DocumentStore> Mapper<S> {
         F: FnMut(&mut C) -> R + Send,
         R: Send,
     {
+        let id = &id.to_owned();
+        let parent = &parent.to_owned();
         let ids = std::slice::from_ref(id);
         // `update_children` hands `change` exactly one child per id, so `first_mut` is
         // always `Some`.
@@ -416,7 +425,13 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// Deletes the child of kind `C` with id `id` under the root `parent` (with a rewrite
     /// of its sub-group's anchor, retried on conflict). Answers whether it was there.
-    pub async fn delete_child<C: Child>(&self, parent: &ParentId<C>, id: &C::Id) -> Result<bool> {
+    pub async fn delete_child<C: Child>(
+        &self,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
+        id: &(impl ToOwned<Owned = C::Id> + ?Sized),
+    ) -> Result<bool> {
+        let id = &id.to_owned();
+        let parent = &parent.to_owned();
         let root = C::Parent::key_for(parent);
         let key = match self.locate::<C>(&root, id).await {
             Ok((key, _)) => key,
@@ -480,8 +495,6 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> autoshard::Result<()> {
-    /// use autoshard::{Mapper, MemoryStore};
-    ///
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Topic { id: 9, title: "Gone soon".into() }).await?;
     /// db.insert(&mut Reply { id: 1, topic: 9, text: "bye".into(), likes: 0 }).await?;
@@ -491,11 +504,15 @@ impl<S: DocumentStore> Mapper<S> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn delete_group<C>(&self, parent: &ParentId<C>) -> Result<bool>
+    pub async fn delete_group<C>(
+        &self,
+        parent: &(impl ToOwned<Owned = ParentId<C>> + ?Sized),
+    ) -> Result<bool>
     where
         C: Child,
         C::Parent: Root,
     {
+        let parent = &parent.to_owned();
         let shards = group_shards::<C>()?;
         let root = C::Parent::key_for(parent);
         tracing::debug!(root = %root, kind = C::KIND, "delete group");

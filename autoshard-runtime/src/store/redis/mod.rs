@@ -130,7 +130,8 @@ const WHOLE_DOCUMENT: &str = "(document)";
 /// Typical use (needs a server):
 /// ```no_run
 /// use autoshard::store::redis::RedisStore;
-/// use autoshard::{DocumentStore, Key};
+/// use autoshard::Key;
+/// use autoshard::store::DocumentStore;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> autoshard::Result<()> {
@@ -186,7 +187,7 @@ impl RedisStore {
     ///
     /// ```no_run
     /// # async fn run() -> autoshard::Result<()> {
-    /// use autoshard::{RedisOptions, RedisStore};
+    /// use autoshard::store::{RedisOptions, RedisStore};
     ///
     /// let client = autoshard::redis::Client::open("redis://127.0.0.1:6379/0").expect("a valid URL");
     /// let store = RedisStore::from_client(client, RedisOptions::default()).await?;
