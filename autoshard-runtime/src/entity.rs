@@ -96,6 +96,11 @@ impl ShardedProperty {
 /// assert_eq!(Question::PROPERTIES[0].static_shards(), Some(10));
 /// assert_eq!(Question::new(42, 0).key().encode(), "{Q:42}");
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an entity",
+    label = "not an entity",
+    note = "add `#[derive(Entity)]` to `{Self}`"
+)]
 pub trait Entity: ShardHooks + Sized + Send + Sync + 'static {
     /// The type of the `#[id]` field.
     type Id: EntityId;
@@ -154,6 +159,11 @@ pub trait Entity: ShardHooks + Sized + Send + Sync + 'static {
 /// `property` arguments index [`Entity::PROPERTIES`]; generated code returns a
 /// [`FieldError`] (never panics) for an index out of range.
 #[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an entity",
+    label = "not an entity",
+    note = "add `#[derive(Entity)]` to `{Self}`"
+)]
 pub trait ShardHooks {
     /// Folds one stored shard value of `property` into the aggregate field.
     fn fold_stored(&mut self, property: usize, stored: &Value) -> Result<(), FieldError> {

@@ -106,6 +106,8 @@ fn ask(port: u16, command: &str) -> Option<String> {
 /// One `redis-server` process.
 pub struct RedisServer {
     pub port: u16,
+    /// The second port asked for with `extra_port` (the TLS port of `Standalone::start_tls`).
+    pub extra_port: Option<u16>,
     dir: PathBuf,
     args: Vec<String>,
     child: Option<Child>,
@@ -121,6 +123,7 @@ impl RedisServer {
         let mut last_log = String::new();
         for _ in 0..10 {
             let port = free_port();
+            let mut extra_port_number = None;
             let mut args = vec![
                 "--port".to_owned(),
                 port.to_string(),
@@ -140,6 +143,7 @@ impl RedisServer {
                 }
                 args.push(format!("--{flag}"));
                 args.push(second.to_string());
+                extra_port_number = Some(second);
             }
             args.extend(extra.iter().map(|s| (*s).to_owned()));
             if !args.iter().any(|a| a == "--appendonly") {
@@ -147,6 +151,7 @@ impl RedisServer {
             }
             let mut server = RedisServer {
                 port,
+                extra_port: extra_port_number,
                 dir: dir.to_owned(),
                 args,
                 child: None,
@@ -264,8 +269,37 @@ impl Standalone {
         Standalone { server, _dir: dir }
     }
 
+    /// A server that also takes TLS connections, with the certificate and key given as
+    /// PEM (clients need not present one); `tls_url` is its `rediss://` address. The plain
+    /// port stays open for the readiness check.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Standalone {
+        let dir = TempDir::new("redis-tls");
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        fs::write(&cert, cert_pem).expect("write the certificate");
+        fs::write(&key, key_pem).expect("write the key");
+        let (cert, key) = (cert.display().to_string(), key.display().to_string());
+        let extra = [
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &cert,
+            "--tls-auth-clients",
+            "no",
+        ];
+        let server = RedisServer::start(dir.path(), &extra, Some("tls-port"));
+        Standalone { server, _dir: dir }
+    }
+
     pub fn url(&self) -> String {
         self.server.url()
+    }
+
+    /// The `rediss://` address of a server from `start_tls`.
+    pub fn tls_url(&self) -> String {
+        let port = self.server.extra_port.expect("a server from start_tls");
+        format!("rediss://127.0.0.1:{port}/")
     }
 }
 

@@ -21,10 +21,10 @@
 //!   Where the commit spans groups it also expects the main document's version, so a
 //!   delete racing the save makes it conflict instead of writing into a deleted entity.
 //!
-//! Tests: `tests/exactly_once.rs` (dropped futures, replies lost at random, keyed
-//! operations), `tests/multi_property.rs` (a fault at every call of a two-property save
-//! leaves neither or both), `tests/lifecycle.rs`, and the concurrency tests (exact
-//! totals); on Redis, `tests/redis_faults.rs` kills and restarts the server under writers.
+//! Tests: `integration/tests/exactly_once.rs` (dropped futures, replies lost at random, keyed
+//! operations), `integration/tests/multi_property.rs` (a fault at every call of a two-property save
+//! leaves neither or both), `integration/tests/lifecycle.rs`, and the concurrency tests (exact
+//! totals); on Redis, `integration/tests/redis_faults.rs` kills and restarts the server under writers.
 
 use super::attempt::Attempt;
 use super::codec::malformed;

@@ -195,6 +195,26 @@ impl RedisStore {
     /// # Ok(())
     /// # }
     /// ```
+    #[cfg_attr(
+        feature = "tls",
+        doc = r#"
+Over TLS with a private certificate authority (feature `tls`):
+
+```no_run
+# async fn run() -> autoshard::Result<()> {
+use autoshard::redis::{Client, TlsCertificates};
+use autoshard::store::{RedisOptions, RedisStore};
+
+let ca = std::fs::read("ca.pem").expect("the CA's certificate, PEM");
+let certs = TlsCertificates { client_tls: None, root_cert: Some(ca) };
+let client = Client::build_with_tls("rediss://redis.internal:6380/0", certs).expect("a valid URL");
+let store = RedisStore::from_client(client, RedisOptions::default()).await?;
+# let _ = store;
+# Ok(())
+# }
+```
+"#
+    )]
     pub async fn from_client(client: ::redis::Client, options: RedisOptions) -> Result<Self> {
         let layout = options.layout()?;
         let conns = Connections::standalone_client(client, &options).await?;

@@ -1,0 +1,186 @@
+//! Several sharded properties with different shard counts on one entity: each property
+//! spreads its writes over its own shards, a save commits all touched properties in one
+//! transaction where the store allows it (memory, standalone Redis, PostgreSQL) and one per property
+//! on a Redis Cluster, and no contention error reaches a caller with the default retry
+//! policy. Conflicts per shard document are printed.
+
+use autoshard::prelude::*;
+use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard_test_support::postgres::Postgres;
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::store::{Knobs, TestStore};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A page with a visit counter over 8 shards and the latest visit time over 4.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Page {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 8)]
+    views: i64,
+    #[shardable(neutral = 0, shards = 4)]
+    last_seen: u64,
+}
+
+impl Page {
+    #[shard_method]
+    fn visit(&mut self, at: u64) {
+        self.views += 1;
+        self.last_seen = self.last_seen.max(at);
+    }
+
+    #[shard_fold]
+    fn fold_views(a: i64, b: i64) -> i64 {
+        a + b
+    }
+
+    #[shard_fold]
+    fn fold_last_seen(a: u64, b: u64) -> u64 {
+        a.max(b)
+    }
+}
+
+const WRITERS: u64 = 32;
+const VISITS: u64 = 25;
+
+/// 32 writers x 25 visits through `update`, spread over `mappers` mappers (as if in that
+/// many processes; the page's id is `mappers`): every visit is saved, the totals are
+/// exact, and each property's shards all take writes. With one mapper its shard lanes
+/// queue the writers, and the default retry policy never gives up; across mappers
+/// writers still conflict in the store, so they retry patiently (server-side folds
+/// remove those conflicts).
+async fn writers_on_two_properties(store: Arc<dyn DocumentStore>, mappers: u64, label: &str) {
+    let store = Arc::new(TestStore::new(store, Knobs::default()));
+    let retry = if mappers == 1 {
+        RetryPolicy::default()
+    } else {
+        RetryPolicy::exponential(Duration::from_millis(1), Duration::from_millis(50), 10_000)
+            .with_max_elapsed(Duration::from_mins(2))
+    };
+    let all: Vec<_> = (0..mappers)
+        .map(|_| Mapper::new(store.clone()).with_retry(retry))
+        .collect();
+    let db = all[0].clone();
+    db.insert(&mut Page::new(mappers, 0, 0)).await.unwrap();
+    let tasks: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let db = all[usize::try_from(w % mappers).unwrap()].clone();
+            tokio::spawn(async move {
+                for v in 0..VISITS {
+                    db.update(&mappers, |p: &mut Page| p.visit(w * VISITS + v))
+                        .await
+                        .unwrap_or_else(|e| panic!("visit failed: {e}"));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let page: Page = db.load(&mappers).await.unwrap();
+    assert_eq!(
+        page.views,
+        i64::try_from(WRITERS * VISITS).unwrap(),
+        "{label}"
+    );
+    assert_eq!(page.last_seen, WRITERS * VISITS - 1, "{label}");
+    let (commits, conflicts, failures) = all.iter().fold((0, 0, 0), |(c, k, f), db| {
+        let m = db.metrics().snapshot();
+        (c + m.commits, k + m.conflicts, f + m.failures)
+    });
+    let per_shard = store.conflicts();
+    eprintln!(
+        "{label}, {mappers} mapper(s): {} visits, {commits} commits, {conflicts} conflicts; \
+         conflicts per shard: {per_shard:?}",
+        WRITERS * VISITS,
+    );
+    assert_eq!(failures, 0, "{label}");
+    // Every shard of each property took writes: the versions moved past insert's.
+    for (property, shards) in [("views", 8), ("last_seen", 4)] {
+        for i in 0..shards {
+            let shard = autoshard::layout::static_shard(&Page::key_for(&mappers), property, i);
+            let doc = db.store().get(&shard).await.unwrap();
+            assert!(doc.is_some(), "{label}: {shard} missing");
+        }
+    }
+}
+
+/// A save of two properties on a store with cross-group transactions is atomic: with a
+/// store error injected at each of its calls in turn, what is stored is either neither
+/// change or both, never one of them; the shadows keep what was not written, and the
+/// next save writes it.
+async fn failed_save_writes_no_property(store: Arc<dyn DocumentStore>, label: &str) {
+    let faulty = FaultyStore::new(store);
+    let db = Mapper::new(faulty.clone());
+    // Past the save's last call (a read, then one commit) the fault is never reached.
+    for at in 0..4 {
+        let id = 100 + at;
+        db.insert(&mut Page::new(id, 0, 0)).await.unwrap();
+        let mut page: Page = db.load(&id).await.unwrap();
+        page.visit(7);
+        faulty.fail_call(at, Fault::Before);
+        let failed = db.save(&mut page).await.is_err();
+        faulty.clear();
+        let stored: Page = db.load(&id).await.unwrap();
+        let state = (stored.views, stored.last_seen);
+        assert!(
+            state == (0, 0) || state == (1, 7),
+            "{label}: fault at call {at} left a partial save {state:?}"
+        );
+        assert_eq!(failed, state == (0, 0), "{label}: call {at}");
+        db.save(&mut page).await.unwrap();
+        let stored: Page = db.load(&id).await.unwrap();
+        assert_eq!(
+            (stored.views, stored.last_seen),
+            (1, 7),
+            "{label}: call {at}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory() {
+    let latency = autoshard::store::LatencyStore::new(MemoryStore::new(), Duration::from_millis(1));
+    let latency: Arc<dyn DocumentStore> = Arc::new(latency);
+    writers_on_two_properties(latency.clone(), 1, "memory").await;
+    writers_on_two_properties(latency, 4, "memory").await;
+    failed_save_writes_no_property(Arc::new(MemoryStore::new()), "memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_standalone() {
+    let server = Standalone::start();
+    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
+        let options = RedisOptions::default().namespace(namespace(case));
+        let store = RedisStore::connect_with(&server.url(), options)
+            .await
+            .unwrap();
+        let store: Arc<dyn DocumentStore> = Arc::new(store);
+        store
+    };
+    writers_on_two_properties(connect("multi-1").await, 1, "standalone").await;
+    writers_on_two_properties(connect("multi-4").await, 4, "standalone").await;
+    failed_save_writes_no_property(connect("multi-fail").await, "standalone").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster() {
+    let cluster = Cluster::start();
+    let options = RedisOptions::default().namespace(namespace("multi"));
+    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
+        .await
+        .unwrap();
+    let store: Arc<dyn DocumentStore> = Arc::new(store);
+    writers_on_two_properties(store, 1, "cluster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let connect = async |case: &str| server.shared_store(case).await;
+    writers_on_two_properties(connect("multi-1").await, 1, "postgres").await;
+    writers_on_two_properties(connect("multi-4").await, 4, "postgres").await;
+    failed_save_writes_no_property(connect("multi-fail").await, "postgres").await;
+}

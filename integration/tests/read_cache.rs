@@ -1,0 +1,461 @@
+//! The read cache: a process reads its own writes, other processes' writes appear
+//! within the bound, and a refill that read the store before a newer write or
+//! invalidation never replaces the newer value (deterministic races with a read held
+//! between the store's answer and the cache fill). On memory, standalone Redis and a
+//! Redis Cluster; the soak (64 readers, 8 writers in two processes) checks every read
+//! against a log of confirmed writes.
+
+use autoshard::prelude::*;
+use autoshard::ReadCache;
+use autoshard_test_support::entities::Question;
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::store::{Knobs, ReadGate, TestStore};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Poll {
+    #[id]
+    id: u64,
+    title: String,
+    #[shardable(shards = 8, fold = sum)]
+    votes: i64,
+}
+
+impl Poll {
+    #[shard_method]
+    fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+}
+
+/// A bound long enough that only the guards decide what a load returns.
+const LONG: Duration = Duration::from_mins(1);
+
+fn gated(store: Arc<dyn DocumentStore>, gate: &ReadGate) -> Arc<dyn DocumentStore> {
+    let knobs = Knobs {
+        read_gate: Some(gate.clone()),
+        ..Knobs::default()
+    };
+    Arc::new(TestStore::new(store, knobs))
+}
+
+/// A load held after reading 0 votes, while the same process confirms a vote, then
+/// fills the cache: the next load shows the vote (the write record of the shard tells
+/// the snapshot lacks it), for a built-in fold (merge) and a `#[shard_fold]` (compare
+/// and set).
+async fn own_write_during_a_held_refill_is_read(store: Arc<dyn DocumentStore>, label: &str) {
+    let gate = ReadGate::default();
+    let db = Mapper::new(gated(store, &gate)).with_read_cache(ReadCache::new(LONG));
+    db.insert(&mut Poll::new(1, "merge".into(), 0))
+        .await
+        .unwrap();
+    db.insert(&mut Question::new(1, "compare and set", 0))
+        .await
+        .unwrap();
+
+    gate.arm();
+    let reader = tokio::spawn({
+        let db = db.clone();
+        async move { db.load::<Poll>(&1).await.unwrap().votes }
+    });
+    gate.wait_read().await;
+    db.apply(&1, Poll::vote_up).await.unwrap();
+    gate.release();
+    assert_eq!(
+        reader.await.unwrap(),
+        0,
+        "{label}: the held read was called first"
+    );
+    assert_eq!(
+        db.load::<Poll>(&1).await.unwrap().votes,
+        1,
+        "{label}: merge"
+    );
+    assert_eq!(
+        db.aggregate::<Poll, i64>(&1, "votes").await.unwrap(),
+        1,
+        "{label}: aggregate"
+    );
+
+    gate.arm();
+    let reader = tokio::spawn({
+        let db = db.clone();
+        async move { db.load::<Question>(&1).await.unwrap().votes }
+    });
+    gate.wait_read().await;
+    // The update loads the question: a load sharing `db`'s reads would wait for the
+    // held one, so the writer shares only the cache (the same process).
+    let writer = db.clone().with_shared_reads(false);
+    writer
+        .update(&1, |q: &mut Question| q.vote_up())
+        .await
+        .unwrap();
+    gate.release();
+    assert_eq!(reader.await.unwrap(), 0, "{label}");
+    assert_eq!(
+        db.load::<Question>(&1).await.unwrap().votes,
+        1,
+        "{label}: compare and set"
+    );
+    // Later votes fold in once each, whether or not a snapshot holds them.
+    for _ in 0..5 {
+        db.apply(&1, Poll::vote_up).await.unwrap();
+        db.load::<Poll>(&1).await.unwrap();
+    }
+    assert_eq!(db.load::<Poll>(&1).await.unwrap().votes, 6, "{label}");
+}
+
+/// A load held after reading while the same process rewrites the main document or
+/// deletes the entity: its fill is refused, so the next load does not bring back the
+/// old text or the deleted entity.
+async fn invalidation_during_a_held_refill_refuses_it(store: Arc<dyn DocumentStore>, label: &str) {
+    let gate = ReadGate::default();
+    let db = Mapper::new(gated(store, &gate)).with_read_cache(ReadCache::new(LONG));
+    db.insert(&mut Poll::new(2, "before".into(), 4))
+        .await
+        .unwrap();
+
+    gate.arm();
+    let reader = tokio::spawn({
+        let db = db.clone();
+        async move { db.load::<Poll>(&2).await.unwrap().title }
+    });
+    gate.wait_read().await;
+    // The update loads the poll: the writer shares only the cache, not the held read.
+    let writer = db.clone().with_shared_reads(false);
+    writer
+        .update(&2, |p: &mut Poll| p.title = "after".into())
+        .await
+        .unwrap();
+    gate.release();
+    assert_eq!(reader.await.unwrap(), "before", "{label}");
+    let loaded = db.load::<Poll>(&2).await.unwrap();
+    assert_eq!(
+        (loaded.title.as_str(), loaded.votes),
+        ("after", 4),
+        "{label}"
+    );
+
+    // Emptied so that the next load reads the store (and is held there).
+    db.read_cache().unwrap().clear();
+    gate.arm();
+    let reader = tokio::spawn({
+        let db = db.clone();
+        async move { db.load::<Poll>(&2).await.is_ok() }
+    });
+    gate.wait_read().await;
+    assert!(db.delete::<Poll>(&2).await.unwrap());
+    gate.release();
+    assert!(reader.await.unwrap(), "{label}");
+    assert!(
+        matches!(db.load::<Poll>(&2).await, Err(Error::NotFound { .. })),
+        "{label}: a refill brought a deleted entity back"
+    );
+    let many = db.load_many::<Poll>(&[2]).await.unwrap();
+    assert!(many[0].is_none(), "{label}: load_many");
+}
+
+/// A load held with an old snapshot while another process votes and a later load of
+/// this process reads and caches the newer state: the held fill does not replace it.
+async fn an_older_refill_never_replaces_a_newer_one(store: Arc<dyn DocumentStore>, label: &str) {
+    let gate = ReadGate::default();
+    let db = Mapper::new(gated(store.clone(), &gate)).with_read_cache(ReadCache::new(LONG));
+    let other = Mapper::new(store);
+    db.insert(&mut Poll::new(3, "race".into(), 0))
+        .await
+        .unwrap();
+
+    gate.arm();
+    let held = tokio::spawn({
+        let db = db.clone();
+        async move { db.load::<Poll>(&3).await.unwrap().votes }
+    });
+    gate.wait_read().await;
+    other.apply(&3, Poll::vote_up).await.unwrap();
+    other.apply(&3, Poll::vote_up).await.unwrap();
+    // A load of the same process (the same cache) that does not wait for the held read.
+    let newer = db.clone().with_shared_reads(false);
+    let newer = newer.load::<Poll>(&3).await.unwrap().votes;
+    assert_eq!(newer, 2, "{label}");
+    gate.release();
+    assert_eq!(held.await.unwrap(), 0, "{label}");
+    assert_eq!(
+        db.load::<Poll>(&3).await.unwrap().votes,
+        2,
+        "{label}: the older refill replaced the newer snapshot"
+    );
+}
+
+/// Other processes' votes appear within the bound; `load_many` and `aggregates` answer
+/// as `load` does, from the cache where they can.
+async fn other_writes_appear_within_the_bound(store: Arc<dyn DocumentStore>, label: &str) {
+    let bound = Duration::from_millis(200);
+    let db = Mapper::new(store.clone()).with_read_cache(ReadCache::new(bound));
+    let other = Mapper::new(store);
+    for id in 10..14 {
+        db.insert(&mut Poll::new(
+            id,
+            "many".into(),
+            i64::try_from(id).unwrap(),
+        ))
+        .await
+        .unwrap();
+    }
+    let ids = [13, 10, 99, 12, 11];
+    let votes = |polls: Vec<Option<Poll>>| -> Vec<Option<i64>> {
+        polls.into_iter().map(|p| p.map(|p| p.votes)).collect()
+    };
+    let before = db.load_many::<Poll>(&ids).await.unwrap();
+    assert_eq!(
+        votes(before),
+        [Some(13), Some(10), None, Some(12), Some(11)]
+    );
+    other.apply(&10, Poll::vote_up).await.unwrap();
+    db.apply(&11, Poll::vote_up).await.unwrap();
+    let now = Instant::now();
+    // Own vote at once; the other process's within the bound.
+    let board: Vec<Option<i64>> = db.aggregates::<Poll, _>(&ids, "votes").await.unwrap();
+    assert_eq!(board[4], Some(12), "{label}: own write");
+    assert!(matches!(board[1], Some(10 | 11)), "{label}: {board:?}");
+    tokio::time::sleep(bound.saturating_sub(now.elapsed())).await;
+    let after = db.load_many::<Poll>(&ids).await.unwrap();
+    assert_eq!(
+        votes(after),
+        [Some(13), Some(11), None, Some(12), Some(12)],
+        "{label}"
+    );
+    assert!(matches!(
+        db.aggregate::<Poll, i64>(&10, "title").await,
+        Err(Error::Invalid(_))
+    ));
+}
+
+async fn every_case(store: Arc<dyn DocumentStore>, label: &str) {
+    own_write_during_a_held_refill_is_read(store.clone(), label).await;
+    invalidation_during_a_held_refill_refuses_it(store.clone(), label).await;
+    an_older_refill_never_replaces_a_newer_one(store.clone(), label).await;
+    other_writes_appear_within_the_bound(store, label).await;
+}
+
+/// Confirmed writes per question, each with the instant its caller saw it confirmed.
+#[derive(Default)]
+struct Log {
+    confirmed: Mutex<Vec<Instant>>,
+    attempted: AtomicI64,
+}
+
+impl Log {
+    fn confirm(&self) {
+        let mut confirmed = self.confirmed.lock().unwrap();
+        confirmed.push(Instant::now());
+    }
+
+    /// The confirmed writes before `t`, and the instant of the first one after the
+    /// `seen` oldest (the oldest write a read that saw `seen` may have missed).
+    fn before(&self, t: Instant, seen: usize) -> (usize, Option<Instant>) {
+        let confirmed = self.confirmed.lock().unwrap();
+        let n = confirmed.partition_point(|&c| c < t);
+        (n, confirmed.get(seen).copied())
+    }
+}
+
+/// Checks a read of `votes` by a load called at `called` against the confirmed writes
+/// of every process (`all`) and of its own (`own`); returns how stale it was (the age
+/// of the oldest confirmed write it missed).
+fn check_read(
+    all: &Log,
+    own: &Log,
+    called: Instant,
+    votes: i64,
+    bound: Duration,
+    label: &str,
+) -> Duration {
+    let seen = usize::try_from(votes).unwrap();
+    let attempted = all.attempted.load(Ordering::SeqCst);
+    assert!(
+        votes <= attempted,
+        "{label}: read {votes} of {attempted} attempted"
+    );
+    let (mine, _) = own.before(called, 0);
+    assert!(
+        seen >= mine,
+        "{label}: read {seen} after its process confirmed {mine}"
+    );
+    let (old, _) = all.before(called.checked_sub(bound).unwrap_or(called), 0);
+    assert!(
+        seen >= old,
+        "{label}: read {seen}, {old} were confirmed a bound before"
+    );
+    match all.before(called, seen) {
+        (n, Some(missed)) if n > seen => called.saturating_duration_since(missed),
+        _ => Duration::ZERO,
+    }
+}
+
+/// Checks that every process reads every poll exact (its confirmed writes), once the
+/// writers stopped and a bound passed; returns the number of confirmed writes.
+async fn every_read_exact(
+    processes: &[Mapper],
+    all: &[Log],
+    first: u64,
+    label: &str,
+    faults: bool,
+) -> usize {
+    let mut writes = 0;
+    for (q, log) in all.iter().enumerate() {
+        let confirmed = log.confirmed.lock().unwrap().len();
+        writes += confirmed;
+        let id = first + u64::try_from(q).unwrap();
+        for db in processes {
+            let votes = loop {
+                // Reads may lose their answer (`faults`); the cached read then comes next.
+                match db.load::<Poll>(&id).await {
+                    Ok(poll) => break poll.votes,
+                    Err(Error::Backend { .. }) if faults => {}
+                    Err(e) => panic!("{label}: {e}"),
+                }
+            };
+            assert_eq!(
+                usize::try_from(votes).unwrap(),
+                confirmed,
+                "{label}: poll {q}"
+            );
+        }
+    }
+    writes
+}
+
+const QUESTIONS: u64 = 16;
+
+/// The first poll id of the next soak (each soak votes on polls of its own).
+static NEXT_SOAK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000);
+
+/// 64 readers and 8 writers on 16 polls for `run`, in two processes (mappers with a cache
+/// of their own, bound 100 ms), four writers and 32 readers each. Every read is at least
+/// what was confirmed anywhere a bound before it was called and what its own process
+/// confirmed before, and at most what was attempted; after the writers stop and a
+/// bound passes, every read is exact. `faults`: loads are cut off at random (dropped
+/// between their read and their fill) and one read in 8 loses its answer. Returns the
+/// largest staleness observed.
+async fn soak(store: Arc<dyn DocumentStore>, label: &str, run: Duration, faults: bool) -> Duration {
+    let bound = Duration::from_millis(100);
+    let knobs = Knobs {
+        lost_reads: faults.then_some(8),
+        ..Knobs::default()
+    };
+    let reads_store: Arc<dyn DocumentStore> = Arc::new(TestStore::new(store, knobs));
+    let processes: Vec<Mapper> = (0..2)
+        .map(|_| Mapper::new(reads_store.clone()).with_read_cache(ReadCache::new(bound)))
+        .collect();
+    let first = NEXT_SOAK.fetch_add(QUESTIONS, Ordering::SeqCst);
+    for id in first..first + QUESTIONS {
+        let mut poll = Poll::new(id, "soak".into(), 0);
+        processes[0].insert(&mut poll).await.unwrap();
+    }
+    let all: Arc<Vec<Log>> = Arc::new((0..QUESTIONS).map(|_| Log::default()).collect());
+    let own: Vec<Arc<Vec<Log>>> = (0..2)
+        .map(|_| Arc::new((0..QUESTIONS).map(|_| Log::default()).collect()))
+        .collect();
+    let stop = Instant::now() + run;
+    let staleness = Arc::new(Mutex::new(Duration::ZERO));
+    let mut tasks = Vec::new();
+    for (p, db) in processes.iter().enumerate() {
+        for w in 0..4u64 {
+            let (db, all, own) = (db.clone(), all.clone(), own[p].clone());
+            tasks.push(tokio::spawn(async move {
+                let mut i = w;
+                while Instant::now() < stop {
+                    // A cached load (and a vote on memory) never waits: let the others run.
+                    tokio::task::yield_now().await;
+                    let q = usize::try_from(i % QUESTIONS).unwrap();
+                    i += 3;
+                    all[q].attempted.fetch_add(1, Ordering::SeqCst);
+                    let id = first + u64::try_from(q).unwrap();
+                    db.apply(&id, Poll::vote_up).await.unwrap();
+                    all[q].confirm();
+                    own[q].confirm();
+                }
+            }));
+        }
+        for r in 0..32u64 {
+            let (db, all, own) = (db.clone(), all.clone(), own[p].clone());
+            let (staleness, label) = (staleness.clone(), label.to_owned());
+            tasks.push(tokio::spawn(async move {
+                let mut i = r;
+                while Instant::now() < stop {
+                    // A cached load (and a vote on memory) never waits: let the others run.
+                    tokio::task::yield_now().await;
+                    let q = usize::try_from(i % QUESTIONS).unwrap();
+                    i += 1;
+                    let id = first + u64::try_from(q).unwrap();
+                    let called = Instant::now();
+                    let load = db.load::<Poll>(&id);
+                    let votes = if faults {
+                        let cut = Duration::from_micros(rand::random_range(0..400));
+                        match tokio::time::timeout(cut, load).await {
+                            Ok(Ok(poll)) => poll.votes,
+                            Ok(Err(Error::Backend { .. })) | Err(_) => continue,
+                            Ok(Err(e)) => panic!("{label}: {e}"),
+                        }
+                    } else {
+                        load.await.unwrap().votes
+                    };
+                    let age = check_read(&all[q], &own[q], called, votes, bound, &label);
+                    let mut largest = staleness.lock().unwrap();
+                    *largest = (*largest).max(age);
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    tokio::time::sleep(bound).await;
+    let writes = every_read_exact(&processes, &all, first, label, faults).await;
+    let largest = *staleness.lock().unwrap();
+    let stats: Vec<_> = processes
+        .iter()
+        .map(|db| db.read_cache().unwrap().stats())
+        .collect();
+    eprintln!("{label}: {writes} votes; largest staleness observed {largest:?}; {stats:?}");
+    assert!(largest <= bound, "{label}: a read {largest:?} stale");
+    largest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory() {
+    let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
+    every_case(store.clone(), "memory").await;
+    soak(store.clone(), "memory", Duration::from_secs(2), false).await;
+    soak(store, "memory, faults", Duration::from_secs(2), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_standalone() {
+    let server = Standalone::start();
+    let options = RedisOptions::default().namespace(namespace("read-cache"));
+    let store: Arc<dyn DocumentStore> = Arc::new(
+        RedisStore::connect_with(&server.url(), options)
+            .await
+            .unwrap(),
+    );
+    every_case(store.clone(), "standalone").await;
+    soak(store.clone(), "standalone", Duration::from_secs(10), false).await;
+    soak(store, "standalone, faults", Duration::from_secs(5), true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_cluster() {
+    let cluster = Cluster::start();
+    let options = RedisOptions::default().namespace(namespace("read-cache"));
+    let store: Arc<dyn DocumentStore> = Arc::new(
+        RedisStore::connect_cluster_with(&cluster.urls(), options)
+            .await
+            .unwrap(),
+    );
+    every_case(store.clone(), "cluster").await;
+    soak(store, "cluster", Duration::from_secs(3), false).await;
+}

@@ -1,0 +1,332 @@
+//! Redis-specific behaviour of `RedisStore` beyond the shared conformance suite: the key
+//! layout on the server, foreign values, cluster slot placement, group-only commits, and
+//! concurrent optimistic commits through shared connections.
+
+use autoshard::store::{
+    Commit, Document, DocumentStore, Fold, Merge, RedisOptions, RedisStore, Scan, Transaction,
+    WriteId,
+};
+use autoshard::{Error, Key};
+use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+fn doc(n: i64) -> Document {
+    [("n".to_owned(), n.into())].into()
+}
+
+fn options(case: &str) -> RedisOptions {
+    RedisOptions::default().namespace(namespace(case))
+}
+
+/// The Redis key of `key` in a store with namespace `ns`.
+fn redis_key(ns: &str, key: &Key) -> String {
+    format!("{ns}:{}", key.encode())
+}
+
+/// Documents are hashes `{v, p:<property>...}` at `namespace:` + `Key::encode()`, one
+/// field of JSON per property.
+async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str) {
+    let key = Key::new("Question", "a{b}:c/d");
+    let version = store.insert(&key, doc(7)).await.unwrap();
+    let name = redis_key(ns, &key);
+    assert_eq!(server.cli(&["TYPE", &name]).trim(), "hash");
+    assert_eq!(
+        server.cli(&["HGET", &name, "v"]).trim(),
+        version.0.to_string()
+    );
+    assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "7");
+    assert_eq!(server.cli(&["HLEN", &name]).trim(), "2");
+}
+
+/// A value that is not ours at one of our keys is a typed error naming the key, on every
+/// operation, and is never overwritten.
+async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, ns: &str) {
+    let cases: [(&str, &[&str]); 5] = [
+        ("string", &["SET", "{k}", "plain"]),
+        ("list", &["RPUSH", "{k}", "x"]),
+        ("hash", &["HSET", "{k}", "name", "x"]),
+        ("bad-json", &["HSET", "{k}", "v", "3", "p:n", "not json"]),
+        ("other-field", &["HSET", "{k}", "v", "3", "d", "{}"]),
+    ];
+    for (id, command) in cases {
+        let key = Key::new("Foreign", id);
+        let name = redis_key(ns, &key);
+        let args: Vec<&str> = command
+            .iter()
+            .map(|a| if *a == "{k}" { name.as_str() } else { a })
+            .collect();
+        server.cli(&args);
+        let malformed = |err: Error, op: &str| match err {
+            Error::Malformed { key: k, .. } => assert_eq!(k, key, "{op} on {id}"),
+            other => panic!("{op} on {id}: expected Malformed, got {other:?}"),
+        };
+        malformed(store.get(&key).await.unwrap_err(), "get");
+        malformed(
+            store
+                .get_many(&[Key::new("Foreign", "none"), key.clone()])
+                .await
+                .unwrap_err(),
+            "get_many",
+        );
+        if id == "bad-json" {
+            // A well-formed envelope: writes may replace it (only reads decode properties).
+            continue;
+        }
+        malformed(store.put(&key, doc(1)).await.unwrap_err(), "put");
+        malformed(store.insert(&key, doc(1)).await.unwrap_err(), "insert");
+        malformed(store.delete(&key).await.unwrap_err(), "delete");
+        let txn = Transaction::new()
+            .expect(key.clone(), None)
+            .put(key.clone(), doc(1));
+        malformed(store.commit(&txn).await.unwrap_err(), "commit");
+        let write = WriteId {
+            writer: "w".into(),
+            seq: 1,
+            at_ms: 1,
+            horizon_ms: 0,
+        };
+        let merge = Merge::new(key.clone(), "n", Fold::Max, 1.into(), write);
+        malformed(store.merge(&merge).await.unwrap_err(), "merge");
+        let ty = server.cli(&["TYPE", &name]);
+        assert_ne!(ty.trim(), "none", "{id} was deleted");
+        if id == "string" {
+            assert_eq!(
+                server.cli(&["GET", &name]).trim(),
+                "plain",
+                "the foreign value was overwritten"
+            );
+        }
+    }
+    let err = store.get(&Key::new("Foreign", "string")).await.unwrap_err();
+    assert!(err.to_string().contains("Foreign:string"), "{err}");
+}
+
+/// Deleted documents leave index entries only transiently; scans skip entries whose
+/// document is gone (here: an entry planted by hand).
+async fn scan_skips_stale_index_entries(server: &RedisServer, store: &RedisStore, ns: &str) {
+    let live = Key::new("Stale", "live");
+    store.insert(&live, doc(1)).await.unwrap();
+    let ghost = Key::new("Stale", "ghost");
+    let index = format!("{ns}:{{#root:Stale}}#i");
+    server.cli(&["ZADD", &index, "0", &ghost.encode()]);
+    let page = store
+        .scan(&Scan::new("Stale", None).limit(10))
+        .await
+        .unwrap();
+    let keys: Vec<Key> = page.items.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![live]);
+}
+
+/// Many tasks doing optimistic read-modify-write on one document through the shared
+/// connection pool lose no update (scripts need no WATCH).
+async fn concurrent_increments_are_exact(store: Arc<RedisStore>) {
+    let key = Key::new("Counter", namespace("c"));
+    store.insert(&key, doc(0)).await.unwrap();
+    let tasks: Vec<_> = (0..32)
+        .map(|_| {
+            let store = store.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                let mut conflicts = 0u32;
+                for _ in 0..50 {
+                    loop {
+                        let current = store.get(&key).await.unwrap().unwrap();
+                        let n = current.doc["n"].as_i64().unwrap();
+                        let txn = Transaction::new()
+                            .expect(key.clone(), Some(current.version))
+                            .put(key.clone(), doc(n + 1));
+                        match store.commit(&txn).await.unwrap() {
+                            Commit::Committed => break,
+                            Commit::Conflict { .. } => conflicts += 1,
+                        }
+                    }
+                }
+                conflicts
+            })
+        })
+        .collect();
+    let mut conflicts = 0;
+    for task in tasks {
+        conflicts += task.await.unwrap();
+    }
+    let n = store.get(&key).await.unwrap().unwrap().doc["n"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(n, 32 * 50, "lost updates ({conflicts} conflicts seen)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone() {
+    let server = Standalone::start();
+    let connect = |case: &str| {
+        let url = server.url();
+        let options = options(case);
+        async move {
+            let ns = options.namespace.clone();
+            (RedisStore::connect_with(&url, options).await.unwrap(), ns)
+        }
+    };
+    let (store, ns) = connect("layout").await;
+    layout_on_the_server(&server.server, &store, &ns).await;
+    let (store, ns) = connect("foreign").await;
+    foreign_values_are_malformed(&server.server, &store, &ns).await;
+    let (store, ns) = connect("stale").await;
+    scan_skips_stale_index_entries(&server.server, &store, &ns).await;
+    let (store, _) = connect("concurrent").await;
+    concurrent_increments_are_exact(Arc::new(store)).await;
+
+    // A namespace that would move hash tags is refused.
+    let err = RedisStore::connect_with(&server.url(), RedisOptions::default().namespace("a{b}"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster() {
+    let cluster = Cluster::start();
+    let node = &cluster.nodes[0];
+    let connect = |case: &str| {
+        let urls = cluster.urls();
+        let options = options(case);
+        async move {
+            let ns = options.namespace.clone();
+            (
+                RedisStore::connect_cluster_with(&urls, options)
+                    .await
+                    .unwrap(),
+                ns,
+            )
+        }
+    };
+    let (store, ns) = connect("layout").await;
+    assert!(store.is_cluster());
+    layout_on_the_server(node, &store, &ns).await;
+    let (store, ns) = connect("foreign").await;
+    foreign_values_are_malformed(node, &store, &ns).await;
+    let (store, ns) = connect("stale").await;
+    scan_skips_stale_index_entries(node, &store, &ns).await;
+
+    // The static shards of one entity spread over the nodes; a group stays on one slot.
+    let (store, ns) = connect("slots").await;
+    let question = Key::new("Question", "{42}");
+    let mut owners = HashSet::new();
+    let mut slots = HashSet::new();
+    for i in 0..10 {
+        let shard = autoshard::layout::static_shard(&question, "votes", i);
+        store.insert(&shard, doc(0)).await.unwrap();
+        let name = redis_key(&ns, &shard);
+        slots.insert(node.cli(&["CLUSTER", "KEYSLOT", &name]).trim().to_owned());
+        // Ask every node directly (no redirects): only the owner has the key.
+        let owner: Vec<usize> = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                let out = std::process::Command::new("redis-cli")
+                    .args(["-p", &n.port.to_string(), "EXISTS", &name])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout).trim() == "1"
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(owner.len(), 1, "{name} on nodes {owner:?}");
+        owners.insert(owner[0]);
+    }
+    assert!(slots.len() >= 8, "10 shards in only {} slots", slots.len());
+    assert!(owners.len() >= 2, "10 shards all on one node");
+    let child = question.child("Answer", "a/b:c");
+    let child_slot = node.cli(&["CLUSTER", "KEYSLOT", &redis_key(&ns, &child)]);
+    let main_slot = node.cli(&["CLUSTER", "KEYSLOT", &redis_key(&ns, &question)]);
+    assert_eq!(child_slot, main_slot);
+
+    // A transaction across entity groups is refused, and nothing is written.
+    let txn = Transaction::new().put(question.clone(), doc(1)).put(
+        autoshard::layout::static_shard(&question, "votes", 0),
+        doc(1),
+    );
+    assert!(matches!(store.commit(&txn).await, Err(Error::Invalid(_))));
+    assert!(store.get(&question).await.unwrap().is_none());
+    // Within one group it commits.
+    let txn = Transaction::new()
+        .expect(question.clone(), None)
+        .put(question.clone(), doc(1))
+        .put(child.clone(), doc(2));
+    assert_eq!(store.commit(&txn).await.unwrap(), Commit::Committed);
+
+    // get_many across slots keeps order.
+    let keys: Vec<Key> = (0..10)
+        .map(|i| autoshard::layout::static_shard(&question, "votes", i))
+        .chain([child.clone(), Key::new("None", "x")])
+        .collect();
+    let docs = store.get_many(&keys).await.unwrap();
+    assert_eq!(docs.len(), 12);
+    assert!(docs[..11].iter().all(Option::is_some));
+    assert!(docs[11].is_none());
+    assert_eq!(docs[10].as_ref().unwrap().doc, doc(2));
+
+    let (store, _) = connect("concurrent").await;
+    concurrent_increments_are_exact(Arc::new(store)).await;
+}
+
+/// `rediss://` (feature `tls`): a server whose certificate the platform does not trust is
+/// refused at connect, saying so; with its certificate as the root, through a
+/// `redis::Client` built for it, the store works as over plain TCP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_connections_verify_the_server_and_carry_the_store() {
+    use autoshard::prelude::*;
+
+    #[autoshard::sharded]
+    #[derive(Entity)]
+    struct Poll {
+        #[id]
+        id: u64,
+        #[shardable(shards = 4, fold = sum)]
+        votes: i64,
+    }
+    impl Poll {
+        #[shard_method]
+        fn vote(&mut self) {
+            self.votes += 1;
+        }
+    }
+
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    let server = Standalone::start_tls(&cert.cert.pem(), &cert.signing_key.serialize_pem());
+    let ns = namespace("tls");
+    let options = || RedisOptions::default().namespace(ns.clone());
+    let fast = || options().reconnect_retries(0);
+
+    let untrusted = RedisStore::connect_with(&server.tls_url(), fast())
+        .await
+        .unwrap_err();
+    // The error names the server; its source, redis-rs's error, says what failed.
+    let mut message = untrusted.to_string();
+    let mut source = std::error::Error::source(&untrusted);
+    while let Some(cause) = source {
+        message = format!("{message}: {cause}");
+        source = cause.source();
+    }
+    assert!(message.contains("127.0.0.1"), "{message}");
+    assert!(message.to_lowercase().contains("certificate"), "{message}");
+
+    let roots = autoshard::redis::TlsCertificates {
+        client_tls: None,
+        root_cert: Some(cert.cert.pem().into_bytes()),
+    };
+    let client = autoshard::redis::Client::build_with_tls(server.tls_url(), roots).unwrap();
+    let store = RedisStore::from_client(client, options()).await.unwrap();
+    let db = Mapper::new(store);
+    db.insert(&mut Poll::new(1, 0)).await.unwrap();
+    for _ in 0..20 {
+        db.apply(&1, |p: &mut Poll| p.vote()).await.unwrap();
+    }
+    assert_eq!(db.load::<Poll>(&1).await.unwrap().votes, 20);
+    // The plain port of the same server holds the same data: TLS changed the transport only.
+    let plain = RedisStore::connect_with(&server.url(), options())
+        .await
+        .unwrap();
+    assert_eq!(Mapper::new(plain).load::<Poll>(&1).await.unwrap().votes, 20);
+}
