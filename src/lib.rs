@@ -196,7 +196,7 @@ pub use autoshard_derive::Entity;
 /// without `shards` the property is sharded dynamically (a new shard per save). `N` is
 /// the count at insert: each stored entity records its own, which
 /// [`Mapper::reshard`](crate::Mapper::reshard) changes online within the bounds
-/// `min = ..` (1 by default) and `max = ..` ([`DEFAULT_MAX_SHARDS`], or `N` when more),
+/// `min = ..` (1 by default) and `max = ..` ([`DEFAULT_MAX_SHARDS`](entity::DEFAULT_MAX_SHARDS), or `N` when more),
 /// e.g. `#[shardable(shards = 4, min = 1, max = 256, fold = sum)]`; at most 4,096.
 ///
 /// It also generates a constructor `new` taking every field you wrote, in order; rename
@@ -206,7 +206,7 @@ pub use autoshard_derive::Entity;
 ///
 /// Every sharded field needs a fold: a [`macro@shard_fold`] function, or a built-in
 /// `fold = sum | max | min | union` that the store applies itself, in one round trip
-/// without a read or a conflict ([`DocumentStore::merge`]): `sum` on integer fields
+/// without a read or a conflict ([`DocumentStore::merge`](store::DocumentStore::merge)): `sum` on integer fields
 /// (exact over the type's range, [`Error::Overflow`] beyond it: the store checks each
 /// shard's sum when it folds a save in, the load checks the total), `max` and `min` on
 /// integers, `union` on `BTreeSet`/`HashSet` fields (of strings or integers on the
