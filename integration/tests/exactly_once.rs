@@ -171,8 +171,9 @@ async fn votes_survive_interruptions(
     seen
 }
 
-/// 32 tasks x 200 votes, each save under a timeout drawn between 0 and `max`: a timeout
-/// drops the save's future wherever it is, before, during or after its commit.
+/// 16 tasks x 100 votes, each save under a timeout drawn between 0 and `max`: a timeout
+/// drops the save's future wherever it is, before, during or after its commit (most saves
+/// time out: on a Redis Cluster 5,500 of 6,400 at 32 x 200, which took five minutes).
 async fn timed_out_saves_saved_again_count_once(
     store: Arc<dyn DocumentStore>,
     max: Duration,
@@ -185,7 +186,7 @@ async fn timed_out_saves_saved_again_count_once(
             0..=max.as_micros() as u64,
         )))
     };
-    let seen = votes_survive_interruptions(&db, 1, 32, 200, limit, label).await;
+    let seen = votes_survive_interruptions(&db, 1, 16, 100, limit, label).await;
     assert!(
         seen.timeouts.load(Ordering::Relaxed) > 200,
         "{label}: too few timeouts to mean anything: {seen:?}"

@@ -64,6 +64,13 @@ use std::time::Duration;
 /// itself for a built-in fold (`#[shardable(fold = sum)]`), or in an optimistic
 /// transaction for a `#[shard_fold]` function.
 ///
+/// Operations that take an id take it borrowed, in any form that turns into the id with
+/// `to_owned`: `&42`, `&id`, and `"/"` (or `&string`) for a `String` id. The entity type
+/// comes from a turbofish (`db.load::<Question>(&42)`), the binding (`let q: Question =
+/// ...`) or the closure's argument (`|q: &mut Question|`); an id alone cannot name it,
+/// since many kinds share an id type. [`Mapper::entities`] fixes the kind once, and then
+/// closures infer.
+///
 /// Cloning is cheap when `S` is (an `Arc`, [`crate::MemoryStore`]); clones share the
 /// [`Metrics`], the shard lanes, the coalescing of concurrent saves
 /// ([`Mapper::with_coalescing`]) and the sharing of concurrent loads
@@ -93,7 +100,6 @@ use std::time::Duration;
 ///         a + b
 ///     }
 /// }
-///
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> autoshard::Result<()> {
