@@ -14,9 +14,9 @@
 //!    [`#[shard_fold]`](macro@shard_fold) function, and
 //!    [`#[shard_method]`](macro@shard_method)s that change it. `use autoshard::prelude::*`
 //!    brings all of them.
-//! 2. Make a [`Mapper`] over a store from [`store`]: [`MemoryStore`](store::MemoryStore)
-//!    (embedded), [`RedisStore`](store::RedisStore) (feature `redis`, on by default),
-//!    [`PostgresStore`](store::PostgresStore) (feature `postgres`).
+//! 2. Make a [`Mapper`] over a store from [`store`]: [`store::MemoryStore`]
+//!    (embedded), [`store::RedisStore`] (feature `redis`, on by default),
+//!    [`store::PostgresStore`] (feature `postgres`).
 //! 3. Call its operations: [`insert`](Mapper::insert), [`load`](Mapper::load),
 //!    [`save`](Mapper::save), [`update`](Mapper::update), [`apply`](Mapper::apply) (the
 //!    hot path: one round trip, no read), [`delete`](Mapper::delete);
@@ -115,6 +115,12 @@ pub use autoshard_runtime::conformance;
 #[doc(hidden)]
 pub use autoshard_runtime::__private;
 
+// Every item of the runtime also stays reachable at the root (`autoshard::MemoryStore`,
+// `autoshard::Document`, ...), as it was before the facade was curated, so that code
+// written against those paths keeps compiling. The docs show only the curated paths.
+#[doc(hidden)]
+pub use autoshard_runtime::*;
+
 /// `#[derive(Entity)]`: maps a struct with named fields to a document.
 ///
 /// - Exactly one field is `#[id]` (an integer, `String` or `uuid::Uuid`).
@@ -196,7 +202,7 @@ pub use autoshard_derive::Entity;
 /// without `shards` the property is sharded dynamically (a new shard per save). `N` is
 /// the count at insert: each stored entity records its own, which
 /// [`Mapper::reshard`](crate::Mapper::reshard) changes online within the bounds
-/// `min = ..` (1 by default) and `max = ..` ([`DEFAULT_MAX_SHARDS`](entity::DEFAULT_MAX_SHARDS), or `N` when more),
+/// `min = ..` (1 by default) and `max = ..` ([`entity::DEFAULT_MAX_SHARDS`], or `N` when more),
 /// e.g. `#[shardable(shards = 4, min = 1, max = 256, fold = sum)]`; at most 4,096.
 ///
 /// It also generates a constructor `new` taking every field you wrote, in order; rename
@@ -206,7 +212,7 @@ pub use autoshard_derive::Entity;
 ///
 /// Every sharded field needs a fold: a [`macro@shard_fold`] function, or a built-in
 /// `fold = sum | max | min | union` that the store applies itself, in one round trip
-/// without a read or a conflict ([`DocumentStore::merge`](store::DocumentStore::merge)): `sum` on integer fields
+/// without a read or a conflict ([`store::DocumentStore::merge`]): `sum` on integer fields
 /// (exact over the type's range, [`Error::Overflow`] beyond it: the store checks each
 /// shard's sum when it folds a save in, the load checks the total), `max` and `min` on
 /// integers, `union` on `BTreeSet`/`HashSet` fields (of strings or integers on the
