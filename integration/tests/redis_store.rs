@@ -269,6 +269,24 @@ async fn cluster() {
 
     let (store, _) = connect("concurrent").await;
     concurrent_increments_are_exact(Arc::new(store)).await;
+
+    // A cluster client built by the application carries the store as well.
+    let client = autoshard::redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+    let store = RedisStore::from_cluster_client(&client, options("client"))
+        .await
+        .unwrap();
+    assert!(store.is_cluster());
+    concurrent_increments_are_exact(Arc::new(store)).await;
+    // One that cannot reach any node fails at connect, not at the first write.
+    let nowhere =
+        autoshard::redis::cluster::ClusterClientBuilder::new(vec!["redis://127.0.0.1:1/"])
+            .retries(0)
+            .build()
+            .unwrap();
+    let err = RedisStore::from_cluster_client(&nowhere, options("nowhere"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Backend { .. }), "{err:?}");
 }
 
 /// `rediss://` (feature `tls`): a server whose certificate the platform does not trust is

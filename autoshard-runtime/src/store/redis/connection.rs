@@ -157,6 +157,16 @@ impl Connections {
             .max_retry_wait(500)
             .build()
             .map_err(fail)?;
+        Self::cluster_client(&client, endpoint).await
+    }
+
+    /// Connects to a cluster through `client`, checking that it answers; `endpoint` names
+    /// it in messages.
+    pub(super) async fn cluster_client(
+        client: &::redis::cluster::ClusterClient,
+        endpoint: String,
+    ) -> Result<Self> {
+        let fail = |err| Error::backend(format!("connecting to Redis Cluster at {endpoint}"), err);
         let conn = client.get_async_connection().await.map_err(fail)?;
         let mut probe = Conn::Cluster(conn.clone());
         // The client connects lazily to some nodes; make sure the cluster answers now.

@@ -239,6 +239,35 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         Ok(Self::new(conns, layout))
     }
 
+    /// Connects to a Redis Cluster through a `redis::cluster::ClusterClient` built
+    /// elsewhere (TLS certificates, ACL user, read-from-replicas, ...). The client's own
+    /// timeouts and retries apply; `options` gives the rest (namespace).
+    ///
+    /// ```no_run
+    /// # async fn run() -> autoshard::Result<()> {
+    /// use autoshard::redis::cluster::ClusterClientBuilder;
+    /// use autoshard::store::{RedisOptions, RedisStore};
+    ///
+    /// let client = ClusterClientBuilder::new(vec!["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"])
+    ///     .username("app".to_owned())
+    ///     .password("s3cret".to_owned())
+    ///     .build()
+    ///     .expect("valid node URLs");
+    /// let store = RedisStore::from_cluster_client(&client, RedisOptions::default()).await?;
+    /// assert!(store.is_cluster());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn from_cluster_client(
+        client: &::redis::cluster::ClusterClient,
+        options: RedisOptions,
+    ) -> Result<Self> {
+        let layout = options.layout()?;
+        let conns =
+            Connections::cluster_client(client, "the nodes of the given client".into()).await?;
+        Ok(Self::new(conns, layout))
+    }
+
     fn new(conns: Connections, layout: Layout) -> Self {
         RedisStore {
             conns,
