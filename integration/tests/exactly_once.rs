@@ -13,7 +13,7 @@ use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A poll: `votes` over 10 static shards with a built-in fold (merged by the store),
 /// `stars` over 4 static shards with a fold of its own (read and compare-and-set),
@@ -57,11 +57,40 @@ impl Poll {
 
 type Db = Mapper<Arc<dyn DocumentStore>>;
 
-/// How often saves were interrupted in one run.
+/// How often saves were interrupted in one run, and how long complete saves took.
 #[derive(Default, Debug)]
 struct Interruptions {
     timeouts: AtomicU64,
     errors: AtomicU64,
+    /// A running mean (1/8 weight per sample) of how long a save that completed took,
+    /// in microseconds: the scale the timeouts are drawn on.
+    save_micros: AtomicU64,
+}
+
+impl Interruptions {
+    /// Records how long a save that completed took.
+    fn saved_in(&self, took: Duration) {
+        let sample = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+        let _ = self
+            .save_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |mean| {
+                Some(if mean == 0 {
+                    sample
+                } else {
+                    mean - mean / 8 + sample / 8
+                })
+            });
+    }
+
+    /// A timeout for the next save, drawn between 0 and twice the running mean of a
+    /// complete save (none until a save has completed), so that about half the saves are
+    /// cut short at any point of their run, whatever this machine's and store's speed.
+    fn draw_timeout(&self) -> Option<Duration> {
+        match self.save_micros.load(Ordering::Relaxed) {
+            0 => None,
+            mean => Some(Duration::from_micros(rand::random_range(0..=2 * mean))),
+        }
+    }
 }
 
 /// Saves `poll` until a save succeeds: the first one under `limit` (a timeout drops its
@@ -73,15 +102,17 @@ async fn save_until_stored(
     seen: &Interruptions,
 ) {
     if let Some(limit) = limit {
+        let started = Instant::now();
         match tokio::time::timeout(limit, db.save(poll)).await {
-            Ok(Ok(())) => return,
+            Ok(Ok(())) => return seen.saved_in(started.elapsed()),
             Ok(Err(_)) => seen.errors.fetch_add(1, Ordering::Relaxed),
             Err(_) => seen.timeouts.fetch_add(1, Ordering::Relaxed),
         };
     }
     loop {
+        let started = Instant::now();
         match db.save(poll).await {
-            Ok(()) => return,
+            Ok(()) => return seen.saved_in(started.elapsed()),
             Err(err) => {
                 assert!(
                     matches!(err, Error::Backend { .. } | Error::Contention { .. }),
@@ -94,44 +125,84 @@ async fn save_until_stored(
     }
 }
 
-/// `writers` tasks each cast `votes` votes on poll `id` (inserted at 0), each vote a save
-/// of both the static and the dynamic property, interrupted as `limit` and the store say
-/// and saved again until stored, while a compactor folds the dynamic shards. Then the
-/// stored totals are exactly the votes cast.
+/// How much voting a run does: each writer casts at least `votes` votes, and goes on
+/// (up to `votes * MAX_ROUNDS`) until the run has seen `until` interruptions.
+#[derive(Clone, Copy)]
+struct Rounds {
+    writers: u64,
+    votes: u64,
+    until: Until,
+}
+
+/// The interruptions a run needs to mean something.
+#[derive(Clone, Copy)]
+enum Until {
+    Timeouts(u64),
+    Errors(u64),
+}
+
+/// How many times the minimum a writer may vote, and for how long past the minimum, while
+/// the run waits for interruptions.
+const MAX_ROUNDS: u64 = 10;
+const MAX_EXTRA_TIME: Duration = Duration::from_mins(2);
+
+impl Until {
+    fn reached(self, seen: &Interruptions) -> bool {
+        match self {
+            Until::Timeouts(n) => seen.timeouts.load(Ordering::Relaxed) >= n,
+            Until::Errors(n) => seen.errors.load(Ordering::Relaxed) >= n,
+        }
+    }
+}
+
+/// `rounds.writers` tasks each vote on poll `id` (inserted at 0), each vote a save of
+/// both the static and the dynamic property, interrupted as `limit` and the store say and
+/// saved again until stored, while a compactor folds the dynamic shards. Then the stored
+/// totals are exactly the votes cast, and the run saw the interruptions it needs.
 async fn votes_survive_interruptions(
     db: &Db,
     id: u64,
-    writers: u64,
-    votes: u64,
-    limit: impl Fn() -> Option<Duration> + Send + Sync + Clone + 'static,
+    rounds: Rounds,
+    timeouts: bool,
     label: &str,
 ) -> Interruptions {
     let seen = Arc::new(Interruptions::default());
     let stop = Arc::new(AtomicBool::new(false));
+    let (made, stars) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let compactor = {
         let (db, stop) = (db.clone(), stop.clone());
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 // Errors are the store's injected faults: the next round goes on.
-                if std::env::var("NOCOMPACT").is_err() {
-                    let _ = db.compact::<Poll>(&id).await;
-                }
+                let _ = db.compact::<Poll>(&id).await;
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
     };
-    let tasks: Vec<_> = (0..writers)
+    let tasks: Vec<_> = (0..rounds.writers)
         .map(|_| {
-            let (db, seen, limit) = (db.clone(), seen.clone(), limit.clone());
+            let (db, seen) = (db.clone(), seen.clone());
+            let (made, stars) = (made.clone(), stars.clone());
             tokio::spawn(async move {
                 let mut poll: Poll = loop {
                     if let Ok(poll) = db.load(&id).await {
                         break poll;
                     }
                 };
-                for n in 0..votes {
+                let mut n = 0;
+                let mut extra_until = None;
+                while n < rounds.votes
+                    || (n < rounds.votes * MAX_ROUNDS
+                        && !rounds.until.reached(&seen)
+                        && *extra_until.get_or_insert_with(|| Instant::now() + MAX_EXTRA_TIME)
+                            > Instant::now())
+                {
                     poll.vote(n);
-                    save_until_stored(&db, &mut poll, limit(), &seen).await;
+                    let limit = if timeouts { seen.draw_timeout() } else { None };
+                    save_until_stored(&db, &mut poll, limit, &seen).await;
+                    made.fetch_add(1, Ordering::Relaxed);
+                    stars.fetch_add(n % 2, Ordering::Relaxed);
+                    n += 1;
                 }
             })
         })
@@ -142,8 +213,8 @@ async fn votes_survive_interruptions(
     stop.store(true, Ordering::Relaxed);
     compactor.await.unwrap();
     let seen = Arc::into_inner(seen).unwrap();
-    let made = i64::try_from(writers * votes).unwrap();
-    let stars = i64::try_from(writers * (votes / 2)).unwrap();
+    let made = i64::try_from(made.load(Ordering::Relaxed)).unwrap();
+    let stars = i64::try_from(stars.load(Ordering::Relaxed)).unwrap();
     let stored: Poll = loop {
         if let Ok(poll) = db.load(&id).await {
             break poll;
@@ -151,11 +222,13 @@ async fn votes_survive_interruptions(
     };
     eprintln!(
         "{label}: {made} votes made, stored {} + {} (static, merged and compare-and-set) \
-         and {} (dynamic); {} saves timed out, {} failed, all saved again",
+         and {} (dynamic); {} saves timed out (a complete save took {} us on average), \
+         {} failed, all saved again",
         stored.votes,
         stored.stars,
         stored.views,
         seen.timeouts.load(Ordering::Relaxed),
+        seen.save_micros.load(Ordering::Relaxed),
         seen.errors.load(Ordering::Relaxed),
     );
     assert_eq!(
@@ -168,32 +241,30 @@ async fn votes_survive_interruptions(
         "{label}: static property, compare-and-set"
     );
     assert_eq!(stored.views, made, "{label}: dynamic property");
+    assert!(
+        rounds.until.reached(&seen),
+        "{label}: too few interruptions to mean anything after {made} votes: {seen:?}"
+    );
     seen
 }
 
-/// 16 tasks x 100 votes, each save under a timeout drawn between 0 and `max`: a timeout
-/// drops the save's future wherever it is, before, during or after its commit (most saves
-/// time out: on a Redis Cluster 5,500 of 6,400 at 32 x 200, which took five minutes).
-async fn timed_out_saves_saved_again_count_once(
-    store: Arc<dyn DocumentStore>,
-    max: Duration,
-    label: &str,
-) {
+/// 16 tasks x at least 100 votes, each save under a timeout drawn between 0 and twice
+/// the mean time a complete save takes (measured as the run goes), so that a timeout
+/// drops the save's future wherever it is, before, during or after its commit; at least
+/// 200 saves are cut short, on a fast idle machine as on a slow busy one.
+async fn timed_out_saves_saved_again_count_once(store: Arc<dyn DocumentStore>, label: &str) {
     let db: Db = Mapper::new(store);
     db.insert(&mut Poll::new(1, 0, 0, 0)).await.unwrap();
-    let limit = move || {
-        Some(Duration::from_micros(rand::random_range(
-            0..=max.as_micros() as u64,
-        )))
+    let rounds = Rounds {
+        writers: 16,
+        votes: 100,
+        until: Until::Timeouts(200),
     };
-    let seen = votes_survive_interruptions(&db, 1, 16, 100, limit, label).await;
-    assert!(
-        seen.timeouts.load(Ordering::Relaxed) > 200,
-        "{label}: too few timeouts to mean anything: {seen:?}"
-    );
+    votes_survive_interruptions(&db, 1, rounds, true, label).await;
 }
 
-/// 16 tasks x 100 votes on a store that fails one call in 8, after applying it (a lost
+/// 16 tasks x at least 100 votes on a store that fails one call in 8 (until 50 saves
+/// failed), after applying it (a lost
 /// reply) or before, as `fault` says; every failed save is saved again.
 async fn lost_replies_saved_again_count_once(
     store: Arc<dyn DocumentStore>,
@@ -212,12 +283,13 @@ async fn lost_replies_saved_again_count_once(
     let id = 2 + u64::from(lanes);
     db.insert(&mut Poll::new(id, 0, 0, 0)).await.unwrap();
     faulty.fail_randomly(8, fault);
-    let seen = votes_survive_interruptions(&db, id, 16, 100, || None, label).await;
+    let rounds = Rounds {
+        writers: 16,
+        votes: 100,
+        until: Until::Errors(50),
+    };
+    votes_survive_interruptions(&db, id, rounds, false, label).await;
     faulty.clear();
-    assert!(
-        seen.errors.load(Ordering::Relaxed) > 50,
-        "{label}: too few failures to mean anything: {seen:?}"
-    );
 }
 
 /// 64 tasks each run the same 1,000 keyed votes (in their own order): each is applied
@@ -378,8 +450,7 @@ async fn memory_timeouts() {
         commit_latency: Some(Duration::from_millis(1)),
         ..Knobs::default()
     };
-    timed_out_saves_saved_again_count_once(memory(knobs), Duration::from_millis(30), "memory")
-        .await;
+    timed_out_saves_saved_again_count_once(memory(knobs), "memory").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -445,12 +516,8 @@ async fn cluster(cluster: &Cluster, case: &str) -> Arc<dyn DocumentStore> {
 
 /// Every case on one server (Redis or PostgreSQL); `connect` opens a store in a fresh
 /// namespace or schema.
-async fn every_case(
-    connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>,
-    max_timeout: Duration,
-    label: &str,
-) {
-    timed_out_saves_saved_again_count_once(connect("timeouts").await, max_timeout, label).await;
+async fn every_case(connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>, label: &str) {
+    timed_out_saves_saved_again_count_once(connect("timeouts").await, label).await;
     let lost = format!("{label}, replies lost");
     lost_replies_saved_again_count_once(connect("lost").await, Fault::After, true, &lost).await;
     keyed_votes_apply_once(connect("keyed").await, label).await;
@@ -461,19 +528,19 @@ async fn every_case(
 async fn redis_standalone() {
     let server = Standalone::start();
     let connect = async |case: &str| standalone(&server, case).await;
-    every_case(connect, Duration::from_millis(80), "standalone").await;
+    every_case(connect, "standalone").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_cluster() {
     let nodes = Cluster::start();
     let connect = async |case: &str| cluster(&nodes, case).await;
-    every_case(connect, Duration::from_millis(120), "cluster").await;
+    every_case(connect, "cluster").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     let server = Postgres::start();
     let connect = async |case: &str| server.shared_store(case).await;
-    every_case(connect, Duration::from_millis(80), "postgres").await;
+    every_case(connect, "postgres").await;
 }

@@ -1,5 +1,5 @@
 //! The macros and the mapper together, end to end on the embedded `MemoryStore`: the
-//! DESIGN example (insert, load folds the shards, a vote lands in one shard), several
+//! README's `Question` (insert, load folds the shards, a vote lands in one shard), several
 //! sharded properties with different folds, and exact totals under concurrency.
 
 use std::collections::BTreeSet;

@@ -5,12 +5,40 @@ use autoshard::store::{Document, DocumentStore, RedisOptions, RedisStore};
 use autoshard::{Error, Key};
 use autoshard_test_support::entities::Question;
 use autoshard_test_support::redis::{namespace, Standalone};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn doc(n: u64) -> Document {
     [("n".to_owned(), n.into())].into()
+}
+
+/// Waits until `done` holds, checking every few milliseconds; fails the test saying `what`
+/// if it does not within a minute (a bound for a broken run, far above what any run
+/// needs: the waits below are for events, not for time to pass).
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_mins(1);
+    while !done() {
+        assert!(Instant::now() < deadline, "waited a minute for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The writers' acknowledged and failed calls, counted as they happen.
+#[derive(Default)]
+struct Tally {
+    acked: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Tally {
+    fn acked(&self) -> u64 {
+        self.acked.load(Ordering::SeqCst)
+    }
+
+    fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
+    }
 }
 
 /// A loopback port nothing listens on.
@@ -66,21 +94,26 @@ async fn killed_server_fails_calls_and_loses_nothing_acknowledged() {
             .unwrap(),
     );
     let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
 
     // Four writers insert fresh documents until told to stop, recording what the store
     // acknowledged and how calls failed.
     let writers: Vec<_> = (0..4u64)
         .map(|w| {
-            let (store, stop) = (store.clone(), stop.clone());
+            let (store, stop, tally) = (store.clone(), stop.clone(), tally.clone());
             tokio::spawn(async move {
                 let (mut acked, mut errors) = (Vec::new(), Vec::new());
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let key = Key::new("Kill", format!("{w}-{i}"));
                     match store.insert(&key, doc(i)).await {
-                        Ok(version) => acked.push((key, i, version)),
+                        Ok(version) => {
+                            acked.push((key, i, version));
+                            tally.acked.fetch_add(1, Ordering::SeqCst);
+                        }
                         Err(err) => {
                             errors.push(err);
+                            tally.failed.fetch_add(1, Ordering::SeqCst);
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                     }
@@ -91,21 +124,25 @@ async fn killed_server_fails_calls_and_loses_nothing_acknowledged() {
         })
         .collect();
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_until("20 inserts before the kill", || tally.acked() >= 20).await;
     server.server.kill();
     // Calls made while the server is down fail with a typed error.
     let probe = store.get(&Key::new("Kill", "probe")).await.unwrap_err();
     assert!(matches!(probe, Error::Backend { .. }), "{probe:?}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_until("every writer to fail once", || tally.failed() >= 4).await;
     server.server.restart();
 
     // The store reconnects by itself.
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_mins(1);
     while store.get(&Key::new("Kill", "probe")).await.is_err() {
         assert!(Instant::now() < deadline, "no reconnect after restart");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = tally.acked();
+    wait_until("20 inserts after the restart", || {
+        tally.acked() >= before + 20
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
 
     let (mut acked, mut errors) = (Vec::new(), Vec::new());
@@ -169,9 +206,10 @@ async fn votes_saved_again_across_server_kills_count_once() {
         .await
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
     let writers: Vec<_> = (0..16)
         .map(|_| {
-            let (db, stop) = (db.clone(), stop.clone());
+            let (db, stop, tally) = (db.clone(), stop.clone(), tally.clone());
             tokio::spawn(async move {
                 let (mut acked, mut failures) = (0i64, 0u64);
                 let mut question: Question = db.load(&1).await.unwrap();
@@ -183,22 +221,32 @@ async fn votes_saved_again_across_server_kills_count_once() {
                             "{err:?}"
                         );
                         failures += 1;
+                        tally.failed.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     acked += 1;
+                    tally.acked.fetch_add(1, Ordering::SeqCst);
                 }
                 (acked, failures)
             })
         })
         .collect();
 
+    // Each kill lands between votes acknowledged before and after it, and lasts until
+    // saves have failed.
     for _ in 0..2 {
-        tokio::time::sleep(Duration::from_millis(400)).await;
+        let before = tally.acked();
+        wait_until("50 votes before a kill", || tally.acked() >= before + 50).await;
         server.server.kill();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = tally.failed();
+        wait_until("16 failed saves", || tally.failed() >= before + 16).await;
         server.server.restart();
     }
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let before = tally.acked();
+    wait_until("50 votes after the restarts", || {
+        tally.acked() >= before + 50
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     let (mut acked, mut failures) = (0, 0);
     for writer in writers {

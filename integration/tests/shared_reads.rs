@@ -1,8 +1,9 @@
 //! Shared reads: concurrent loads of one entity through one mapper share reads, and
 //! every load still sees every write completed before it was called (its own ones
-//! too). Every store runs the case; on memory, reads answer late (their snapshot is
-//! older than their answer), so a load that joined a read started before it would miss
-//! writes.
+//! too). Every store runs the case behind a read latency (up to 2 ms) and a commit
+//! latency (up to 1 ms): reads answer late (their snapshot is older than their answer),
+//! so a load that joined a read started before it would miss writes, and reads last long
+//! enough that concurrent loads overlap on any machine.
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::FaultyStore;
@@ -21,7 +22,12 @@ use std::time::Duration;
 async fn loads_see_every_write_completed_before_them(store: Arc<dyn DocumentStore>, label: &str) {
     const TASKS: i64 = 16;
     const ROUNDS: i64 = 40;
-    let counting = FaultyStore::new(store);
+    let knobs = Knobs {
+        read_latency: Some(Duration::from_millis(2)),
+        commit_latency: Some(Duration::from_millis(1)),
+        ..Knobs::default()
+    };
+    let counting = FaultyStore::new(Arc::new(TestStore::new(store, knobs)));
     let db = Mapper::new(Arc::new(counting.clone()) as Arc<dyn DocumentStore>);
     db.insert(&mut Question::new(1, "Fresh?", 0)).await.unwrap();
     let confirmed = Arc::new(AtomicI64::new(0));
@@ -77,12 +83,7 @@ async fn loads_see_every_write_completed_before_them(store: Arc<dyn DocumentStor
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory() {
-    let knobs = Knobs {
-        read_latency: Some(Duration::from_millis(2)),
-        commit_latency: Some(Duration::from_millis(1)),
-        ..Knobs::default()
-    };
-    let store = Arc::new(TestStore::new(MemoryStore::new(), knobs));
+    let store = Arc::new(MemoryStore::new());
     loads_see_every_write_completed_before_them(store, "memory").await;
 }
 

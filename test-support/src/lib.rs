@@ -24,3 +24,9 @@ pub mod groups;
 pub mod postgres;
 pub mod redis;
 pub mod store;
+
+/// How long a test server may take to start (answer its first ping, reach a healthy
+/// cluster state, accept connections) before the test fails: a bound for a broken
+/// server, far above what a start takes on a busy slow machine. The waits poll and end
+/// as soon as the server is ready, and stop at once when its process exits.
+pub const START_UP_BOUND: std::time::Duration = std::time::Duration::from_mins(2);

@@ -194,7 +194,7 @@ impl Postgres {
 
     /// Waits until the server accepts connections; `false` if it exited.
     fn ready(&mut self, bin: &Path) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + crate::START_UP_BOUND;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;

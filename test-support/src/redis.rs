@@ -16,6 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::START_UP_BOUND;
+
 const MISSING: &str = "redis-server/redis-cli not found: the Redis store tests start their own \
      servers and need them installed. Run the tests with `./scripts/test`, which installs them \
      (Debian/Ubuntu), or install them yourself (`apt-get install redis-server redis-tools`)";
@@ -181,7 +183,7 @@ impl RedisServer {
             Err(err) => panic!("cannot run redis-server: {err}"),
         };
         let watchdog = watchdog(child.id(), "-9");
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + START_UP_BOUND;
         loop {
             if let Ok(Some(_)) = child.try_wait() {
                 let mut watchdog = watchdog;
@@ -345,7 +347,7 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + START_UP_BOUND;
         for node in &nodes {
             while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
                 assert!(
