@@ -82,7 +82,7 @@ const _: () = {
                     min: 1u32,
                     max: ::autoshard::__private::default_max_shards(10u32),
                 },
-                fold: ::core::option::Option::None,
+                store_fold: ::autoshard::__private::no_store_fold,
             },
         ];
         fn to_document(

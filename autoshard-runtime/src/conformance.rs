@@ -27,7 +27,7 @@
 use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::merge::{self, Fold, Merge, Merged, WriteId, RECORD};
+use crate::store::merge::{self, Elements, Fold, Merge, Merged, WriteId, RECORD};
 use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
 use futures::future::{join_all, BoxFuture, FutureExt};
 use std::collections::{BTreeMap, BTreeSet};
@@ -1012,10 +1012,7 @@ pub async fn scan_page_within_one_group_is_a_snapshot(store: &dyn DocumentStore)
 // ----------------------------------------------------------------------------------------
 // Merges
 
-const SUM_I64: Fold = Fold::Sum {
-    min: i64::MIN as i128,
-    max: i64::MAX as i128,
-};
+const SUM_I64: Fold = Fold::SUM_I64;
 
 fn write_id(writer: &str, seq: u64) -> WriteId {
     WriteId {
@@ -1060,7 +1057,7 @@ pub async fn merge_folds_and_applies_each_write_id_once(store: &dyn DocumentStor
     assert_eq!(found.doc["text"], "keep");
     assert!(merge::applied(Some(&found.doc), "a", 2));
     assert!(merge::applied(Some(&found.doc), "b", 1));
-    let absent = Merge::new(key.clone(), "m", Fold::Max, 4.into(), write_id("a", 3));
+    let absent = Merge::new(key.clone(), "m", Fold::MAX_I64, 4.into(), write_id("a", 3));
     assert_eq!(merge_ok(store, &absent).await, Merged::Applied);
     assert_eq!(must_get(store, &key).await.doc["m"], 4);
 }
@@ -1160,26 +1157,71 @@ pub async fn merge_overflow_writes_nothing(store: &dyn DocumentStore) {
     assert_eq!(must_get(store, &key).await.doc["u"], u64::MAX - 2);
 }
 
-/// Values outside what the built-in folds take (a float, a string, a set of objects)
-/// are answered `Unsupported` and nothing is written.
+/// Values outside what the built-in folds take, as operand or stored (a float, a string,
+/// a number outside the property type's range, a set of objects or of the other kind of
+/// element), are answered `Unsupported` and nothing is written: a merge never folds into
+/// a value the entity could not read.
 pub async fn merge_refuses_what_it_cannot_fold_exactly(store: &dyn DocumentStore) {
     let key = Key::new(fresh_kind("MergeUnsupported"), "1");
     let start = doc(&[
         ("f", 1.5.into()),
         ("s", "x".into()),
         ("set", serde_json::json!(["a"])),
+        ("ints", serde_json::json!([1, 2])),
+        ("negative", (-3).into()),
+        ("big", u64::MAX.into()),
+        ("huge", serde_json::json!(1.234_567_890_123_456_8e29)),
+        ("object", serde_json::json!({"n": 1})),
     ]);
     let version = ok(store.insert(&key, start).await, "insert");
+    let u64_max = Fold::Max {
+        min: 0,
+        max: u64::MAX.into(),
+    };
+    let i32_sum = Fold::Sum {
+        min: i32::MIN.into(),
+        max: i32::MAX.into(),
+    };
+    let bytes = Fold::Union {
+        elements: Elements::Integers { min: 0, max: 255 },
+    };
     let cases = [
         ("f", SUM_I64, Value::from(1)),
-        ("s", Fold::Max, Value::from(1)),
+        ("s", Fold::MAX_I64, Value::from(1)),
         ("n", SUM_I64, Value::from(0.5)),
-        ("set", Fold::Union, serde_json::json!([{"a": 1}])),
-        ("set", Fold::Union, serde_json::json!([1.5])),
+        ("set", Fold::UNION_STRINGS, serde_json::json!([{"a": 1}])),
+        ("set", Fold::UNION_STRINGS, serde_json::json!([1.5])),
+        ("set", Fold::UNION_STRINGS, serde_json::json!([1])),
+        ("ints", Fold::UNION_STRINGS, serde_json::json!(["a"])),
+        ("ints", bytes, serde_json::json!([300])),
+        ("negative", u64_max, Value::from(3)),
+        ("negative", u64_max, Value::from(u64::MAX)),
+        ("big", i32_sum, Value::from(1)),
+        ("big", SUM_I64, Value::from(-1)),
+        ("huge", SUM_I64, Value::from(1)),
+        ("huge", Fold::MAX_I64, Value::from(1)),
+        ("object", SUM_I64, Value::from(1)),
+        ("absent", u64_max, Value::from(-1)),
+        ("absent", i32_sum, Value::from(0.5)),
     ];
     for (seq, (property, fold, operand)) in (1..).zip(cases) {
-        let m = Merge::new(key.clone(), property, fold, operand, write_id("a", seq));
-        assert_eq!(merge_ok(store, &m).await, Merged::Unsupported, "{property}");
+        let m = Merge::new(
+            key.clone(),
+            property,
+            fold,
+            operand.clone(),
+            write_id("a", seq),
+        );
+        assert_eq!(
+            merge::apply(Some(&must_get(store, &key).await.doc), &m).ok(),
+            Some(merge::Step::Answer(Merged::Unsupported)),
+            "the reference: {property} {fold:?} {operand}"
+        );
+        assert_eq!(
+            merge_ok(store, &m).await,
+            Merged::Unsupported,
+            "{property} {fold:?} {operand}"
+        );
     }
     assert_eq!(must_get(store, &key).await.version, version);
 }
@@ -1211,16 +1253,13 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
     assert_eq!(record["new"], serde_json::json!([16, 9_000]));
 }
 
-/// For each built-in fold and random operands over the whole range of the values it
-/// takes (integers near the bounds of `i64` and `u64`, sets of strings with escapes and
-/// of large integers), the store's result equals the reference fold's
-/// ([`merge::apply`]), including which merges overflow.
-pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
+/// A random value for a merge of `fold` (stored or operand): over the whole range of the
+/// values it takes (integers near the bounds of `i64` and `u64`, sets of strings with
+/// escapes and of large integers), and one time in 8 a value of another type, which the
+/// store must refuse as the reference does (`Unsupported`).
+fn random_value(rng: &mut rand::rngs::StdRng, fold: Fold) -> Value {
     use rand::seq::IndexedRandom;
-    use rand::{RngExt, SeedableRng};
-    let seed: u64 = rand::random();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let kind = fresh_kind("MergeReference");
+    use rand::RngExt;
     let integer = |rng: &mut rand::rngs::StdRng| -> Value {
         match rng.random_range(0..5) {
             0 => rng.random::<i64>().into(),
@@ -1230,15 +1269,17 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
             _ => rng.random_range(-1000..1000_i64).into(),
         }
     };
-    let element = |rng: &mut rand::rngs::StdRng| -> Value {
+    let text = |rng: &mut rand::rngs::StdRng| -> Value {
         let texts = ["a", "b", "a/b", "quote\"d", "\\", "é", "1", "", "tab\t"];
-        match rng.random_range(0..3) {
-            0 => (*texts.choose(rng).unwrap_or(&"a")).into(),
-            1 => rng.random_range(0..4_u64).into(),
+        (*texts.choose(rng).unwrap_or(&"a")).into()
+    };
+    let count = |rng: &mut rand::rngs::StdRng| -> Value {
+        match rng.random_range(0..2) {
+            0 => rng.random_range(0..4_u64).into(),
             _ => (u64::MAX - rng.random_range(0..2)).into(),
         }
     };
-    let set = |rng: &mut rand::rngs::StdRng| -> Value {
+    let set = |rng: &mut rand::rngs::StdRng, element: &dyn Fn(&mut rand::rngs::StdRng) -> Value| {
         let mut items: Vec<Value> = Vec::new();
         for _ in 0..rng.random_range(0..4) {
             let item = element(rng);
@@ -1248,6 +1289,48 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
         }
         Value::Array(items)
     };
+    let strings = |rng: &mut rand::rngs::StdRng| set(rng, &text);
+    let integers = |rng: &mut rand::rngs::StdRng| set(rng, &count);
+    // Now and then a value of another type: the store must refuse it as the reference
+    // does (`Unsupported`), stored or as the operand.
+    let malformed = |rng: &mut rand::rngs::StdRng| -> Value {
+        let odd = [
+            serde_json::json!(1.5),
+            serde_json::json!(1.234_567_890_123_456_8e29),
+            serde_json::json!("7"),
+            serde_json::json!({"n": 1}),
+            serde_json::json!([1, "a"]),
+            serde_json::json!(-1),
+            serde_json::json!(u64::MAX),
+            serde_json::json!(i64::MIN),
+            serde_json::json!([-1]),
+            serde_json::json!(null),
+        ];
+        odd.choose(rng).cloned().unwrap_or(Value::Null)
+    };
+    if rng.random_range(0..8) == 0 {
+        return malformed(rng);
+    }
+    match fold {
+        Fold::Union {
+            elements: Elements::Strings,
+        } => strings(rng),
+        Fold::Union { .. } => integers(rng),
+        Fold::Sum { min, max } if max - min < 1 << 40 => rng.random_range(-100..100_i64).into(),
+        _ => integer(rng),
+    }
+}
+
+/// For each built-in fold and random operands over the whole range of the values it
+/// takes (integers near the bounds of `i64` and `u64`, sets of strings with escapes and
+/// of large integers), and now and then a value of another type, stored or as the
+/// operand, the store's result equals the reference fold's ([`merge::apply`]),
+/// including which merges overflow and which are refused.
+pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
+    use rand::SeedableRng;
+    let seed: u64 = rand::random();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let kind = fresh_kind("MergeReference");
     let folds = [
         SUM_I64,
         Fold::Sum {
@@ -1258,20 +1341,27 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
             min: i32::MIN.into(),
             max: i32::MAX.into(),
         },
-        Fold::Max,
-        Fold::Min,
-        Fold::Union,
+        Fold::MAX_I64,
+        Fold::Max {
+            min: 0,
+            max: u64::MAX.into(),
+        },
+        Fold::Min {
+            min: i32::MIN.into(),
+            max: i32::MAX.into(),
+        },
+        Fold::UNION_STRINGS,
+        Fold::Union {
+            elements: Elements::Integers {
+                min: 0,
+                max: u64::MAX.into(),
+            },
+        },
     ];
     for (i, fold) in folds.into_iter().enumerate() {
         for round in 0..24_u64 {
             let key = Key::new(kind.as_str(), format!("{i}.{round}"));
-            let value = |rng: &mut rand::rngs::StdRng| match fold {
-                Fold::Union => set(rng),
-                Fold::Sum { min, max } if max - min < 1 << 40 => {
-                    rng.random_range(-100..100_i64).into()
-                }
-                _ => integer(rng),
-            };
+            let value = |rng: &mut rand::rngs::StdRng| random_value(rng, fold);
             let mut start = doc(&[]);
             if round % 4 != 0 {
                 start.insert("v".to_owned(), value(&mut rng));

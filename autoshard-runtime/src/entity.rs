@@ -45,7 +45,7 @@ pub const fn default_max_shards(shards: u32) -> u32 {
 }
 
 /// Static description of one `#[shardable]` field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug)]
 pub struct ShardedProperty {
     /// The Rust field name, e.g. `"votes"`.
     pub name: &'static str,
@@ -53,10 +53,12 @@ pub struct ShardedProperty {
     pub stored_as: &'static str,
     /// Static or dynamic sharding.
     pub sharding: Sharding,
-    /// The built-in fold of `#[shardable(fold = ...)]`, which the store applies itself
-    /// ([`crate::DocumentStore::merge`]); `None` for a `#[shard_fold]` function, folded
-    /// through read and compare-and-set.
-    pub fold: Option<crate::Fold>,
+    /// The store-level fold of `#[shardable(fold = ...)]`, which the store applies itself
+    /// ([`crate::DocumentStore::merge`]), with the range of the field's type; `None` for
+    /// a `#[shard_fold]` function, or a built-in fold of a type the store does not fold
+    /// (`fold = max` of strings, a union of other elements): those fold through read and
+    /// compare-and-set.
+    pub store_fold: fn() -> Option<crate::Fold>,
 }
 
 impl ShardedProperty {

@@ -83,8 +83,9 @@ pub mod __private {
     pub use crate::group::{Child, ParentId, Root};
     pub use crate::key::Key;
     pub use crate::macro_support::{
-        decode, decode_field, encode, fold_max, fold_min, fold_sum, fold_union, max_fold, min_fold,
-        sharded_property, sum_fold, union_fold, HasShardedProperty, IntegerFold, MissingShardFold,
-        ShadowRun, ShardMethodArg, ShardedFields, UnionFold,
+        decode, decode_field, encode, fold_max, fold_min, fold_sum, fold_union, no_store_fold,
+        sharded_property, sum_fold, HasShardedProperty, IntegerFold, IntegerProbe,
+        MissingShardFold, OtherProbe, Probe, SetProbe, ShadowRun, ShardMethodArg, ShardedFields,
+        StoreElement, UnionFold,
     };
 }

@@ -181,29 +181,124 @@ impl<T: Eq + std::hash::Hash, S: std::hash::BuildHasher> UnionFold
 
 /// The store-level fold of `fold = sum` on `T`.
 #[must_use]
-pub const fn sum_fold<T: IntegerFold>() -> crate::Fold {
-    crate::Fold::Sum {
+pub const fn sum_fold<T: IntegerFold>() -> Option<crate::Fold> {
+    Some(crate::Fold::Sum {
         min: T::MIN,
         max: T::MAX,
+    })
+}
+
+/// A type the store-level folds take, for [`Probe`]: `fold = max` and `min` fold
+/// integers within their type's range on the store, `fold = union` sets of strings or of
+/// integers within their range. Any other type folds through read and compare-and-set.
+pub trait StoreElement {
+    /// What a set of this type holds, as the store sees it.
+    const ELEMENTS: crate::store::merge::Elements;
+}
+
+impl<T: IntegerFold> StoreElement for T {
+    const ELEMENTS: crate::store::merge::Elements = crate::store::merge::Elements::Integers {
+        min: T::MIN,
+        max: T::MAX,
+    };
+}
+
+/// Stands for a field's type `T` in generated code, so that the store-level fold of
+/// `fold = max`, `min` or `union` is picked by what `T` is (autoref specialization):
+/// [`IntegerProbe`] and [`SetProbe`] apply to integers and to sets of strings or
+/// integers; for any other type [`OtherProbe`] answers `None` (read and compare-and-set).
+pub struct Probe<T: ?Sized>(std::marker::PhantomData<fn() -> Box<T>>);
+
+impl<T: ?Sized> Probe<T> {
+    /// The probe.
+    pub const NEW: Self = Probe(std::marker::PhantomData);
+}
+
+/// The store-level `max` and `min` of an integer type.
+pub trait IntegerProbe {
+    /// `fold = max`.
+    fn max_fold(&self) -> Option<crate::Fold>;
+    /// `fold = min`.
+    fn min_fold(&self) -> Option<crate::Fold>;
+}
+
+impl<T: IntegerFold> IntegerProbe for Probe<T> {
+    fn max_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::Max {
+            min: T::MIN,
+            max: T::MAX,
+        })
+    }
+    fn min_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::Min {
+            min: T::MIN,
+            max: T::MAX,
+        })
     }
 }
 
-/// The store-level fold of `fold = max` on `T`.
-#[must_use]
-pub const fn max_fold<T: Ord>() -> crate::Fold {
-    crate::Fold::Max
+/// The store-level `union` of a set of strings or integers.
+pub trait SetProbe {
+    /// `fold = union`.
+    fn union_fold(&self) -> Option<crate::Fold>;
 }
 
-/// The store-level fold of `fold = min` on `T`.
-#[must_use]
-pub const fn min_fold<T: Ord>() -> crate::Fold {
-    crate::Fold::Min
+impl<T> SetProbe for Probe<std::collections::BTreeSet<T>>
+where
+    T: StoreElement,
+{
+    fn union_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::Union {
+            elements: T::ELEMENTS,
+        })
+    }
 }
 
-/// The store-level fold of `fold = union` on `T`.
+impl<T, S> SetProbe for Probe<std::collections::HashSet<T, S>>
+where
+    T: StoreElement,
+{
+    fn union_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::Union {
+            elements: T::ELEMENTS,
+        })
+    }
+}
+
+impl SetProbe for Probe<std::collections::BTreeSet<String>> {
+    fn union_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::UNION_STRINGS)
+    }
+}
+
+impl<S> SetProbe for Probe<std::collections::HashSet<String, S>> {
+    fn union_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::UNION_STRINGS)
+    }
+}
+
+/// Any other type: no store-level fold.
+pub trait OtherProbe {
+    /// `None`: `fold = max` through read and compare-and-set.
+    fn max_fold(&self) -> Option<crate::Fold> {
+        None
+    }
+    /// `None`: `fold = min` through read and compare-and-set.
+    fn min_fold(&self) -> Option<crate::Fold> {
+        None
+    }
+    /// `None`: `fold = union` through read and compare-and-set.
+    fn union_fold(&self) -> Option<crate::Fold> {
+        None
+    }
+}
+
+impl<T: ?Sized> OtherProbe for &Probe<T> {}
+
+/// The store-level fold of a property folded by a `#[shard_fold]` function: none.
 #[must_use]
-pub const fn union_fold<T: UnionFold>() -> crate::Fold {
-    crate::Fold::Union
+pub const fn no_store_fold() -> Option<crate::Fold> {
+    None
 }
 
 /// `a + b` for `fold = sum`: exact, or a [`crate::FieldError`] marked as an overflow

@@ -86,7 +86,7 @@ async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, 
             at_ms: 1,
             horizon_ms: 0,
         };
-        let merge = Merge::new(key.clone(), "n", Fold::Max, 1.into(), write);
+        let merge = Merge::new(key.clone(), "n", Fold::MAX_I64, 1.into(), write);
         malformed(store.merge(&merge).await.unwrap_err(), "merge");
         let ty = server.cli(&["TYPE", &name]);
         assert_ne!(ty.trim(), "none", "{id} was deleted");

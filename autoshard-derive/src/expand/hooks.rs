@@ -141,20 +141,33 @@ fn properties(props: &[Property]) -> TokenStream {
             }
             Sharding::Dynamic => quote!(::autoshard::__private::Sharding::Dynamic),
         };
-        let fold = if let Some(builtin) = p.builtin {
-            let ty = p.ty;
-            let function = format_ident!("{}_fold", builtin.name());
-            let fold = quote_spanned!(ty.span()=> ::autoshard::__private::#function::<#ty>());
-            quote!(::core::option::Option::Some(#fold))
-        } else {
-            quote!(::core::option::Option::None)
+        // `sum` needs an integer type (its bound reports any other); `max`, `min` and
+        // `union` pick the store-level fold by the field's type through the probe, and
+        // have none for a type the store does not fold.
+        let store_fold = match p.builtin {
+            Some(BuiltinFold::Sum) => {
+                let ty = p.ty;
+                quote_spanned!(ty.span()=> || ::autoshard::__private::sum_fold::<#ty>())
+            }
+            Some(builtin) => {
+                let ty = p.ty;
+                let method = format_ident!("{}_fold", builtin.name());
+                quote! {
+                    || {
+                        #[allow(unused_imports)]
+                        use ::autoshard::__private::{IntegerProbe as _, OtherProbe as _, SetProbe as _};
+                        (&::autoshard::__private::Probe::<#ty>::NEW).#method()
+                    }
+                }
+            }
+            None => quote!(::autoshard::__private::no_store_fold),
         };
         quote! {
             ::autoshard::__private::ShardedProperty {
                 name: #name,
                 stored_as: #stored_as,
                 sharding: #sharding,
-                fold: #fold,
+                store_fold: #store_fold,
             }
         }
     });

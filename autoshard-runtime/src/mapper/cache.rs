@@ -57,7 +57,7 @@
 //! `HGETALL`s), and a shared cache needs the same guards on the server for every writer.
 //! In-process, a cached load costs no round trip at all.
 
-use super::codec::with_property;
+use super::codec::{sum_range, sum_values, with_property};
 use super::layout;
 use super::shared_read::Found;
 use super::Mapper;
@@ -554,8 +554,12 @@ pub(super) fn values_of<E: Entity>(main: &Key, folding: &Folding<'_>) -> Result<
                     .filter(|c| c.stored_as == p.stored_as)
                     .map(|c| (&c.shard, &c.value)),
             );
-        for (key, stored) in stored {
-            value = E::fold_values(index, &value, stored).map_err(malformed(key))?;
+        if let Some(range) = sum_range(p) {
+            value = sum_values(main, p.name, range, stored)?;
+        } else {
+            for (key, stored) in stored {
+                value = E::fold_values(index, &value, stored).map_err(malformed(key))?;
+            }
         }
         values.push(value);
     }

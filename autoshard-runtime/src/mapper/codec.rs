@@ -3,11 +3,12 @@
 //! came from. No store calls.
 
 use super::layout;
-use crate::document::{Document, Versioned};
-use crate::entity::Entity;
+use crate::document::{Document, Value, Versioned};
+use crate::entity::{Entity, ShardedProperty};
 use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::store::Fold;
 
 /// Attaches the key to an entity hook's [`FieldError`].
 pub(super) fn malformed(key: &Key) -> impl Fn(FieldError) -> Error + '_ {
@@ -22,11 +23,78 @@ pub(super) fn with_property(mut e: FieldError, name: &str) -> FieldError {
     e
 }
 
-/// Folds every sharded property of `E` present in the shard document `doc` at `key`
-/// into `entity`.
-pub(super) fn fold_document<E: Entity>(entity: &mut E, key: &Key, doc: &Document) -> Result<()> {
+/// The total of a `fold = sum` property over its shard values (each with the key of the
+/// document it came from), folded in `i128` so that only the total is checked against
+/// the range `min..=max` of the property's type, as a sum over the shards is: partial
+/// sums may leave the range on the way (`[i64::MAX, -1, 1]` is fine). A shard value that
+/// is not an integer of the type is [`Error::Malformed`] naming its document; a total out
+/// of range is [`Error::Overflow`] naming the main document.
+pub(super) fn sum_values<'v>(
+    main: &Key,
+    property: &str,
+    range: (i128, i128),
+    values: impl IntoIterator<Item = (&'v Key, &'v Value)>,
+) -> Result<Value> {
+    let (lowest, highest) = range;
+    let mut total: i128 = 0;
+    for (key, value) in values {
+        let n = value
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| value.as_u64().map(i128::from))
+            .filter(|n| (lowest..=highest).contains(n))
+            .ok_or_else(|| Error::Malformed {
+                key: key.clone(),
+                field: property.to_owned(),
+                reason: format!("{value} is not an integer within {lowest}..={highest}"),
+            })?;
+        // At most 2^64 shard values of at most 2^64 each: never near i128's range.
+        total = total.saturating_add(n);
+    }
+    if !(lowest..=highest).contains(&total) {
+        return Err(Error::Overflow {
+            key: main.clone(),
+            property: property.to_owned(),
+            reason: format!(
+                "the sum {total} over the shards leaves the range {lowest}..={highest} of the property's type"
+            ),
+        });
+    }
+    Ok(i64::try_from(total).map_or_else(
+        |_| u64::try_from(total).map_or(Value::Null, Value::from),
+        Value::from,
+    ))
+}
+
+/// The range of a property whose store-level fold is a sum: its shard values are folded
+/// by [`sum_values`].
+pub(super) fn sum_range(p: &ShardedProperty) -> Option<(i128, i128)> {
+    match (p.store_fold)() {
+        Some(Fold::Sum { min, max }) => Some((min, max)),
+        _ => None,
+    }
+}
+
+/// Folds every sharded property of `E` over the shard documents `docs` into `entity`
+/// (its sharded fields neutral): a sum through [`sum_values`], every other property
+/// document by document with its typed fold.
+pub(super) fn fold_documents<E: Entity>(
+    entity: &mut E,
+    main: &Key,
+    docs: &[(&Key, &Document)],
+) -> Result<()> {
     for (index, p) in E::PROPERTIES.iter().enumerate() {
-        if let Some(stored) = doc.get(p.stored_as) {
+        let found = docs
+            .iter()
+            .filter_map(|(key, doc)| Some((*key, doc.get(p.stored_as)?)));
+        if let Some(range) = sum_range(p) {
+            let total = sum_values(main, p.name, range, found)?;
+            entity
+                .fold_stored(index, &total)
+                .map_err(|e| Error::malformed(main, with_property(e, p.name)))?;
+            continue;
+        }
+        for (key, stored) in found {
             entity
                 .fold_stored(index, stored)
                 .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;

@@ -5,7 +5,7 @@
 //! takes them (see `layout`).
 
 use super::cache::{folding, Hit};
-use super::codec::{fold_document, from_main, with_property};
+use super::codec::{fold_documents, from_main, with_property};
 use super::dynamic::extra_scans;
 use super::layout::{self, static_shard_keys};
 use super::shared_read::Found;
@@ -167,9 +167,7 @@ pub(super) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result
         return Err(Error::NotFound { key: main.clone() });
     };
     let mut entity: E = from_main(id, main, main_doc)?;
-    for (key, doc) in folding.docs {
-        fold_document(&mut entity, key, doc)?;
-    }
+    fold_documents(&mut entity, main, &folding.docs)?;
     Ok(entity)
 }
 

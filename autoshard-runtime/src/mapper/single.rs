@@ -233,7 +233,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// shard is missing, sealed, or of another incarnation).
     async fn merge_fixed(&self, target: &Target<'_>, sent: &Sent, value: &Value) -> Result<bool> {
         let p = target.p;
-        let Some(fold) = p.property.fold.filter(|f| f.supports(value)) else {
+        let Some(fold) = (p.property.store_fold)().filter(|f| f.takes_operand(value)) else {
             return Ok(false);
         };
         // A merge without a guard could land in a sealed shard: an entity built in code

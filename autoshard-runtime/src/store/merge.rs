@@ -19,10 +19,12 @@
 //!
 //! A sum outside the bounds the merge gives fails with [`Error::Overflow`] and writes
 //! nothing. A store answers [`Merged::Unsupported`] (and writes nothing) for values it
-//! cannot fold exactly: the folds are defined here on integers (sum, max, min) and on
-//! arrays of strings and integers (union); anything else goes through read and
-//! compare-and-set with the entity's typed fold. [`apply`] is the reference
-//! implementation; a store's answer must equal it.
+//! cannot fold exactly, operand or stored: the folds are defined here on integers within
+//! the property type's range (sum, max, min) and on arrays of strings or of integers
+//! within the element type's range (union). Anything else, a stored value of another
+//! type above all, goes through read and compare-and-set with the entity's typed fold,
+//! which reports a stored value the entity cannot read as [`Error::Malformed`]. [`apply`]
+//! is the reference implementation; a store's answer must equal it.
 
 use crate::document::{Document, Value};
 use crate::error::{Error, Result};
@@ -32,7 +34,10 @@ use crate::key::Key;
 /// `{writer: [seq, at_ms]}`, the highest sequence number applied per writer and when.
 pub const RECORD: &str = "~w";
 
-/// A fold a store can apply itself.
+/// A fold a store can apply itself, with the range of values the property's type holds:
+/// a store folds only into a stored value of that type, so a value the entity could not
+/// read is never folded into (the merge answers [`Merged::Unsupported`], and the mapper's
+/// read and compare-and-set then reports it as [`Error::Malformed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fold {
     /// Integer sum, exact; a result outside `min..=max` (the field type's range) is an
@@ -43,31 +48,101 @@ pub enum Fold {
         /// The largest value the property's type holds.
         max: i128,
     },
-    /// The larger integer.
-    Max,
-    /// The smaller integer.
-    Min,
-    /// The union of two sets stored as arrays of strings or integers (no duplicates).
-    Union,
+    /// The larger integer, of integers within `min..=max`.
+    Max {
+        /// The smallest value the property's type holds.
+        min: i128,
+        /// The largest value the property's type holds.
+        max: i128,
+    },
+    /// The smaller integer, of integers within `min..=max`.
+    Min {
+        /// The smallest value the property's type holds.
+        min: i128,
+        /// The largest value the property's type holds.
+        max: i128,
+    },
+    /// The union of two sets stored as arrays (no duplicates) of `elements`.
+    Union {
+        /// What the set's elements are.
+        elements: Elements,
+    },
+}
+
+/// The elements of a set a [`Fold::Union`] folds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Elements {
+    /// Strings.
+    Strings,
+    /// Integers within `min..=max`.
+    Integers {
+        /// The smallest value the element type holds.
+        min: i128,
+        /// The largest value the element type holds.
+        max: i128,
+    },
+}
+
+impl Elements {
+    fn takes(self, value: &Value) -> bool {
+        match self {
+            Elements::Strings => value.is_string(),
+            Elements::Integers { min, max } => in_range(value, min, max),
+        }
+    }
 }
 
 impl Fold {
-    /// Whether the store-level fold takes `value` as an operand or stored value.
+    /// [`Fold::Sum`] over the range of `i64`.
+    pub const SUM_I64: Fold = Fold::Sum {
+        min: i64::MIN as i128,
+        max: i64::MAX as i128,
+    };
+    /// [`Fold::Max`] over the range of `i64`.
+    pub const MAX_I64: Fold = Fold::Max {
+        min: i64::MIN as i128,
+        max: i64::MAX as i128,
+    };
+    /// [`Fold::Min`] over the range of `i64`.
+    pub const MIN_I64: Fold = Fold::Min {
+        min: i64::MIN as i128,
+        max: i64::MAX as i128,
+    };
+    /// [`Fold::Union`] of sets of strings.
+    pub const UNION_STRINGS: Fold = Fold::Union {
+        elements: Elements::Strings,
+    };
+
+    /// Whether the store-level fold takes `value` as an operand: as a stored value
+    /// ([`Fold::supports`]), except that the change a sum adds may be any integer of
+    /// `i64` or `u64` (a decrement of an unsigned counter is negative).
+    #[must_use]
+    pub fn takes_operand(self, value: &Value) -> bool {
+        match self {
+            Fold::Sum { .. } => integer(value).is_some(),
+            _ => self.supports(value),
+        }
+    }
+
+    /// Whether the store-level fold takes `value` as a stored value: an integer within
+    /// the fold's range, or an array of the union's elements.
     #[must_use]
     pub fn supports(self, value: &Value) -> bool {
         match self {
-            Fold::Sum { .. } | Fold::Max | Fold::Min => integer(value).is_some(),
-            Fold::Union => value
+            Fold::Sum { min, max } | Fold::Max { min, max } | Fold::Min { min, max } => {
+                in_range(value, min, max)
+            }
+            Fold::Union { elements } => value
                 .as_array()
-                .is_some_and(|items| items.iter().all(set_element)),
+                .is_some_and(|items| items.iter().all(|item| elements.takes(item))),
         }
     }
 
     /// `fold(stored, operand)` on encoded values: `Ok(None)` when either is not a value
-    /// this fold takes ([`Fold::supports`]), [`FoldError::Overflow`] for a sum out of
-    /// bounds.
+    /// this fold takes ([`Fold::supports`], [`Fold::takes_operand`]),
+    /// [`FoldError::Overflow`] for a sum out of bounds.
     pub fn apply(self, stored: &Value, operand: &Value) -> Result<Option<Value>, FoldError> {
-        if !self.supports(stored) || !self.supports(operand) {
+        if !self.supports(stored) || !self.takes_operand(operand) {
             return Ok(None);
         }
         let folded = match self {
@@ -80,16 +155,20 @@ impl Fold {
                     .ok_or(FoldError::Overflow { min, max })?;
                 integer_value(sum)
             }
-            Fold::Max | Fold::Min => {
+            Fold::Max { .. } | Fold::Min { .. } => {
                 let (a, b) = (integer(stored), integer(operand));
-                let pick_stored = if self == Fold::Max { a >= b } else { a <= b };
+                let pick_stored = if matches!(self, Fold::Max { .. }) {
+                    a >= b
+                } else {
+                    a <= b
+                };
                 if pick_stored {
                     stored.clone()
                 } else {
                     operand.clone()
                 }
             }
-            Fold::Union => {
+            Fold::Union { .. } => {
                 let mut items = Vec::new();
                 let all = stored.as_array().into_iter().flatten();
                 for item in all.chain(operand.as_array().into_iter().flatten()) {
@@ -102,6 +181,22 @@ impl Fold {
         };
         Ok(Some(folded))
     }
+
+    /// The integer range of a sum, max or min (`None` for a union).
+    #[must_use]
+    pub fn range(self) -> Option<(i128, i128)> {
+        match self {
+            Fold::Sum { min, max } | Fold::Max { min, max } | Fold::Min { min, max } => {
+                Some((min, max))
+            }
+            Fold::Union { .. } => None,
+        }
+    }
+}
+
+/// Whether `value` is an integer within `min..=max`.
+fn in_range(value: &Value, min: i128, max: i128) -> bool {
+    integer(value).is_some_and(|n| (min..=max).contains(&n))
 }
 
 /// Why a built-in fold failed.
@@ -132,10 +227,6 @@ fn integer_value(n: i128) -> Value {
         |_| u64::try_from(n).map_or(Value::Null, Value::from),
         Value::from,
     )
-}
-
-fn set_element(value: &Value) -> bool {
-    value.is_string() || integer(value).is_some()
 }
 
 /// The write id a merge (or a commit folding a change) carries: writer and sequence
@@ -250,7 +341,7 @@ pub fn apply(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
         _ => None,
     };
     let folded = match doc.get(&merge.property).or(neutral.as_ref()) {
-        None if merge.fold.supports(&merge.operand) => Some(merge.operand.clone()),
+        None if merge.fold.takes_operand(&merge.operand) => Some(merge.operand.clone()),
         None => None,
         Some(stored) => merge
             .fold
@@ -343,9 +434,36 @@ mod tests {
 
     #[test]
     fn union_keeps_each_element_once() {
-        let folded = Fold::Union.apply(&json!(["a", 1]), &json!([1, "b", "b"]));
-        assert_eq!(folded, Ok(Some(json!(["a", 1, "b"]))));
-        assert_eq!(Fold::Union.apply(&json!([]), &json!([{"x": 1}])), Ok(None));
+        let folded = Fold::UNION_STRINGS.apply(&json!(["a", "c"]), &json!(["c", "b", "b"]));
+        assert_eq!(folded, Ok(Some(json!(["a", "c", "b"]))));
+        assert_eq!(
+            Fold::UNION_STRINGS.apply(&json!([]), &json!([{"x": 1}])),
+            Ok(None)
+        );
+        let bytes = Fold::Union {
+            elements: Elements::Integers { min: 0, max: 255 },
+        };
+        assert_eq!(
+            bytes.apply(&json!([1]), &json!([2])),
+            Ok(Some(json!([1, 2])))
+        );
+        assert_eq!(bytes.apply(&json!([300]), &json!([2])), Ok(None));
+    }
+
+    #[test]
+    fn a_stored_value_outside_the_type_is_never_folded_into() {
+        let u64_max = Fold::Max {
+            min: 0,
+            max: u64::MAX.into(),
+        };
+        assert_eq!(u64_max.apply(&json!(-5), &json!(3)), Ok(None));
+        assert_eq!(u64_max.apply(&json!(5), &json!(3)), Ok(Some(json!(5))));
+        assert_eq!(
+            Fold::UNION_STRINGS.apply(&json!([1, 2]), &json!(["a"])),
+            Ok(None),
+            "a set of integers is not a set of strings"
+        );
+        assert_eq!(Fold::SUM_I64.apply(&json!(1e30), &json!(1)), Ok(None));
     }
 
     #[test]

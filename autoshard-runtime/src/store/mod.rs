@@ -33,7 +33,7 @@ pub use crate::document::{Document, Value, Version, Versioned};
 pub use faulty::{Fault, FaultyStore};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
-pub use merge::{Fold, Merge, Merged, WriteId};
+pub use merge::{Elements, Fold, Merge, Merged, WriteId};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "redis")]

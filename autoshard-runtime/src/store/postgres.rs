@@ -9,9 +9,14 @@
 //! drivers for other databases, none of which a store of four statements needs.
 //!
 //! # Layout
-//! One table, `<schema>.documents` (schema `autoshard` unless
+//! One table, `<schema>.autoshard_documents` (schema `autoshard` unless
 //! [`PostgresOptions::schema`] says otherwise), created on first use or by
-//! [`PostgresStore::migrate`]:
+//! [`PostgresStore::migrate`]. Every object the store creates (the table, its index, the
+//! version sequence `autoshard_versions`, the functions below) is named `autoshard_*`
+//! and carries the comment `autoshard store object`: in a schema the application also
+//! uses, the store never touches the application's objects, and when one of these names
+//! is taken by an object it did not create, [`PostgresStore::migrate`] fails with
+//! [`Error::Invalid`] naming it instead of taking it over. The table's columns:
 //! - `key`: the document's [`Key::encode`] text, the primary key (`COLLATE "C"`, so that
 //!   keys compare byte by byte);
 //! - `parent` and `kind`: the encoded parent key (`''` for a root) and the kind, indexed
@@ -22,10 +27,10 @@
 //!
 //! # Why commits are atomic and optimistic
 //! Every write is one call of a PL/pgSQL function that [`PostgresStore::migrate`]
-//! creates beside the table (`commit_documents`, `put_document`, `insert_document`,
-//! `delete_document`): one prepared statement, one round trip, its own transaction.
+//! creates beside the table (`autoshard_commit`, `autoshard_put`, `autoshard_insert`,
+//! `autoshard_delete`): one prepared statement, one round trip, its own transaction.
 //! Before it writes a key, a function takes the transaction-scoped advisory lock of
-//! that key (`pg_advisory_xact_lock` on the key's 64-bit hash); `commit_documents`
+//! that key (`pg_advisory_xact_lock` on the key's 64-bit hash); `autoshard_commit`
 //! takes all of its locks in the order of their ids (so two commits never deadlock):
 //! exclusive for a key it writes, shared for one it only expects. Reads take none.
 //! Under these locks the versions a commit reads are the latest committed ones (each
@@ -38,7 +43,7 @@
 //! give up at once instead of queueing behind its lock. Any entity group, one or
 //! several, commits this way: the store commits across groups.
 //!
-//! A merge is one call of `merge_document`, which takes the key's lock, reads the
+//! A merge is one call of `autoshard_merge`, which takes the key's lock, reads the
 //! document and folds on the server with the same rules as [`merge::apply`] (the
 //! reference: the conformance suite checks that every answer equals it), records the
 //! write id and writes, all in its transaction. Holding the lock from the read to the
@@ -52,7 +57,7 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::merge::{self, Fold, Merge, Merged};
+use crate::store::merge::{self, Elements, Fold, Merge, Merged};
 use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -233,15 +238,25 @@ impl PostgresStore {
     /// Creates the schema, the table, its scan index, the version sequence and the
     /// write functions when missing (every connect does it; idempotent, and safe to run
     /// from several processes at once).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when an object of one of the store's names (`autoshard_*`, see
+    /// the module docs) exists in the schema and was not created by the store: it is
+    /// left as it is. [`Error::Backend`] when the server fails.
     pub async fn migrate(&self) -> Result<()> {
         let mut client = self.client().await?;
         let txn = client
             .transaction()
             .await
             .map_err(|e| self.error("creating the schema", &e))?;
-        txn.batch_execute(&self.sql.migrate)
-            .await
-            .map_err(|e| self.error("creating the schema", &e))?;
+        txn.batch_execute(&self.sql.migrate).await.map_err(|e| {
+            // The schema's check found an object of one of the store's names that the
+            // store did not create (schema.sql).
+            match e.as_db_error() {
+                Some(db) if db.code().code() == "AS001" => Error::Invalid(db.message().to_owned()),
+                _ => self.error("creating the schema", &e),
+            }
+        })?;
         txn.commit()
             .await
             .map_err(|e| self.error("creating the schema", &e))
@@ -296,7 +311,7 @@ impl PostgresStore {
         })
     }
 
-    /// Calls `commit_documents` (module docs): `0` when it committed, else the 1-based
+    /// Calls `autoshard_commit` (module docs): `0` when it committed, else the 1-based
     /// index into `reads` of an expectation that failed.
     async fn commit_documents(
         &self,
@@ -316,7 +331,7 @@ impl PostgresStore {
         let row = self
             .query_one(what, &self.sql.commit, &[&rk, &rv, &wk, &wp, &wn, &wd])
             .await?;
-        Ok(usize::try_from(row.get::<_, i32>(0)).unwrap_or(0))
+        Ok(usize::try_from(column::<i32>(&row, 0, "(a commit)")?).unwrap_or(0))
     }
 
     /// A scan's page from its rows in key order (encoded key, document), `limit` the
@@ -360,20 +375,20 @@ struct Sql {
 impl Sql {
     fn new(schema: &str) -> Self {
         let s = format!("\"{schema}\"");
-        let t = format!("{s}.documents");
+        let t = format!("{s}.autoshard_documents");
         Sql {
             schema: schema.to_owned(),
             migrate: include_str!("postgres/schema.sql").replace("{schema}", schema),
             merge: format!(
-                "SELECT {s}.merge_document($1, $2, $3, $4, $5::text::numeric, $6::text::numeric, \
+                "SELECT {s}.autoshard_merge($1, $2, $3, $4, $5::text::numeric, $6::text::numeric, \
                  $7, $8::text::numeric, $9::text::numeric, $10::text::numeric, $11, $12)"
             ),
             get: format!("SELECT version, doc FROM {t} WHERE key = $1"),
             get_many: format!("SELECT key, version, doc FROM {t} WHERE key = ANY($1)"),
-            insert: format!("SELECT {s}.insert_document($1, $2, $3, $4)"),
-            put: format!("SELECT {s}.put_document($1, $2, $3, $4)"),
-            delete: format!("SELECT {s}.delete_document($1)"),
-            commit: format!("SELECT {s}.commit_documents($1, $2, $3, $4, $5, $6)"),
+            insert: format!("SELECT {s}.autoshard_insert($1, $2, $3, $4)"),
+            put: format!("SELECT {s}.autoshard_put($1, $2, $3, $4)"),
+            delete: format!("SELECT {s}.autoshard_delete($1)"),
+            commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6)"),
             // Part 0: the documents by key; part i: the first page of scan i (its
             // parent '' for roots). `$1` says whether documents keep their write record.
             lookup: format!(
@@ -440,19 +455,58 @@ fn parent_of(key: &Key) -> String {
     key.parent().map(|p| p.encode()).unwrap_or_default()
 }
 
-fn versioned(row: &tokio_postgres::Row, first: usize) -> Versioned {
-    let Json(doc): Json<Document> = row.get(first + 1);
-    Versioned {
+/// Column `index` of `row`, read from the document whose encoded key is `key`: a value
+/// the column's type cannot hold (a JSON document that is not an object, a number out of
+/// `serde_json`'s range such as `1e400`) is [`Error::Malformed`] naming the key, never a
+/// panic.
+fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
+    row: &'r tokio_postgres::Row,
+    index: usize,
+    key: &str,
+) -> Result<T> {
+    row.try_get(index).map_err(|e| {
+        let reason = format!(
+            "the stored row does not read as a document: {}",
+            explain(&e)
+        );
+        match Key::decode(key) {
+            Ok(key) => Error::Malformed {
+                key,
+                field: WHOLE_DOCUMENT.to_owned(),
+                reason,
+            },
+            Err(_) => Error::backend(format!("reading the row of `{key}`"), reason),
+        }
+    })
+}
+
+/// What [`Error::Malformed`] names as the field when the whole document is bad.
+const WHOLE_DOCUMENT: &str = "(document)";
+
+/// The version and document in columns `first` and `first + 1` of a row of `key`.
+fn versioned(row: &tokio_postgres::Row, first: usize, key: &str) -> Result<Versioned> {
+    let Json(doc): Json<Document> = column(row, first + 1, key)?;
+    Ok(Versioned {
         doc,
-        version: version_of(row.get(first)),
-    }
+        version: version_of(column(row, first, key)?),
+    })
+}
+
+/// A row of `(key, version, doc)` from column `first` on.
+fn keyed(row: &tokio_postgres::Row, first: usize) -> Result<(String, Versioned)> {
+    let key: String = column(row, first, "(a key)")?;
+    let found = versioned(row, first + 1, &key)?;
+    Ok((key, found))
 }
 
 #[async_trait]
 impl DocumentStore for PostgresStore {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        let rows = self.query("get", &self.sql.get, &[&key.encode()]).await?;
-        Ok(rows.first().map(|row| versioned(row, 0)))
+        let encoded = key.encode();
+        let rows = self.query("get", &self.sql.get, &[&encoded]).await?;
+        rows.first()
+            .map(|row| versioned(row, 0, &encoded))
+            .transpose()
     }
 
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
@@ -465,8 +519,8 @@ impl DocumentStore for PostgresStore {
             .await?;
         let found: std::collections::HashMap<String, Versioned> = rows
             .iter()
-            .map(|row| (row.get::<_, String>(0), versioned(row, 1)))
-            .collect();
+            .map(|row| keyed(row, 0))
+            .collect::<Result<_>>()?;
         Ok(encoded.iter().map(|k| found.get(k).cloned()).collect())
     }
 
@@ -479,7 +533,7 @@ impl DocumentStore for PostgresStore {
                 &[&encoded, &parent, &key.kind(), &Json(&doc)],
             )
             .await?;
-        row.get::<_, Option<i64>>(0)
+        column::<Option<i64>>(&row, 0, &encoded)?
             .map(version_of)
             .ok_or_else(|| Error::AlreadyExists { key: key.clone() })
     }
@@ -493,14 +547,15 @@ impl DocumentStore for PostgresStore {
                 &[&encoded, &parent, &key.kind(), &Json(&doc)],
             )
             .await?;
-        Ok(version_of(row.get(0)))
+        Ok(version_of(column(&row, 0, &encoded)?))
     }
 
     async fn delete(&self, key: &Key) -> Result<bool> {
+        let encoded = key.encode();
         let row = self
-            .query_one("delete", &self.sql.delete, &[&key.encode()])
+            .query_one("delete", &self.sql.delete, &[&encoded])
             .await?;
-        Ok(row.get(0))
+        column(&row, 0, &encoded)
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
@@ -522,8 +577,8 @@ impl DocumentStore for PostgresStore {
         };
         let page = rows
             .iter()
-            .map(|row| (row.get::<_, String>(0), versioned(row, 1)))
-            .collect();
+            .map(|row| keyed(row, 0))
+            .collect::<Result<_>>()?;
         self.page(page, scan.limit)
     }
 
@@ -557,8 +612,8 @@ impl DocumentStore for PostgresStore {
             std::collections::HashMap::new();
         let mut items: Vec<Vec<(String, Versioned)>> = vec![Vec::new(); lookup.scans.len()];
         for row in &rows {
-            let part = usize::try_from(row.get::<_, i64>(0)).unwrap_or(0);
-            let entry = (row.get::<_, String>(1), versioned(row, 2));
+            let part = usize::try_from(column::<i64>(row, 0, "(a lookup part)")?).unwrap_or(0);
+            let entry = keyed(row, 1)?;
             match part.checked_sub(1).and_then(|i| items.get_mut(i)) {
                 Some(page) => page.push(entry),
                 None => {
@@ -600,15 +655,20 @@ impl DocumentStore for PostgresStore {
         }
     }
 
-    /// One call of `merge_document`, which folds on the server under the key's lock.
+    /// One call of `autoshard_merge`, which folds on the server under the key's lock.
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
-        let (fold, bounds) = match merge.fold {
-            Fold::Sum { min, max } => ("sum", Some((min.to_string(), max.to_string()))),
-            Fold::Max => ("max", None),
-            Fold::Min => ("min", None),
-            Fold::Union => ("union", None),
+        let (fold, (min, max)) = match merge.fold {
+            Fold::Sum { min, max } => ("sum", (min, max)),
+            Fold::Max { min, max } => ("max", (min, max)),
+            Fold::Min { min, max } => ("min", (min, max)),
+            Fold::Union {
+                elements: Elements::Strings,
+            } => ("union-strings", (0, 0)),
+            Fold::Union {
+                elements: Elements::Integers { min, max },
+            } => ("union-integers", (min, max)),
         };
-        let (min, max) = bounds.unzip();
+        let (min, max) = (min.to_string(), max.to_string());
         let write = &merge.write;
         let (seq, at_ms, horizon_ms) = (
             write.seq.to_string(),
@@ -639,15 +699,20 @@ impl DocumentStore for PostgresStore {
                 ],
             )
             .await?;
-        match row.get::<_, &str>(0) {
+        match column::<&str>(&row, 0, &merge.key.encode())? {
             "applied" => Ok(Merged::Applied),
             "already" => Ok(Merged::AlreadyApplied),
             "missing" => Ok(Merged::Missing),
             "unsupported" => Ok(Merged::Unsupported),
             "overflow" => Err(merge::overflow(merge)),
+            "malformed" => Err(Error::Malformed {
+                key: merge.key.clone(),
+                field: WHOLE_DOCUMENT.to_owned(),
+                reason: "the stored document is not a JSON object".to_owned(),
+            }),
             other => Err(Error::backend(
                 format!("merge on PostgreSQL at {}", self.target),
-                format!("unexpected answer `{other}` from merge_document"),
+                format!("unexpected answer `{other}` from autoshard_merge"),
             )),
         }
     }

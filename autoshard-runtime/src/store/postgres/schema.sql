@@ -2,54 +2,85 @@
 -- name, which the store has checked to be letters, digits and `_`. Run in one
 -- transaction by `PostgresStore::migrate`; idempotent.
 --
+-- Every object the store creates is named `autoshard_*` and carries the comment
+-- 'autoshard store object', so that it cannot collide with an application's objects in
+-- a schema they share: an object of one of these names without that comment is the
+-- application's, and the migration stops with an error instead of taking it over.
+--
 -- Every function takes the advisory locks of the keys it writes before writing: that is
--- what makes `commit_documents`'s check-then-write atomic.
+-- what makes `autoshard_commit`'s check-then-write atomic.
 
 SELECT pg_advisory_xact_lock(hashtextextended('autoshard migrate {schema}', 0));
 CREATE SCHEMA IF NOT EXISTS "{schema}";
-CREATE TABLE IF NOT EXISTS "{schema}".documents (
+DO $check$
+DECLARE
+    found record;
+BEGIN
+    FOR found IN
+        SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS note
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname = '{schema}'
+          AND c.relname IN ('autoshard_documents', 'autoshard_documents_scan', 'autoshard_versions')
+        UNION ALL
+        SELECT p.proname, obj_description(p.oid, 'pg_proc')
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = '{schema}'
+          AND p.proname IN ('autoshard_put', 'autoshard_insert', 'autoshard_delete',
+                            'autoshard_commit', 'autoshard_in_range', 'autoshard_merge')
+    LOOP
+        IF found.note IS DISTINCT FROM 'autoshard store object' THEN
+            RAISE EXCEPTION 'autoshard: "{schema}".% exists and was not created by autoshard; it is left as it is (use another schema with PostgresOptions::schema)', found.name
+                USING ERRCODE = 'AS001';
+        END IF;
+    END LOOP;
+END $check$;
+CREATE TABLE IF NOT EXISTS "{schema}".autoshard_documents (
     key text COLLATE "C" PRIMARY KEY,
     parent text COLLATE "C" NOT NULL,
     kind text COLLATE "C" NOT NULL,
     version bigint NOT NULL,
     doc jsonb NOT NULL
 );
-CREATE INDEX IF NOT EXISTS documents_scan ON "{schema}".documents (parent, kind, key);
-CREATE SEQUENCE IF NOT EXISTS "{schema}".versions;
-CREATE OR REPLACE FUNCTION "{schema}".put_document(k text, p text, n text, d jsonb)
+COMMENT ON TABLE "{schema}".autoshard_documents IS 'autoshard store object';
+CREATE INDEX IF NOT EXISTS autoshard_documents_scan
+    ON "{schema}".autoshard_documents (parent, kind, key);
+COMMENT ON INDEX "{schema}".autoshard_documents_scan IS 'autoshard store object';
+CREATE SEQUENCE IF NOT EXISTS "{schema}".autoshard_versions;
+COMMENT ON SEQUENCE "{schema}".autoshard_versions IS 'autoshard store object';
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_put(k text, p text, n text, d jsonb)
 RETURNS bigint LANGUAGE plpgsql AS $f$
 DECLARE v bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
-    INSERT INTO "{schema}".documents (key, parent, kind, version, doc)
-    VALUES (k, p, n, nextval('"{schema}".versions'), d)
+    INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
+    VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
     ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc
     RETURNING version INTO v;
     RETURN v;
 END $f$;
-CREATE OR REPLACE FUNCTION "{schema}".insert_document(k text, p text, n text, d jsonb)
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_insert(k text, p text, n text, d jsonb)
 RETURNS bigint LANGUAGE plpgsql AS $f$
 DECLARE v bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
-    INSERT INTO "{schema}".documents (key, parent, kind, version, doc)
-    VALUES (k, p, n, nextval('"{schema}".versions'), d)
+    INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
+    VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
     ON CONFLICT (key) DO NOTHING
     RETURNING version INTO v;
     RETURN v;
 END $f$;
-CREATE OR REPLACE FUNCTION "{schema}".delete_document(k text)
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_delete(k text)
 RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
-    DELETE FROM "{schema}".documents WHERE key = k;
+    DELETE FROM "{schema}".autoshard_documents WHERE key = k;
     RETURN FOUND;
 END $f$;
 -- Commits one transaction: `rk`/`rv` the expected versions (NULL: the key is absent),
 -- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes).
 -- Answers 0 when it wrote everything, else the 1-based index of an expectation that
 -- failed (and writes nothing).
-CREATE OR REPLACE FUNCTION "{schema}".commit_documents(
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
     rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[])
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
@@ -59,7 +90,7 @@ BEGIN
     -- Without locks first: the losers of a race on a hot document give up here
     -- instead of queueing behind its lock.
     FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
-        IF (SELECT version FROM "{schema}".documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
+        IF (SELECT version FROM "{schema}".autoshard_documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
             RETURN i;
         END IF;
     END LOOP;
@@ -75,47 +106,41 @@ BEGIN
         END IF;
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
-        IF (SELECT version FROM "{schema}".documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
+        IF (SELECT version FROM "{schema}".autoshard_documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
             RETURN i;
         END IF;
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(wk, 1), 0) LOOP
         IF wd[i] IS NULL THEN
-            DELETE FROM "{schema}".documents WHERE key = wk[i];
+            DELETE FROM "{schema}".autoshard_documents WHERE key = wk[i];
         ELSE
-            INSERT INTO "{schema}".documents (key, parent, kind, version, doc)
-            VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".versions'), wd[i])
+            INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
+            VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".autoshard_versions'), wd[i])
             ON CONFLICT (key) DO UPDATE
             SET version = EXCLUDED.version, doc = EXCLUDED.doc;
         END IF;
     END LOOP;
     RETURN 0;
 END $f$;
--- Whether `v` is an integer a built-in fold takes (an i64 or u64, as serde_json has it).
-CREATE OR REPLACE FUNCTION "{schema}".fold_integer(v jsonb)
+-- Whether `v` is an integer within `lo..=hi` (the range of the property's type).
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_in_range(v jsonb, lo numeric, hi numeric)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
     SELECT jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$'
-       AND v::text::numeric BETWEEN -9223372036854775808 AND 18446744073709551615
+       AND v::text::numeric BETWEEN lo AND hi
 $f$;
--- Whether `v` is a set a union takes: an array of strings and integers.
-CREATE OR REPLACE FUNCTION "{schema}".fold_set(v jsonb)
-RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $f$
-BEGIN
-    RETURN jsonb_typeof(v) = 'array' AND NOT EXISTS (
-        SELECT 1 FROM jsonb_array_elements(v) AS e(x)
-        WHERE jsonb_typeof(x) <> 'string' AND NOT "{schema}".fold_integer(x));
-END $f$;
 -- The store contract's merge (store/merge.rs; `merge::apply` is the reference this
 -- must equal): fold `operand` into property `prop` of document `k` with `fold`
--- ('sum' within `sum_min..=sum_max`, 'max', 'min', 'union') at most once per write id
--- (`writer`, `seq`), under the key's lock. `guard_prop` NULL: no guard; else the
+-- ('sum', 'max' or 'min' of integers within `lo..=hi`, the property type's range;
+-- 'union-strings', or 'union-integers' of elements within `lo..=hi`) at most once per
+-- write id (`writer`, `seq`), under the key's lock. A stored value or operand not of
+-- the property's type is answered 'unsupported'. `guard_prop` NULL: no guard; else the
 -- property must hold the string `guard_value` (NULL: must be absent). Answers
--- 'applied', 'already', 'missing', 'unsupported' or 'overflow' (nothing written but
--- for 'applied'). Record entries older than `horizon_ms` are dropped on the merges
+-- 'applied', 'already', 'missing', 'unsupported', 'overflow' or 'malformed' (a stored
+-- document that is not an object; nothing written but for 'applied'). Record entries older than `horizon_ms` are dropped on the merges
 -- whose `seq` is a multiple of 16, as the contract allows, so most merges do not visit
 -- the whole record.
-CREATE OR REPLACE FUNCTION "{schema}".merge_document(
-    k text, prop text, fold text, operand jsonb, sum_min numeric, sum_max numeric,
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_merge(
+    k text, prop text, fold text, operand jsonb, lo numeric, hi numeric,
     writer text, seq numeric, at_ms numeric, horizon_ms numeric, guard_prop text, guard_value text)
 RETURNS text LANGUAGE plpgsql AS $f$
 DECLARE
@@ -124,11 +149,15 @@ DECLARE
     folded jsonb;
     total numeric;
     entries jsonb;
+    element_kind text;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
-    SELECT doc INTO d FROM "{schema}".documents WHERE key = k;
+    SELECT doc INTO d FROM "{schema}".autoshard_documents WHERE key = k;
     IF NOT FOUND THEN
         RETURN 'missing';
+    END IF;
+    IF jsonb_typeof(d) <> 'object' THEN
+        RETURN 'malformed';
     END IF;
     IF guard_prop IS NOT NULL THEN
         IF guard_value IS NULL THEN
@@ -140,8 +169,7 @@ BEGIN
             RETURN 'missing';
         END IF;
     END IF;
-    IF "{schema}".fold_integer(d -> '~w' -> writer -> 0)
-       AND (d -> '~w' -> writer ->> 0)::numeric >= 0
+    IF "{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
        AND (d -> '~w' -> writer ->> 0)::numeric >= seq THEN
         RETURN 'already';
     END IF;
@@ -150,20 +178,32 @@ BEGIN
     ELSIF fold = 'sum' THEN
         stored := '0';
     END IF;
-    IF fold = 'union' THEN
-        IF NOT "{schema}".fold_set(operand)
-           OR (stored IS NOT NULL AND NOT "{schema}".fold_set(stored)) THEN
+    IF fold IN ('union-strings', 'union-integers') THEN
+        IF jsonb_typeof(operand) <> 'array'
+           OR (stored IS NOT NULL AND jsonb_typeof(stored) <> 'array') THEN
             RETURN 'unsupported';
         END IF;
-    ELSIF NOT "{schema}".fold_integer(operand)
-          OR (stored IS NOT NULL AND NOT "{schema}".fold_integer(stored)) THEN
+        IF EXISTS (
+            SELECT 1
+            FROM (SELECT x FROM jsonb_array_elements(operand) AS o(x)
+                  UNION ALL
+                  SELECT x FROM jsonb_array_elements(coalesce(stored, '[]')) AS s(x)) AS items
+            WHERE CASE WHEN fold = 'union-strings' THEN jsonb_typeof(x) <> 'string'
+                       ELSE NOT "{schema}".autoshard_in_range(x, lo, hi) END) THEN
+            RETURN 'unsupported';
+        END IF;
+    ELSIF NOT (CASE WHEN fold = 'sum'
+                    -- The change a sum adds may be any integer of i64 or u64.
+                    THEN "{schema}".autoshard_in_range(operand, -9223372036854775808, 18446744073709551615)
+                    ELSE "{schema}".autoshard_in_range(operand, lo, hi) END)
+          OR (stored IS NOT NULL AND NOT "{schema}".autoshard_in_range(stored, lo, hi)) THEN
         RETURN 'unsupported';
     END IF;
     IF stored IS NULL THEN
         folded := operand;
     ELSIF fold = 'sum' THEN
         total := stored::text::numeric + operand::text::numeric;
-        IF total < sum_min OR total > sum_max THEN
+        IF total < lo OR total > hi THEN
             RETURN 'overflow';
         END IF;
         folded := to_jsonb(total);
@@ -186,11 +226,20 @@ BEGIN
     IF seq % 16 = 0 THEN
         SELECT coalesce(jsonb_object_agg(w, e), '{}') INTO entries
         FROM jsonb_each(entries) AS r(w, e)
-        WHERE "{schema}".fold_integer(e -> 1) AND (e ->> 1)::numeric >= horizon_ms;
+        WHERE "{schema}".autoshard_in_range(e -> 1, 0, 18446744073709551615)
+          AND (e ->> 1)::numeric >= horizon_ms;
     END IF;
     entries := entries || jsonb_build_object(writer, jsonb_build_array(seq, at_ms));
     d := d || jsonb_build_object(prop, folded, '~w', entries);
-    UPDATE "{schema}".documents SET version = nextval('"{schema}".versions'), doc = d
+    UPDATE "{schema}".autoshard_documents SET version = nextval('"{schema}".autoshard_versions'), doc = d
     WHERE key = k;
     RETURN 'applied';
 END $f$;
+COMMENT ON FUNCTION "{schema}".autoshard_put(text, text, text, jsonb) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_insert(text, text, text, jsonb) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[])
+    IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_in_range(jsonb, numeric, numeric) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_merge(text, text, text, jsonb, numeric, numeric, text,
+    numeric, numeric, numeric, text, text) IS 'autoshard store object';

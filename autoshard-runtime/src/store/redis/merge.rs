@@ -3,6 +3,7 @@
 
 use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::error::{Error, Result};
+use crate::store::merge::Elements;
 use crate::store::{Fold, Merge, Merged};
 use ::redis::Value;
 
@@ -16,12 +17,18 @@ impl RedisStore {
                 reason: format!("cannot be encoded as JSON: {e}"),
             })
         };
-        let (fold, min, max) = match merge.fold {
-            Fold::Sum { min, max } => ("sum", min.to_string(), max.to_string()),
-            Fold::Max => ("max", String::new(), String::new()),
-            Fold::Min => ("min", String::new(), String::new()),
-            Fold::Union => ("union", String::new(), String::new()),
+        let (fold, (min, max)) = match merge.fold {
+            Fold::Sum { min, max } => ("sum", (min, max)),
+            Fold::Max { min, max } => ("max", (min, max)),
+            Fold::Min { min, max } => ("min", (min, max)),
+            Fold::Union {
+                elements: Elements::Strings,
+            } => ("union-strings", (0, 0)),
+            Fold::Union {
+                elements: Elements::Integers { min, max },
+            } => ("union-integers", (min, max)),
         };
+        let (min, max) = (min.to_string(), max.to_string());
         let (guard, mode, expected) = match &merge.guard {
             None => (String::new(), "-", String::new()),
             Some((property, None)) => (property.clone(), "-", String::new()),

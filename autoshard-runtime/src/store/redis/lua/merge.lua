@@ -3,9 +3,15 @@
 -- atomic step. The document layout is the one in `commit.lua`.
 --
 -- KEYS: {document, version counter of its entity group}
--- ARGV: property, fold ('sum' | 'max' | 'min' | 'union'), operand JSON, sum minimum,
---       sum maximum (decimal), writer, seq, at_ms, horizon_ms, guard property ('' for
---       none), guard mode ('-' must be absent | '=' must hold), guard value JSON.
+-- ARGV: property, fold ('sum' | 'max' | 'min' | 'union-strings' | 'union-integers'),
+--       operand JSON, the smallest and the largest value of the property's type (of the
+--       set's elements for 'union-integers'; decimal), writer, seq, at_ms, horizon_ms,
+--       guard property ('' for none), guard mode ('-' must be absent | '=' must hold),
+--       guard value JSON.
+--
+-- A stored value or operand that is not of the property's type (an integer outside its
+-- range, a set of other elements, anything else) is answered 'unsupported', as the
+-- reference does: nothing is folded into a value the entity could not read.
 --
 -- Numbers are never Lua numbers where exactness matters: integers stay decimal text
 -- (sums, comparisons and bounds on digit strings), and union elements stay the JSON
@@ -21,7 +27,7 @@
 
 local key, counter = KEYS[1], KEYS[2]
 local property, fold, operand = ARGV[1], ARGV[2], ARGV[3]
-local sum_min, sum_max = ARGV[4], ARGV[5]
+local type_min, type_max = ARGV[4], ARGV[5]
 local writer, seq, at_ms, horizon = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
 local guard, guard_mode, guard_value = ARGV[10], ARGV[11], ARGV[12]
 
@@ -144,9 +150,14 @@ local function integer(x)
   return x and (string.match(x, '^-?[1-9]%d*$') or x == '0')
 end
 
--- The elements of a JSON array of strings and integers, as their JSON text; nil for
--- anything else.
-local function elements(text)
+-- Whether `x` is an integer within the property type's range.
+local function in_range(x)
+  return integer(x) and cmp(x, type_min) >= 0 and cmp(x, type_max) <= 0
+end
+
+-- The elements of a JSON array of strings (`strings`) or of integers within the type's
+-- range, as their JSON text; nil for anything else.
+local function elements(text, strings)
   if not text or string.sub(text, 1, 1) ~= '[' then
     return nil
   end
@@ -157,6 +168,9 @@ local function elements(text)
   while true do
     local token
     if string.sub(text, i, i) == '"' then
+      if not strings then
+        return nil
+      end
       local j = i + 1
       while true do
         local c = string.sub(text, j, j)
@@ -174,11 +188,11 @@ local function elements(text)
       i = j + 1
     else
       local s, e = string.find(text, '^-?%d+', i)
-      if not s then
+      if strings or not s then
         return nil
       end
       token = string.sub(text, s, e)
-      if not integer(token) then
+      if not in_range(token) then
         return nil
       end
       i = e + 1
@@ -204,9 +218,10 @@ if not stored then
   end
 end
 local folded
-if fold == 'union' then
-  local mine_items = elements(operand)
-  local have = stored and elements(stored) or (not stored and {})
+if fold == 'union-strings' or fold == 'union-integers' then
+  local strings = fold == 'union-strings'
+  local mine_items = elements(operand, strings)
+  local have = stored and elements(stored, strings) or (not stored and {})
   if not mine_items or not have then
     return { 'unsupported' }
   end
@@ -222,7 +237,9 @@ if fold == 'union' then
   end
   folded = '[' .. table.concat(have, ',') .. ']'
 else
-  if not integer(operand) or (stored and not integer(stored)) then
+  -- The change a sum adds may be any integer (a decrement of an unsigned counter).
+  local operand_ok = (fold == 'sum' and integer(operand)) or (fold ~= 'sum' and in_range(operand))
+  if not operand_ok or (stored and not in_range(stored)) then
     return { 'unsupported' }
   end
   if not stored then
@@ -234,7 +251,7 @@ else
   else
     folded = cmp(stored, operand) <= 0 and stored or operand
   end
-  if fold == 'sum' and (cmp(folded, sum_min) < 0 or cmp(folded, sum_max) > 0) then
+  if fold == 'sum' and (cmp(folded, type_min) < 0 or cmp(folded, type_max) > 0) then
     return { 'overflow' }
   end
 end
