@@ -6,7 +6,13 @@ use crate::key::Key;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong talking to a store through autoshard.
-#[derive(Debug, thiserror::Error)]
+///
+/// Errors are cheap to clone (a backend's own error is shared behind an [`Arc`]): every
+/// caller that shared a read or a coalesced write gets the same error as the one that
+/// made the call, with the address, the operation and the server's words.
+///
+/// [`Arc`]: std::sync::Arc
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// No document at `key`.
@@ -78,6 +84,21 @@ pub enum Error {
         /// The range it would have left.
         reason: String,
     },
+    /// A key (an entity's id, with its kind and parent) is longer than the store takes;
+    /// checked before anything is sent, so nothing was written. Each store's limits are
+    /// in its module docs under "Limits" (PostgreSQL: keys of at most 1,024 bytes
+    /// encoded).
+    #[error("{what} is {size} bytes long, over the {limit} bytes {store} takes")]
+    TooLarge {
+        /// What was too large (the key's kind, never the key itself).
+        what: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The store's limit in bytes.
+        limit: usize,
+        /// The store.
+        store: &'static str,
+    },
     /// A request that cannot be carried out as asked (for example a transaction spanning
     /// entity groups on a store that commits only within one group).
     #[error("invalid request: {0}")]
@@ -85,13 +106,17 @@ pub enum Error {
     /// The store itself failed (connection refused, I/O error, server error...). From a
     /// write, the outcome is unknown: it may have been applied. The mapper keeps what it
     /// sent with its write id, so saving the same entity again applies it exactly once.
-    #[error("store error: {context}")]
+    ///
+    /// Its text says what the runtime was doing and the backend's reason:
+    /// `store error: connecting to Redis at 127.0.0.1:6999: Connection refused (os error
+    /// 111)`. It never holds a password.
+    #[error("store error: {context}: {source}")]
     Backend {
         /// What the runtime was doing, with the address or key involved.
         context: String,
-        /// The backend's own error.
+        /// The backend's own error, shared by every caller that got this error.
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>,
     },
 }
 
@@ -103,7 +128,7 @@ impl Error {
     ) -> Self {
         Error::Backend {
             context: context.into(),
-            source: source.into(),
+            source: std::sync::Arc::from(source.into()),
         }
     }
 

@@ -177,6 +177,13 @@ async fn failed_batches_keep_every_change(store: Arc<dyn DocumentStore>, label: 
                     post.like();
                     while let Err(err) = db.save(&mut post).await {
                         assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+                        // Every save of a batch gets the error the batch's call got,
+                        // with what failed and why.
+                        let text = err.to_string();
+                        assert!(
+                            text.contains("(FaultyStore)") && text.contains("injected fault"),
+                            "{text}"
+                        );
                         assert!(post.state().unwrap().has_pending());
                         failed += 1;
                     }

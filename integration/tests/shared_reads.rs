@@ -81,6 +81,37 @@ async fn loads_see_every_write_completed_before_them(store: Arc<dyn DocumentStor
     );
 }
 
+/// Loads that share a read that fails each get the error the read got, as informative
+/// as the one the load that made the call got.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_load_sharing_a_failed_read_gets_its_error() {
+    let knobs = Knobs {
+        read_latency: Some(Duration::from_millis(2)),
+        lost_reads: Some(1),
+        ..Knobs::default()
+    };
+    let store = MemoryStore::new();
+    Mapper::new(store.clone())
+        .insert(&mut Question::new(1, "Lost?", 0))
+        .await
+        .unwrap();
+    let db = Mapper::new(Arc::new(TestStore::new(store, knobs)) as Arc<dyn DocumentStore>);
+    let loads: Vec<_> = (0..16)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move { db.load::<Question>(&1).await.unwrap_err() })
+        })
+        .collect();
+    for load in loads {
+        let err = load.await.unwrap();
+        let text = err.to_string();
+        assert!(
+            matches!(err, Error::Backend { .. }) && text.contains("the reply was lost"),
+            "{text}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory() {
     let store = Arc::new(MemoryStore::new());

@@ -387,3 +387,49 @@ async fn postgres_never_touches_the_applications_objects() {
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 7, "left as it was");
 }
+
+/// A key longer than PostgreSQL's index takes is refused with `TooLarge` before anything
+/// is sent, from an insert through the mapper as from the store's own writes; a read of
+/// it finds nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_refuses_keys_over_its_limit_before_sending() {
+    #[derive(Entity, Debug, Clone)]
+    #[entity(kind = "Page")]
+    struct Page {
+        #[id]
+        url: String,
+        visits: u64,
+    }
+    let server = Postgres::start();
+    let store = server.shared_store("limits").await;
+    let db: Db = Mapper::new(store.clone());
+    let long = "x".repeat(1 << 20);
+    let refused = db
+        .insert(&mut Page {
+            url: long.clone(),
+            visits: 0,
+        })
+        .await;
+    match refused {
+        Err(Error::TooLarge {
+            size, limit, what, ..
+        }) => {
+            assert!(size > 1 << 20 && limit < size, "{size} {limit}");
+            assert!(what.contains("Page") && what.len() < 100, "{what}");
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(db.load::<Page>(&long).await.is_err());
+    let key = Page::key_for(&long);
+    let put = store.put(&key, Document::new()).await;
+    assert!(matches!(put, Err(Error::TooLarge { .. })), "{put:?}");
+    assert!(store.get(&key).await.unwrap().is_none());
+    let fits = "y".repeat(900);
+    db.insert(&mut Page {
+        url: fits.clone(),
+        visits: 3,
+    })
+    .await
+    .unwrap();
+    assert_eq!(db.load::<Page>(&fits).await.unwrap().visits, 3);
+}

@@ -265,42 +265,8 @@ pub(super) fn in_doubt(error: &Error) -> bool {
     matches!(error, Error::Backend { .. })
 }
 
-/// The outcome of a batch for each of its saves.
+/// The outcome of a batch for each of its saves: the same error, as informative as the
+/// one the leader got (errors share the backend's error behind an `Arc`).
 fn duplicate(result: &Result<()>) -> Result<()> {
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) => Err(share_error(e)),
-    }
-}
-
-/// The same error for another caller that shared the call: the same variant where it
-/// can be copied, a [`Error::Backend`] carrying its text otherwise.
-pub(super) fn share_error(e: &Error) -> Error {
-    match e {
-        Error::NotFound { key } => Error::NotFound { key: key.clone() },
-        Error::Contention { key, attempts } => Error::Contention {
-            key: key.clone(),
-            attempts: *attempts,
-        },
-        Error::Overflow {
-            key,
-            property,
-            reason,
-        } => Error::Overflow {
-            key: key.clone(),
-            property: property.clone(),
-            reason: reason.clone(),
-        },
-        Error::Malformed { key, field, reason } => Error::Malformed {
-            key: key.clone(),
-            field: field.clone(),
-            reason: reason.clone(),
-        },
-        Error::Expired { key, age } => Error::Expired {
-            key: key.clone(),
-            age: *age,
-        },
-        Error::Invalid(reason) => Error::Invalid(reason.clone()),
-        other => Error::backend("the shared call", other.to_string()),
-    }
+    result.clone()
 }

@@ -10,7 +10,6 @@
 //! whose future is dropped hands the lead on the same way; a waiting load whose leader
 //! vanished starts over.
 
-use super::coalesce::share_error;
 use crate::document::Versioned;
 use crate::error::Result;
 use crate::key::Key;
@@ -122,7 +121,8 @@ impl SharedReads {
 }
 
 fn share(found: &Result<Found>) -> Result<Found> {
-    found.as_ref().map(Arc::clone).map_err(share_error)
+    // The same error for every load that shared the read, as the leader got it.
+    found.clone()
 }
 
 /// A waiting load; dropped early, it makes sure a lead handed to it moves on.

@@ -3,6 +3,9 @@
 //! It keeps every document in one ordered map behind one mutex, so every operation
 //! (including a whole [`Transaction`]) is atomic and linearizable. It never sleeps and
 //! models no latency; wrap it in [`crate::store::LatencyStore`] for that.
+//!
+//! # Limits
+//! None of its own: keys and documents are limited by the process's memory.
 
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};

@@ -53,6 +53,15 @@
 //! written.
 //!
 //! Statements are prepared once per pooled connection (`prepare_cached`).
+//!
+//! # Limits
+//! - A key, encoded ([`Key::encode`]: kind, id and parent), is at most [`MAX_KEY_BYTES`]
+//!   bytes: it is the table's primary key and, with its parent, in the scan index, and a
+//!   B-tree index entry holds at most about 2.7 kB. A write of a longer key fails with
+//!   [`Error::TooLarge`] before anything is sent (a read of one finds nothing).
+//! - A document is a `jsonb` value: at most 255 MiB; PostgreSQL refuses a larger one.
+//! - Numbers are kept exactly as `numeric`; a read of one `serde_json` cannot hold (out
+//!   of `f64`'s range, such as `1e400`) is [`Error::Malformed`] naming the key.
 
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
@@ -65,6 +74,23 @@ use std::fmt;
 use std::str::FromStr;
 use tokio_postgres::types::Json;
 use tokio_postgres::NoTls;
+
+/// The longest key, encoded ([`Key::encode`]), a [`PostgresStore`] writes (module docs,
+/// "Limits").
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// [`Error::TooLarge`] for a key over [`MAX_KEY_BYTES`] once encoded.
+fn check_key(key: &Key, encoded: &str) -> Result<()> {
+    if encoded.len() <= MAX_KEY_BYTES {
+        return Ok(());
+    }
+    Err(Error::TooLarge {
+        what: format!("a key of kind `{}`", key.kind()),
+        size: encoded.len(),
+        limit: MAX_KEY_BYTES,
+        store: "PostgreSQL",
+    })
+}
 
 /// The pool crate [`PostgresStore::from_pool`] takes a pool of, re-exported so that an
 /// application names the same version.
@@ -325,6 +351,9 @@ impl PostgresStore {
             .map(|(_, v)| v.map(|v| i64::try_from(v.0).unwrap_or(i64::MAX)))
             .collect();
         let wk: Vec<String> = writes.iter().map(|(k, _)| k.encode()).collect();
+        for ((key, _), encoded) in writes.iter().zip(&wk) {
+            check_key(key, encoded)?;
+        }
         let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
         let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
         let wd: Vec<Option<Json<&Document>>> = writes.iter().map(|(_, d)| d.map(Json)).collect();
@@ -526,6 +555,7 @@ impl DocumentStore for PostgresStore {
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
         let (encoded, parent) = (key.encode(), parent_of(key));
+        check_key(key, &encoded)?;
         let row = self
             .query_one(
                 "insert",
@@ -540,6 +570,7 @@ impl DocumentStore for PostgresStore {
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
         let (encoded, parent) = (key.encode(), parent_of(key));
+        check_key(key, &encoded)?;
         let row = self
             .query_one(
                 "put",

@@ -328,5 +328,5 @@ fn connect_error(backend: &Backend, e: Error) -> Error {
     } else {
         format!("connecting to {backend}")
     };
-    Error::backend(context, source)
+    Error::Backend { context, source }
 }

@@ -73,6 +73,11 @@
 //! `get_many` after it, which is not atomic with the listing (the store contract promises
 //! a snapshot only for the former).
 //!
+//! # Limits
+//! Redis's own: a key (the namespace and [`Key::encode`]) and each property's JSON text
+//! are at most 512 MB; no limit of the store's own comes first. Large keys and documents
+//! still cost every call that reads them: keep ids short and hot documents small.
+//!
 //! # Where things are
 //! `options` ([`RedisOptions`]), `connection` (pooled standalone and cluster
 //! connections), `layout` (the names of documents, counters and indexes; slots), `read`
