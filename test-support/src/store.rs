@@ -7,7 +7,8 @@
 
 use async_trait::async_trait;
 use autoshard::store::{
-    Commit, Document, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction, Version, Versioned,
+    Commit, Document, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Version, Versioned,
 };
 use autoshard::{Key, Result};
 use std::collections::BTreeMap;
@@ -128,6 +129,23 @@ impl<S: DocumentStore> TestStore<S> {
         Ok(out)
     }
 
+    /// What the read knobs do between a read and its answer: a latency, a held read, a
+    /// lost reply.
+    async fn answer_read(&self, what: &str) -> Result<()> {
+        if let Some(latency) = self.knobs.read_latency {
+            random_sleep(latency).await;
+        }
+        if let Some(gate) = &self.knobs.read_gate {
+            gate.hold().await;
+        }
+        if let Some(one_in) = self.knobs.lost_reads {
+            if rand::random_range(0..one_in.max(1)) == 0 {
+                return Err(autoshard::Error::backend(what, "the reply was lost"));
+            }
+        }
+        Ok(())
+    }
+
     fn count_conflict(&self, key: &Key) {
         *self
             .conflicts
@@ -149,17 +167,22 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
             return self.one_by_one(keys).await;
         }
         let found = self.inner.get_many(keys).await?;
-        if let Some(latency) = self.knobs.read_latency {
-            random_sleep(latency).await;
+        self.answer_read("get_many").await?;
+        Ok(found)
+    }
+
+    /// The inner store's own lookup (one round trip where it has one, and the documents
+    /// without their write records when asked), with the read knobs applied as to
+    /// `get_many`; the knobs that change scans and `get_many` themselves (page order and
+    /// size, torn reads) read through those instead.
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        if self.knobs.torn_reads || self.knobs.reverse_pages || self.knobs.max_page.is_some() {
+            let pages = futures::future::try_join_all(lookup.scans.iter().map(|s| self.scan(s)));
+            let (docs, pages) = futures::try_join!(self.get_many(&lookup.keys), pages)?;
+            return Ok(Found { docs, pages });
         }
-        if let Some(gate) = &self.knobs.read_gate {
-            gate.hold().await;
-        }
-        if let Some(one_in) = self.knobs.lost_reads {
-            if rand::random_range(0..one_in.max(1)) == 0 {
-                return Err(autoshard::Error::backend("get_many", "the reply was lost"));
-            }
-        }
+        let found = self.inner.lookup(lookup).await?;
+        self.answer_read("lookup").await?;
         Ok(found)
     }
 

@@ -60,6 +60,7 @@
 use super::codec::{sum_range, sum_values, with_property};
 use super::layout;
 use super::shared_read::Found;
+use super::writes;
 use super::Mapper;
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, Sent, ShardedProperty};
@@ -170,6 +171,11 @@ pub(super) struct Confirmed {
     pub(super) value: Value,
     tick: u64,
     at: Instant,
+    /// Until when (ms since the Unix epoch) the shard's write record is sure to hold the
+    /// write once it is applied: half the write window after it was first sent. Writers
+    /// drop record entries a write window old, so a snapshot read later could hold the
+    /// write without its entry, and is not trusted to tell.
+    trusted_until_ms: u64,
 }
 
 /// What the cache remembers of one entity besides its snapshot.
@@ -379,20 +385,30 @@ impl ReadCache {
         &self,
         main: &Key,
         stored_as: &'static str,
-        shard: &Key,
-        writer: &Arc<str>,
-        seq: u64,
-        value: &Value,
+        sent: &Sent,
+        window: Duration,
     ) {
+        let Some(value) = &sent.value else {
+            return;
+        };
+        let trusted_until_ms = sent
+            .at_ms
+            .saturating_add(u64::try_from(window.as_millis() / 2).unwrap_or(u64::MAX));
+        if writes::now_ms() >= trusted_until_ms {
+            // A late reply: the shard may have dropped the write's record entry already,
+            // so no snapshot can tell whether it holds the write. The next load reads it.
+            return self.invalidate(main);
+        }
         let mut logs = self.logs();
         let confirmed = Confirmed {
             stored_as,
-            shard: shard.clone(),
-            writer: writer.clone(),
-            seq,
+            shard: sent.shard.clone(),
+            writer: sent.writer.clone(),
+            seq: sent.seq,
             value: value.clone(),
             tick: self.tick(),
             at: Instant::now(),
+            trusted_until_ms,
         };
         if let Some(entry) = self.inner.entries.get(main) {
             entry.take_in(main, &confirmed);
@@ -517,6 +533,8 @@ pub(super) fn folding<'f>(
     let mut missing = Vec::new();
     for c in later {
         let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
+            // Read too late for the shard's record to be sure to tell (`Confirmed`).
+            Some(_) if writes::now_ms() >= c.trusted_until_ms => return Ok(None),
             Some((_, doc)) => merge::applied(Some(doc), &c.writer, c.seq),
             // Absent from the snapshot: created after it, unless a reshard retired it.
             None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),
@@ -604,8 +622,8 @@ impl<S> Mapper<S> {
     /// Records in the read cache, if any, that the write `sent` of property `stored_as`
     /// of the entity at `main` was confirmed (its value is the change it carried).
     pub(super) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
-        if let (Some(cache), Some(value)) = (&self.cache, &sent.value) {
-            cache.confirm(main, stored_as, &sent.shard, &sent.writer, sent.seq, value);
+        if let Some(cache) = &self.cache {
+            cache.confirm(main, stored_as, sent, self.write_window);
         }
     }
 

@@ -146,7 +146,10 @@ impl<S: DocumentStore> Mapper<S> {
         match &self.reads {
             Some(reads) => {
                 reads
-                    .read(&(main.clone(), std::any::type_name::<E>()), read)
+                    .read(
+                        &(main.clone(), std::any::type_name::<E>(), lookup.records),
+                        read,
+                    )
                     .await
             }
             None => read().await,

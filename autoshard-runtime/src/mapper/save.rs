@@ -334,9 +334,14 @@ impl<S: DocumentStore> Mapper<S> {
             let pending = state.pending_mut(p.index);
             match answer {
                 Commit::Committed => {
-                    if let (Some(cache), Some(value)) = (&self.cache, &pending.value) {
-                        cache.confirm(main, p.property.stored_as, key, &id, seq, value);
-                    }
+                    let sent = Sent {
+                        writer: id.clone(),
+                        seq,
+                        shard: key.clone(),
+                        at_ms,
+                        value: pending.value.take(),
+                    };
+                    self.confirmed(main, p.property.stored_as, &sent);
                     *pending = Pending::default();
                 }
                 Commit::Conflict { .. } => pending.sent = None,

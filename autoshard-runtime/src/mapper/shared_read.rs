@@ -36,8 +36,10 @@ pub(super) struct SharedReads {
 }
 
 /// What loads share a read of: an entity, read as one entity type (two types declared
-/// for one kind may read different documents).
-pub(super) type Slot = (Key, &'static str);
+/// for one kind may read different documents), with or without the shards' write records
+/// (a cached load needs them to tell which confirmed writes its snapshot holds, so it
+/// never shares a read made without them).
+pub(super) type Slot = (Key, &'static str, bool);
 
 struct WaitingLoad(oneshot::Sender<Turn>);
 
