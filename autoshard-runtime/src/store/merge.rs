@@ -182,15 +182,24 @@ impl Fold {
         Ok(Some(folded))
     }
 
-    /// The integer range of a sum, max or min (`None` for a union).
+    /// How the stores' server-side merges (`lua/merge.lua`, `schema.sql`) name this fold:
+    /// `sum`, `max`, `min`, `union-strings` or `union-integers`, with the range of the
+    /// property's type (of the set's elements) as decimal text (`0` and `0` for a set of
+    /// strings).
     #[must_use]
-    pub fn range(self) -> Option<(i128, i128)> {
-        match self {
-            Fold::Sum { min, max } | Fold::Max { min, max } | Fold::Min { min, max } => {
-                Some((min, max))
-            }
-            Fold::Union { .. } => None,
-        }
+    pub fn script_arguments(self) -> (&'static str, String, String) {
+        let (name, (min, max)) = match self {
+            Fold::Sum { min, max } => ("sum", (min, max)),
+            Fold::Max { min, max } => ("max", (min, max)),
+            Fold::Min { min, max } => ("min", (min, max)),
+            Fold::Union {
+                elements: Elements::Strings,
+            } => ("union-strings", (0, 0)),
+            Fold::Union {
+                elements: Elements::Integers { min, max },
+            } => ("union-integers", (min, max)),
+        };
+        (name, min.to_string(), max.to_string())
     }
 }
 

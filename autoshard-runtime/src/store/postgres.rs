@@ -66,7 +66,7 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::merge::{self, Elements, Fold, Merge, Merged};
+use crate::store::merge::{self, Merge, Merged};
 use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -688,18 +688,7 @@ impl DocumentStore for PostgresStore {
 
     /// One call of `autoshard_merge`, which folds on the server under the key's lock.
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
-        let (fold, (min, max)) = match merge.fold {
-            Fold::Sum { min, max } => ("sum", (min, max)),
-            Fold::Max { min, max } => ("max", (min, max)),
-            Fold::Min { min, max } => ("min", (min, max)),
-            Fold::Union {
-                elements: Elements::Strings,
-            } => ("union-strings", (0, 0)),
-            Fold::Union {
-                elements: Elements::Integers { min, max },
-            } => ("union-integers", (min, max)),
-        };
-        let (min, max) = (min.to_string(), max.to_string());
+        let (fold, min, max) = merge.fold.script_arguments();
         let write = &merge.write;
         let (seq, at_ms, horizon_ms) = (
             write.seq.to_string(),

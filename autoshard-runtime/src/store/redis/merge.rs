@@ -3,8 +3,7 @@
 
 use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::error::{Error, Result};
-use crate::store::merge::Elements;
-use crate::store::{Fold, Merge, Merged};
+use crate::store::{Merge, Merged};
 use ::redis::Value;
 
 impl RedisStore {
@@ -17,18 +16,7 @@ impl RedisStore {
                 reason: format!("cannot be encoded as JSON: {e}"),
             })
         };
-        let (fold, (min, max)) = match merge.fold {
-            Fold::Sum { min, max } => ("sum", (min, max)),
-            Fold::Max { min, max } => ("max", (min, max)),
-            Fold::Min { min, max } => ("min", (min, max)),
-            Fold::Union {
-                elements: Elements::Strings,
-            } => ("union-strings", (0, 0)),
-            Fold::Union {
-                elements: Elements::Integers { min, max },
-            } => ("union-integers", (min, max)),
-        };
-        let (min, max) = (min.to_string(), max.to_string());
+        let (fold, min, max) = merge.fold.script_arguments();
         let (guard, mode, expected) = match &merge.guard {
             None => (String::new(), "-", String::new()),
             Some((property, None)) => (property.clone(), "-", String::new()),
