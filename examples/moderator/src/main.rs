@@ -338,9 +338,10 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
     let format = args.out.as_deref().map(report::Format::of).transpose()?;
     writable(args.out.as_deref())?;
     writable(args.plot.as_deref())?;
+    let clients: Vec<String> = config.clients.iter().map(ToString::to_string).collect();
     println!(
-        "hot spot on {backend}: one question, {:?} clients, {} s each",
-        config.clients,
+        "hot spot on {backend}: one question, {} clients, {} s each",
+        clients.join(", "),
         config.duration.as_secs_f64()
     );
     let rows = hotspot::run(&backend, &namespace(&args.store), &config, progress)

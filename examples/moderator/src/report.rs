@@ -128,8 +128,18 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
             opt(r.rss_mib, 0, ""),
         );
     }
+    out.push_str(HOTSPOT_LEGEND);
     out
 }
+
+/// What the columns of [`hotspot_table`] mean, printed under it.
+pub const HOTSPOT_LEGEND: &str = "\
+committed/failed: votes stored / given up (contention after retries, or a store error)
+votes/s: committed per second    /raw: votes/s over the raw store command's, same clients
+conflicts: attempts that conflicted    wr/vote: store writes per committed vote
+RSS MiB: this process's memory after the row
+totals: the counter read back equals the votes committed (ok) or not (MISMATCH)
+";
 
 /// The leaderboard table, with the cached variant's ratios to the uncached one.
 #[must_use]

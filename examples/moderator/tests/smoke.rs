@@ -244,6 +244,30 @@ fn moderator(args: &[&str]) -> (Option<i32>, String, String) {
 }
 
 #[test]
+fn hotspot_output_names_its_client_counts_and_explains_its_columns() {
+    let (code, stdout, stderr) = moderator(&[
+        "hotspot",
+        "--clients",
+        "1,2",
+        "--duration",
+        "0.1",
+        "--only",
+        "naive",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("one question, 1, 2 clients"), "{stdout}");
+    for column in [
+        "/raw:",
+        "conflicts:",
+        "wr/vote:",
+        "totals:",
+        "committed/failed:",
+    ] {
+        assert!(stdout.contains(column), "no legend for {column}:\n{stdout}");
+    }
+}
+
+#[test]
 fn the_app_takes_its_options_without_a_command_and_help_lists_them() {
     let (code, stdout, stderr) = moderator(&["--users", "4", "--votes", "2"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
