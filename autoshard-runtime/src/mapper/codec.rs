@@ -8,7 +8,7 @@ use crate::entity::{Entity, ShardedProperty};
 use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::store::Fold;
+use crate::store::{merge, Fold};
 
 /// Attaches the key to an entity hook's [`FieldError`].
 pub(super) fn malformed(key: &Key) -> impl Fn(FieldError) -> Error + '_ {
@@ -38,10 +38,7 @@ pub(super) fn sum_values<'v>(
     let (lowest, highest) = range;
     let mut total: i128 = 0;
     for (key, value) in values {
-        let n = value
-            .as_i64()
-            .map(i128::from)
-            .or_else(|| value.as_u64().map(i128::from))
+        let n = merge::integer(value)
             .filter(|n| (lowest..=highest).contains(n))
             .ok_or_else(|| Error::Malformed {
                 key: key.clone(),
@@ -60,10 +57,7 @@ pub(super) fn sum_values<'v>(
             ),
         });
     }
-    Ok(i64::try_from(total).map_or_else(
-        |_| u64::try_from(total).map_or(Value::Null, Value::from),
-        Value::from,
-    ))
+    Ok(merge::integer_value(total))
 }
 
 /// The range of a property whose store-level fold is a sum: its shard values are folded

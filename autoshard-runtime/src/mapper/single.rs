@@ -8,7 +8,9 @@
 //! - otherwise (a `#[shard_fold]` function, a value the store does not fold, a shard
 //!   the merge did not find) by read, fold and compare-and-set on that shard, retried on
 //!   conflicts with the same write id: the commit checks the main document like every
-//!   other save, and stamps the incarnation into a shard that lacks it.
+//!   other save, and stamps the incarnation into a shard that lacks it. A stored value
+//!   the merge refused as not of the property's type (`Unsupported`) fails there to
+//!   decode as the type: `Malformed` naming the shard, and nothing is written.
 //!
 //! Fixing the write id and value before the first send is what lets any number of sends
 //! of the batch (the leader's attempts, and later a save of the batch sending it again

@@ -221,7 +221,8 @@ pub enum FoldError {
     },
 }
 
-fn integer(value: &Value) -> Option<i128> {
+/// An integer of `i64` or `u64` as an `i128`; `None` for any other value.
+pub(crate) fn integer(value: &Value) -> Option<i128> {
     match value {
         Value::Number(n) => n
             .as_i64()
@@ -231,7 +232,8 @@ fn integer(value: &Value) -> Option<i128> {
     }
 }
 
-fn integer_value(n: i128) -> Value {
+/// The JSON value of an integer within `i64` or `u64` (`Null` outside both).
+pub(crate) fn integer_value(n: i128) -> Value {
     i64::try_from(n).map_or_else(
         |_| u64::try_from(n).map_or(Value::Null, Value::from),
         Value::from,
