@@ -329,6 +329,10 @@ pub struct EntityState {
     /// The shard counts the stored entity records (see `mapper/layout.rs`), by field
     /// name; `None` for a value built in code or stored without a record.
     shard_counts: Option<std::sync::Arc<ShardCounts>>,
+    /// Whether the stored main document holds values of sharded properties that belong
+    /// in the shards (stored before the field was sharded, see `mapper/adopt.rs`): the
+    /// next save moves them.
+    adoption: bool,
 }
 
 /// The shard layout a stored entity records for its statically sharded properties, by
@@ -444,12 +448,24 @@ impl EntityState {
             incarnation: None,
             pending: Vec::new(),
             shard_counts: None,
+            adoption: false,
         }
     }
 
     /// The shard layout the stored entity records, if any.
     pub(crate) fn shard_counts(&self) -> Option<&ShardCounts> {
         self.shard_counts.as_deref()
+    }
+
+    /// Whether the stored main document holds values that the next save moves into the
+    /// shards (see `mapper/adopt.rs`).
+    pub(crate) fn adoption_pending(&self) -> bool {
+        self.adoption
+    }
+
+    /// Records whether the stored main document holds values that belong in the shards.
+    pub(crate) fn set_adoption_pending(&mut self, pending: bool) {
+        self.adoption = pending;
     }
 
     /// Records the shard layout of the stored entity.

@@ -99,6 +99,25 @@ pub enum Error {
         /// The store.
         store: &'static str,
     },
+    /// The stored entity keeps `property` in shard documents, but the type it was read
+    /// or written as (`kind`) does not shard that field: read as a plain field it would
+    /// miss the shards' value, and a write of the main document would drop their record.
+    /// Nothing was written. This is what removing `#[shardable]` from a field of stored
+    /// entities gives; keep the annotation on the field (autoshard does not fold shards
+    /// back into a plain field).
+    #[error(
+        "`{key}` keeps `{property}` in shards, but `{kind}` does not shard it: keep \
+         `#[shardable]` on `{property}` (reading it as a plain field would lose the \
+         shards' value)"
+    )]
+    StillSharded {
+        /// The entity's main document.
+        key: Key,
+        /// The entity kind of the type that read it.
+        kind: &'static str,
+        /// The property the stored entity keeps in shards.
+        property: String,
+    },
     /// A request that cannot be carried out as asked (for example a transaction spanning
     /// entity groups on a store that commits only within one group).
     #[error("invalid request: {0}")]

@@ -225,6 +225,9 @@ async fn insert_writes_main_and_every_shard() {
         layout,
         serde_json::json!({"votes": {"shards": 10, "base": 10, "next": 10, "from": 10}})
     );
+    // The sharded properties, so that a type reading one as a plain field is refused.
+    let sharded = stored.remove("~sharded").expect("the sharded properties");
+    assert_eq!(sharded, serde_json::json!(["votes"]));
     assert_eq!(
         stored,
         Document::from([("text".to_owned(), "Shards?".into())])

@@ -481,6 +481,8 @@ pub(super) struct Folding<'f> {
     pub(super) main: Option<&'f Versioned>,
     pub(super) docs: Vec<(&'f Key, &'f Document)>,
     pub(super) later: Vec<&'f Confirmed>,
+    /// The adoptions whose values the documents `docs` hold (see `adopt`).
+    pub(super) adopted: Vec<&'f str>,
 }
 
 /// What to fold for the entity at `main` from the snapshot `found`, given the confirmed
@@ -498,6 +500,7 @@ pub(super) fn folding<'f>(
             main: None,
             docs: Vec::new(),
             later: Vec::new(),
+            adopted: Vec::new(),
         }));
     };
     // Every sharded property found in any shard document is folded, whatever the
@@ -544,16 +547,29 @@ pub(super) fn folding<'f>(
             missing.push(c);
         }
     }
+    let adopted = folded
+        .iter()
+        .flat_map(|(_, doc)| layout::adopted(doc).map(|(id, _)| id))
+        .collect();
     Ok(Some(Folding {
         main: Some(main_doc),
         docs: folded,
         later: missing,
+        adopted,
     }))
 }
 
-/// Each sharded property of `E` folded over `folding` (its documents and the confirmed
-/// writes it lacks); neutral values when the entity is not stored.
+/// Each sharded property of `E` folded over `folding`: its documents, the confirmed
+/// writes it lacks, and the values its main document holds that belong in the shards
+/// (see `adopt`: a plain value stored before the field was sharded, and a value on its
+/// way into the shards that no document read holds yet); neutral values when the entity
+/// is not stored.
 pub(super) fn values_of<E: Entity>(main: &Key, folding: &Folding<'_>) -> Result<Vec<Value>> {
+    let main_doc = folding.main.map(|m| &m.doc);
+    let adopting = match main_doc {
+        Some(doc) => layout::adopting(main, doc)?,
+        None => Vec::new(),
+    };
     let mut values = Vec::with_capacity(E::PROPERTIES.len());
     for (index, p) in E::PROPERTIES.iter().enumerate() {
         let malformed = |key: &Key| {
@@ -561,6 +577,16 @@ pub(super) fn values_of<E: Entity>(main: &Key, folding: &Folding<'_>) -> Result<
             move |e| Error::malformed(&key, with_property(e, p.name))
         };
         let mut value = E::neutral_value(index).map_err(malformed(main))?;
+        let in_main = main_doc
+            .and_then(|doc| doc.get(p.name))
+            .into_iter()
+            .chain(
+                adopting
+                    .iter()
+                    .filter(|a| a.property == p.name && !folding.adopted.contains(&a.id))
+                    .map(|a| a.value),
+            )
+            .map(|value| (main, value));
         let stored = folding
             .docs
             .iter()
@@ -571,7 +597,8 @@ pub(super) fn values_of<E: Entity>(main: &Key, folding: &Folding<'_>) -> Result<
                     .iter()
                     .filter(|c| c.stored_as == p.stored_as)
                     .map(|c| (&c.shard, &c.value)),
-            );
+            )
+            .chain(in_main);
         if let Some(range) = sum_range(p) {
             value = sum_values(main, p.name, range, stored)?;
         } else {

@@ -3,8 +3,8 @@
 //! came from. No store calls.
 
 use super::layout;
-use crate::document::{Document, Value, Versioned};
-use crate::entity::{Entity, ShardedProperty};
+use crate::document::{Value, Versioned};
+use crate::entity::ShardedProperty;
 use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
@@ -69,37 +69,10 @@ pub(super) fn sum_range(p: &ShardedProperty) -> Option<(i128, i128)> {
     }
 }
 
-/// Folds every sharded property of `E` over the shard documents `docs` into `entity`
-/// (its sharded fields neutral): a sum through [`sum_values`], every other property
-/// document by document with its typed fold.
-pub(super) fn fold_documents<E: Entity>(
-    entity: &mut E,
-    main: &Key,
-    docs: &[(&Key, &Document)],
-) -> Result<()> {
-    for (index, p) in E::PROPERTIES.iter().enumerate() {
-        let found = docs
-            .iter()
-            .filter_map(|(key, doc)| Some((*key, doc.get(p.stored_as)?)));
-        if let Some(range) = sum_range(p) {
-            let total = sum_values(main, p.name, range, found)?;
-            entity
-                .fold_stored(index, &total)
-                .map_err(|e| Error::malformed(main, with_property(e, p.name)))?;
-            continue;
-        }
-        for (key, stored) in found {
-            entity
-                .fold_stored(index, stored)
-                .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
-        }
-    }
-    Ok(())
-}
-
 /// The entity as its main document `stored` says, sharded fields neutral, with the state
 /// a load gives it (dirty tracking, incarnation, shard layout); `load` then folds the shards in.
 pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
+    layout::check_sharded::<E>(main, &stored.doc)?;
     let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
     for index in 0..E::PROPERTIES.len() {
         entity.reset_shadow(index);
@@ -114,6 +87,7 @@ pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> 
             state.set_saved_main(saved);
             state.set_incarnation(incarnation);
             state.set_shard_counts(counts.map(std::sync::Arc::new));
+            state.set_adoption_pending(layout::holds_plain_values::<E>(&stored.doc));
         }
     }
     Ok(entity)

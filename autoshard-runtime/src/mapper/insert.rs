@@ -8,7 +8,7 @@
 use super::codec::malformed;
 use super::layout::{self, dynamic_properties, static_annotated, static_shard_keys};
 use super::Mapper;
-use crate::document::Document;
+use crate::document::{Document, Value};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
@@ -97,6 +97,10 @@ impl<S: DocumentStore> Mapper<S> {
             .filter(|counts| !counts.is_empty());
         if let Some(counts) = &counts {
             stored_main.insert(layout::SHARDS.to_owned(), layout::counts_value(counts));
+        }
+        if incarnation.is_some() {
+            let sharded = E::PROPERTIES.iter().map(|p| p.name.into()).collect();
+            stored_main.insert(layout::SHARDED.to_owned(), Value::Array(sharded));
         }
         // Dynamic shard documents an interrupted delete left behind belong to no entity:
         // the insert deletes them, so the new entity does not count them.

@@ -4,13 +4,13 @@
 //! than the annotation (it was resharded, or the annotation changed), one more read
 //! takes them (see `layout`).
 
-use super::cache::{folding, Hit};
-use super::codec::{fold_documents, from_main, with_property};
+use super::cache::{folding, values_of, Hit};
+use super::codec::{from_main, with_property};
 use super::dynamic::extra_scans;
 use super::layout::{self, static_shard_keys};
 use super::shared_read::Found;
 use super::Mapper;
-use crate::document::{Document, Versioned};
+use crate::document::{Document, Value, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
@@ -92,56 +92,73 @@ impl<S: DocumentStore> Mapper<S> {
         lookup.records = self.cache.is_some();
         tracing::debug!(key = %main, documents = lookup.keys.len(), "load");
         let read = || async {
-            let mut lookup = lookup.clone();
             let mut attempts = 0;
-            let found = loop {
-                let found = self.store.lookup(&lookup).await?;
-                if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len()
-                {
-                    return Err(Error::backend(
-                        format!("lookup of {} keys for `{main}`", lookup.keys.len()),
-                        format!(
-                            "the store answered {} entries and {} pages",
-                            found.docs.len(),
-                            found.pages.len()
+            loop {
+                let mut lookup = lookup.clone();
+                let found = loop {
+                    let found = self.store.lookup(&lookup).await?;
+                    if found.docs.len() != lookup.keys.len()
+                        || found.pages.len() != lookup.scans.len()
+                    {
+                        return Err(Error::backend(
+                            format!("lookup of {} keys for `{main}`", lookup.keys.len()),
+                            format!(
+                                "the store answered {} entries and {} pages",
+                                found.docs.len(),
+                                found.pages.len()
+                            ),
+                        ));
+                    }
+                    // The recorded layout lists shards the annotation does not: read again,
+                    // all of them with the main document, so the read stays one snapshot
+                    // where the store reads one.
+                    // A retired shard deleted between reading the layout and reading it: its
+                    // value moved into a shard that may have been read before the move.
+                    let (unread, torn) = match found.docs.first() {
+                        Some(Some(main_doc)) => (
+                            unread_shards(main, &main_doc.doc, &lookup.keys)?,
+                            torn(main, &main_doc.doc, &lookup.keys, &found.docs)?,
                         ),
-                    ));
-                }
-                // The recorded layout lists shards the annotation does not: read again,
-                // all of them with the main document, so the read stays one snapshot
-                // where the store reads one.
-                // A retired shard deleted between reading the layout and reading it: its
-                // value moved into a shard that may have been read before the move.
-                let (unread, torn) = match found.docs.first() {
-                    Some(Some(main_doc)) => (
-                        unread_shards(main, &main_doc.doc, &lookup.keys)?,
-                        torn(main, &main_doc.doc, &lookup.keys, &found.docs)?,
-                    ),
-                    _ => (Vec::new(), false),
+                        _ => (Vec::new(), false),
+                    };
+                    if unread.is_empty() && !torn {
+                        break found;
+                    }
+                    // Never a fold that leaves out shards the layout lists.
+                    attempts += 1;
+                    if attempts >= LAYOUT_READS {
+                        return Err(Error::Contention {
+                            key: main.clone(),
+                            attempts,
+                        });
+                    }
+                    lookup.keys.extend(unread);
                 };
-                if unread.is_empty() && !torn {
-                    break found;
+                let mut extra = self.extra_shards::<E>(main, found.pages).await?;
+                // A scanned shard the layout listed was read by key: folded once, from there.
+                extra.retain(|(key, _)| !lookup.keys.contains(key));
+                if let Some(Some(main_doc)) = found.docs.first() {
+                    let more = self
+                        .unrecorded_shards::<E>(main, &main_doc.doc, &lookup.keys, &extra)
+                        .await?;
+                    extra.extend(more);
+                    // A read that straddled an adoption (see `adopt`) would count a value
+                    // twice or miss it: read again.
+                    let read = found.docs[1..].iter().flatten().map(|d| &d.doc);
+                    let read = read.chain(extra.iter().map(|(_, d)| &d.doc));
+                    if layout::adoption_torn(&main_doc.doc, read) {
+                        attempts += 1;
+                        if attempts >= LAYOUT_READS {
+                            return Err(Error::Contention {
+                                key: main.clone(),
+                                attempts,
+                            });
+                        }
+                        continue;
+                    }
                 }
-                // Never a fold that leaves out shards the layout lists.
-                attempts += 1;
-                if attempts >= LAYOUT_READS {
-                    return Err(Error::Contention {
-                        key: main.clone(),
-                        attempts,
-                    });
-                }
-                lookup.keys.extend(unread);
-            };
-            let mut extra = self.extra_shards::<E>(main, found.pages).await?;
-            // A scanned shard the layout listed was read by key: folded once, from there.
-            extra.retain(|(key, _)| !lookup.keys.contains(key));
-            if let Some(Some(main_doc)) = found.docs.first() {
-                let more = self
-                    .unrecorded_shards::<E>(main, &main_doc.doc, &lookup.keys, &extra)
-                    .await?;
-                extra.extend(more);
+                return Ok(Arc::new((lookup.keys, found.docs, extra)));
             }
-            Ok(Arc::new((lookup.keys, found.docs, extra)))
         };
         match &self.reads {
             Some(reads) => {
@@ -169,20 +186,28 @@ pub(super) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result
     let Some(main_doc) = folding.main else {
         return Err(Error::NotFound { key: main.clone() });
     };
-    let mut entity: E = from_main(id, main, main_doc)?;
-    fold_documents(&mut entity, main, &folding.docs)?;
-    Ok(entity)
+    with_values(id, main, main_doc, &values_of::<E>(main, &folding)?)
 }
 
-/// The entity with this id from a cached snapshot: its main document, each sharded
-/// property set to the snapshot's folded value. [`Error::NotFound`] when the entity was
-/// not stored.
+/// The entity with this id from a cached snapshot. [`Error::NotFound`] when the entity
+/// was not stored.
 pub(super) fn from_hit<E: Root>(id: &E::Id, main: &Key, hit: &Hit) -> Result<E> {
     let Some(main_doc) = hit.main() else {
         return Err(Error::NotFound { key: main.clone() });
     };
+    with_values(id, main, main_doc, &hit.values)
+}
+
+/// The entity as its main document `main_doc` says, each sharded property set to its
+/// folded value in `values`.
+fn with_values<E: Root>(
+    id: &E::Id,
+    main: &Key,
+    main_doc: &Versioned,
+    values: &[Value],
+) -> Result<E> {
     let mut entity: E = from_main(id, main, main_doc)?;
-    for (index, value) in hit.values.iter().enumerate() {
+    for (index, value) in values.iter().enumerate() {
         entity
             .fold_stored(index, value)
             .map_err(|e| Error::malformed(main, with_property(e, E::PROPERTIES[index].name)))?;

@@ -5,7 +5,8 @@
 //! One module per operation: `insert` (and `delete`), `load`, `save`, `update`, `apply`
 //! (a change folded in without a read), `many` (`load_many`, `aggregate`), `once` (keyed
 //! updates), `typed` (the [`Entities`] handle), `children` (entity groups), `compact`,
-//! `reshard`; dynamic shards (save, consistent reads) in `dynamic`. What they share,
+//! `reshard`; dynamic shards (save, consistent reads) in `dynamic`; `adopt` (values stored
+//! before a field was sharded move into its shards). What they share,
 //! below them: `layout` (the one owner of where every document lives), `attempt`
 //! (optimistic attempts, retries, paging), `codec` (folding documents into entities,
 //! decode errors), `lanes` (at most one write per shard document at a time within a
@@ -33,6 +34,7 @@ mod compact;
 mod reshard;
 
 // What the operations share.
+mod adopt;
 mod attempt;
 mod cache;
 mod coalesce;

@@ -146,6 +146,8 @@ impl<S: DocumentStore> Mapper<S> {
             self.resend_single(entity, &main, p).await?;
         }
         self.resend_dynamic(entity, &main).await?;
+        // Values the main document holds from before a field was sharded.
+        self.adopt(entity, &main).await?;
         stage(entity, &main)?;
         let touched: Vec<StaticProperty> = static_properties(entity)
             .into_iter()
@@ -259,15 +261,16 @@ impl<S: DocumentStore> Mapper<S> {
             txn = txn.expect(main.clone(), Some(main_version));
         }
         if let Some(doc) = put_main {
-            // The stored main document keeps the entity's incarnation and the shard
-            // layout as read (the commit expects the version read).
+            // The stored main document keeps the entity's incarnation, its shard layout
+            // and the values on their way into the shards, as read (the commit expects
+            // the version read).
             let mut doc = doc.clone();
             let incarnation = entity.state().and_then(EntityState::incarnation);
             if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
                 doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
             }
-            if let Some(counts) = stored_main.as_ref().and_then(|m| m.doc.get(layout::SHARDS)) {
-                doc.insert(layout::SHARDS.to_owned(), counts.clone());
+            if let Some(stored) = &stored_main {
+                layout::carry_over::<E>(&stored.doc, &mut doc);
             }
             txn = txn.put(main.clone(), doc);
         }
@@ -359,16 +362,28 @@ fn fold_into<E: Entity>(
     p: StaticProperty,
     change: &Value,
 ) -> Result<(Document, Option<crate::Version>)> {
-    let stored_as = p.property.stored_as;
     let (mut doc, version) = match current {
         Some(current) => (current.doc, Some(current.version)),
         None => (Document::new(), None),
     };
-    let folded = match doc.get(stored_as) {
-        Some(stored) => E::fold_values(p.index, stored, change),
-        None => E::neutral_value(p.index).and_then(|n| E::fold_values(p.index, &n, change)),
-    }
-    .map_err(|e| Error::malformed(key, with_property(e, p.property.name)))?;
-    doc.insert(stored_as.to_owned(), folded);
+    fold_value::<E>(key, &mut doc, p.index, change)?;
     Ok((doc, version))
+}
+
+/// Folds `change` into the value of property `index` of `E` in the shard document `doc`
+/// at `key` (neutral when absent).
+pub(super) fn fold_value<E: Entity>(
+    key: &Key,
+    doc: &mut Document,
+    index: usize,
+    change: &Value,
+) -> Result<()> {
+    let p = &E::PROPERTIES[index];
+    let folded = match doc.get(p.stored_as) {
+        Some(stored) => E::fold_values(index, stored, change),
+        None => E::neutral_value(index).and_then(|n| E::fold_values(index, &n, change)),
+    }
+    .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
+    doc.insert(p.stored_as.to_owned(), folded);
+    Ok(())
 }

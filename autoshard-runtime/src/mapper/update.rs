@@ -4,6 +4,7 @@
 
 use super::attempt::Attempt;
 use super::codec::malformed;
+use super::layout;
 use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
@@ -96,6 +97,7 @@ impl<S: DocumentStore> Mapper<S> {
         let Some(current) = self.store.get(key).await? else {
             return Err(Error::NotFound { key: key.clone() });
         };
+        layout::check_sharded::<E>(key, &current.doc)?;
         let mut entity = E::from_document(id.clone(), &current.doc).map_err(malformed(key))?;
         let result = change(&mut entity);
         let doc = entity.to_document().map_err(malformed(key))?;

@@ -231,6 +231,9 @@ pub(super) fn check_same_entity<E: Entity>(
     main: &Key,
     found: Option<&crate::document::Versioned>,
 ) -> Result<crate::document::Version> {
+    if let Some(found) = found {
+        layout::check_sharded::<E>(main, &found.doc)?;
+    }
     check_incarnation(
         entity.state().and_then(EntityState::incarnation),
         main,

@@ -1,0 +1,305 @@
+//! Adoption: the value a field held before it was annotated `#[shardable]` moves from
+//! the main document into the shards, while writers run.
+//!
+//! An entity stored while `votes` was a plain field keeps `"votes": 76` in its main
+//! document. Once the field is sharded, every load counts that plain value as one more
+//! shard value (`cache::values_of`), so the 76 votes are never lost; the first save of an
+//! entity loaded that way moves it into the shards, in three compare-and-set steps that
+//! each touch one document (on a Redis Cluster the main document and the shards live in
+//! different slots, so no step may span two):
+//! 1. **announce** (main document): the plain value leaves its field for an entry of
+//!    [`layout::ADOPTING`] named by a fresh adoption id: `{"<id>": {"property": "votes",
+//!    "value": 76}}`.
+//! 2. **fold** (the property's adoption target, [`layout::adoption_target`]: static shard
+//!    0, which is never retired, or the compacted dynamic shard, which compaction keeps):
+//!    the value is folded into the document's value and the id recorded under
+//!    [`layout::ADOPTED`], in one commit. A fold that finds the id recorded is done.
+//! 3. **settle** (main document): the entry leaves [`layout::ADOPTING`] for the main
+//!    document's [`layout::ADOPTED`] record.
+//!
+//! # Why every value is counted once
+//! A load counts a plain field of the main document, and an entry of `~adopting` unless a
+//! document it read records that entry's id (then the value is in that document). Each
+//! step rewrites one document atomically, so a load that reads all documents in one
+//! snapshot (memory, PostgreSQL, standalone Redis) sees the value in exactly one place.
+//! A Redis Cluster reads the main document and the shards one by one, and a load's reads
+//! may straddle a step: a document read names an id the main document does not know yet
+//! (the main document was read before step 1), or the main document names an id as
+//! settled that no document read holds (the target was read before step 2). Both are
+//! detected ([`layout::adoption_torn`]) and the load reads again; ids stay recorded for
+//! the entity's life, so the check never goes stale.
+//!
+//! # Why no write is lost or doubled meanwhile
+//! Every step is a compare-and-set of one document that reads it first and does only
+//! what is missing, so a step repeated after a conflict, an error with an unknown outcome
+//! or a dropped future changes nothing twice, and any save may continue what another
+//! left. A save that rewrites the main document carries the plain values and the records
+//! over ([`layout::carry_over`]), expecting the version it read. Shard writes do not
+//! touch the main document and fold into the shards as always. A plain update of the
+//! main document by a type that does not shard the field conflicts with step 1 or is
+//! refused after it ([`crate::Error::StillSharded`]): it never overwrites a value in
+//! flight.
+//!
+//! Tests: `integration/tests/adoption.rs` (every store, writers running meanwhile, every
+//! step interrupted).
+
+use super::attempt::Attempt;
+use super::layout::{self, Adopting};
+use super::save::fold_value;
+use super::writes::check_same_entity;
+use super::Mapper;
+use crate::document::{Document, Value};
+use crate::entity::{Entity, EntityState};
+use crate::error::{Error, Result};
+use crate::group::Root;
+use crate::key::Key;
+use crate::store::{DocumentStore, Transaction};
+use std::ops::ControlFlow;
+
+/// A value on its way into the shards, owned.
+#[derive(Clone, Debug)]
+struct Entry {
+    id: String,
+    index: usize,
+    value: Value,
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Moves the values the stored main document of `entity` holds for its sharded
+    /// properties into the shards (module docs), when the entity was loaded from a main
+    /// document that holds some.
+    pub(super) async fn adopt<E: Root>(&self, entity: &mut E, main: &Key) -> Result<()> {
+        if !entity.state().is_some_and(EntityState::adoption_pending) {
+            return Ok(());
+        }
+        let _invalidate = self.invalidating(main);
+        let entries = self
+            .until_committed("adopt: announce", || self.announce(entity, main))
+            .await?;
+        for entry in &entries {
+            let target = layout::adoption_target(main, &E::PROPERTIES[entry.index]);
+            let incarnation = entity.state().and_then(EntityState::incarnation);
+            self.until_committed("adopt: fold", || {
+                self.fold_adopted::<E>(&target, incarnation, entry)
+            })
+            .await?;
+        }
+        if !entries.is_empty() {
+            self.until_committed("adopt: settle", || self.settle(entity, main, &entries))
+                .await?;
+        }
+        self.main_cache.invalidate(main);
+        if let Some(state) = entity.state_mut() {
+            state.set_adoption_pending(false);
+        }
+        Ok(())
+    }
+
+    /// Runs the attempts of `attempt` under the retry policy until one commits.
+    async fn until_committed<T, F, Fut>(&self, what: &'static str, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    {
+        let mut retrying = self.retrying(what);
+        loop {
+            if let ControlFlow::Break(value) = retrying.attempt(attempt()).await? {
+                return Ok(value);
+            }
+        }
+    }
+
+    /// Step 1: every plain value of a sharded property leaves its field for an entry of
+    /// `~adopting`. Committed with every entry the main document holds then (of this
+    /// save or of one interrupted before).
+    async fn announce<E: Entity>(&self, entity: &E, main: &Key) -> Result<Attempt<Vec<Entry>>> {
+        let found = self.get_exactly(std::slice::from_ref(main)).await?;
+        let stored = found.into_iter().next().flatten();
+        let version = check_same_entity(entity, main, stored.as_ref())?;
+        let Some(stored) = stored else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        let mut doc = stored.doc;
+        let mut announced = serde_json::Map::new();
+        for p in E::PROPERTIES {
+            if let Some(value) = doc.remove(p.name) {
+                let id = uuid::Uuid::new_v4().simple().to_string();
+                announced.insert(id, serde_json::json!({"property": p.name, "value": value}));
+            }
+        }
+        let changed = !announced.is_empty();
+        if changed {
+            let record = doc
+                .entry(layout::ADOPTING.to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+            let Some(record) = record.as_object_mut() else {
+                return Err(malformed_record(main));
+            };
+            record.extend(announced);
+        }
+        let entries = entries::<E>(main, &doc)?;
+        if !changed {
+            return Ok(Attempt::Committed(entries));
+        }
+        let txn = Transaction::new()
+            .expect(main.clone(), Some(version))
+            .put(main.clone(), doc);
+        Ok(self.commit_attempt(&txn).await?.map(|()| entries))
+    }
+
+    /// Step 2: `entry`'s value folded into the document at `target`, with its id.
+    async fn fold_adopted<E: Entity>(
+        &self,
+        target: &Key,
+        incarnation: Option<&str>,
+        entry: &Entry,
+    ) -> Result<Attempt<()>> {
+        let found = self.get_exactly(std::slice::from_ref(target)).await?;
+        let current = found.into_iter().next().flatten();
+        if let Some(current) = &current {
+            if layout::adopted(&current.doc).any(|(id, _)| id == entry.id) {
+                return Ok(Attempt::Committed(()));
+            }
+            if current.doc.contains_key(layout::SEALED) {
+                // Static shard 0 is a base shard, which no reshard retires.
+                return Err(Error::malformed(
+                    target,
+                    crate::FieldError::new(layout::SEALED, "a base shard is sealed"),
+                ));
+            }
+        }
+        let (mut doc, version) = match current {
+            Some(current) => (current.doc, Some(current.version)),
+            None => (Document::new(), None),
+        };
+        fold_value::<E>(target, &mut doc, entry.index, &entry.value)?;
+        if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
+            doc.entry(layout::INCARNATION.to_owned())
+                .or_insert_with(|| incarnation.into());
+        }
+        let record = doc
+            .entry(layout::ADOPTED.to_owned())
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        let Some(record) = record.as_object_mut() else {
+            return Err(Error::malformed(
+                target,
+                crate::FieldError::new(layout::ADOPTED, "expected an object"),
+            ));
+        };
+        record.insert(entry.id.clone(), E::PROPERTIES[entry.index].name.into());
+        let txn = Transaction::new()
+            .expect(target.clone(), version)
+            .put(target.clone(), doc);
+        self.commit_attempt(&txn).await
+    }
+
+    /// Step 3: the entries `entries` leave `~adopting` for the main document's
+    /// `~adopted` record.
+    async fn settle<E: Entity>(
+        &self,
+        entity: &E,
+        main: &Key,
+        entries: &[Entry],
+    ) -> Result<Attempt<()>> {
+        let found = self.get_exactly(std::slice::from_ref(main)).await?;
+        let stored = found.into_iter().next().flatten();
+        let version = check_same_entity(entity, main, stored.as_ref())?;
+        let Some(stored) = stored else {
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        let mut doc = stored.doc;
+        let Some(Value::Object(adopting)) = doc.get_mut(layout::ADOPTING) else {
+            return Ok(Attempt::Committed(()));
+        };
+        let mut settled = serde_json::Map::new();
+        for entry in entries {
+            if adopting.remove(&entry.id).is_some() {
+                let property = E::PROPERTIES[entry.index].name;
+                settled.insert(entry.id.clone(), property.into());
+            }
+        }
+        if settled.is_empty() {
+            return Ok(Attempt::Committed(()));
+        }
+        if adopting.is_empty() {
+            doc.remove(layout::ADOPTING);
+        }
+        let record = doc
+            .entry(layout::ADOPTED.to_owned())
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        let Some(record) = record.as_object_mut() else {
+            return Err(malformed_record(main));
+        };
+        record.extend(settled);
+        let txn = Transaction::new()
+            .expect(main.clone(), Some(version))
+            .put(main.clone(), doc);
+        self.commit_attempt(&txn).await
+    }
+}
+
+/// The entries of `~adopting` in the main document `doc` at `main`, owned, for
+/// properties of `E` (a record naming another property was refused on load).
+fn entries<E: Entity>(main: &Key, doc: &Document) -> Result<Vec<Entry>> {
+    layout::adopting(main, doc)?
+        .into_iter()
+        .map(
+            |Adopting {
+                 id,
+                 property,
+                 value,
+             }| {
+                let index = E::PROPERTIES
+                    .iter()
+                    .position(|p| p.name == property)
+                    .ok_or_else(|| Error::StillSharded {
+                        key: main.clone(),
+                        kind: E::KIND,
+                        property: property.to_owned(),
+                    })?;
+                Ok(Entry {
+                    id: id.to_owned(),
+                    index,
+                    value: value.clone(),
+                })
+            },
+        )
+        .collect()
+}
+
+/// The error for a record of adoptions that is not an object.
+fn malformed_record(main: &Key) -> Error {
+    Error::malformed(
+        main,
+        crate::FieldError::new(layout::ADOPTING, "expected an object"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layout::{adoption_torn, ADOPTED, ADOPTING};
+    use crate::document::Document;
+    use serde_json::json;
+
+    fn doc(value: serde_json::Value) -> Document {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_read_is_torn_only_when_it_straddles_a_step() {
+        let announced = doc(json!({ADOPTING: {"x": {"property": "votes", "value": 76}}}));
+        let settled = doc(json!({ADOPTED: {"x": "votes"}}));
+        let plain = doc(json!({"votes": 76}));
+        let before_fold = doc(json!({"shard_votes": 3}));
+        let folded = doc(json!({"shard_votes": 79, ADOPTED: {"x": "votes"}}));
+        // Every step seen in order.
+        assert!(!adoption_torn(&plain, [&before_fold]));
+        assert!(!adoption_torn(&announced, [&before_fold]));
+        assert!(!adoption_torn(&announced, [&folded]));
+        assert!(!adoption_torn(&settled, [&folded]));
+        // The main document read before the announcement, the shard after the fold.
+        assert!(adoption_torn(&plain, [&folded]));
+        // The main document read after settling, the shard before the fold.
+        assert!(adoption_torn(&settled, [&before_fold]));
+    }
+}
