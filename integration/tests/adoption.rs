@@ -89,7 +89,11 @@ async fn plain_values_are_counted_once_while_writers_move_them(db: &Db, label: &
         .clone()
         .with_read_cache(ReadCache::new(Duration::from_mins(1)));
     let q = cached.load::<Question>(&1).await.unwrap();
-    assert_eq!((q.votes, q.tags.len()), (START, 1), "{label}: cached, before");
+    assert_eq!(
+        (q.votes, q.tags.len()),
+        (START, 1),
+        "{label}: cached, before"
+    );
     let q = db.load::<Question>(&1).await.unwrap();
     assert_eq!((q.votes, q.tags.len()), (START, 1), "{label}: before");
     let many = db.load_many::<Question>(&[1]).await.unwrap();
@@ -142,13 +146,21 @@ async fn plain_values_are_counted_once_while_writers_move_them(db: &Db, label: &
     reader.await.unwrap();
     let q = db.load::<Question>(&1).await.unwrap();
     assert_eq!(q.votes, top, "{label}: after");
-    assert_eq!(q.tags.len(), 1 + usize::try_from(WRITERS).unwrap(), "{label}");
+    assert_eq!(
+        q.tags.len(),
+        1 + usize::try_from(WRITERS).unwrap(),
+        "{label}"
+    );
     let total: i64 = db.aggregate::<Question, _>(&1, "votes").await.unwrap();
     assert_eq!(total, top, "{label}: aggregate after");
     let fresh = db
         .clone()
         .with_read_cache(ReadCache::new(Duration::from_mins(1)));
-    assert_eq!(fresh.load::<Question>(&1).await.unwrap().votes, top, "{label}");
+    assert_eq!(
+        fresh.load::<Question>(&1).await.unwrap().votes,
+        top,
+        "{label}"
+    );
 
     // The values left the main document; compaction keeps the tag's.
     let doc = main_doc(db, 1).await;

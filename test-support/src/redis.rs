@@ -305,16 +305,32 @@ impl Standalone {
     }
 }
 
-/// A 3-node Redis Cluster (no replicas).
+/// A Redis Cluster of 3 masters, with or without replicas.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
     _dir: TempDir,
 }
 
 impl Cluster {
+    /// 3 masters, no replicas.
     pub fn start() -> Cluster {
+        Self::start_with(0, 5000)
+    }
+
+    /// 3 masters with one replica each, and a node timeout of 2 s, so that a replica
+    /// takes over a few seconds after its master died.
+    pub fn start_with_replicas() -> Cluster {
+        let cluster = Self::start_with(1, 2000);
+        cluster.wait_for_replicas();
+        cluster
+    }
+
+    fn start_with(replicas: usize, node_timeout_ms: u32) -> Cluster {
         let dir = TempDir::new("redis-cluster");
-        let nodes: Vec<RedisServer> = (0..3)
+        let timeout = node_timeout_ms.to_string();
+        // A replica takes over however long its link to the master was down (a test may
+        // cut it on purpose, see `cut_replication`).
+        let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
             .map(|i| {
                 RedisServer::start(
                     &dir.path().join(format!("node{i}")),
@@ -324,7 +340,9 @@ impl Cluster {
                         "--cluster-config-file",
                         "nodes.conf",
                         "--cluster-node-timeout",
-                        "5000",
+                        &timeout,
+                        "--cluster-replica-validity-factor",
+                        "0",
                     ],
                     Some("cluster-port"),
                 )
@@ -338,7 +356,7 @@ impl Cluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .unwrap_or_else(|e| panic!("{MISSING} ({e})"));
         assert!(
@@ -347,8 +365,22 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        let cluster = Cluster { nodes, _dir: dir };
+        cluster.wait_until_ok(None);
+        cluster
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Waits until every node but `except` reports `cluster_state:ok`.
+    pub fn wait_until_ok(&self, except: Option<usize>) {
         let deadline = Instant::now() + START_UP_BOUND;
-        for node in &nodes {
+        for (i, node) in self.nodes.iter().enumerate() {
+            if Some(i) == except {
+                continue;
+            }
             while !node.cli(&["cluster", "info"]).contains("cluster_state:ok") {
                 assert!(
                     Instant::now() < deadline,
@@ -357,11 +389,102 @@ impl Cluster {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
-        Cluster { nodes, _dir: dir }
     }
 
-    pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
+    /// Waits until every replica's link to its master is up.
+    pub fn wait_for_replicas(&self) {
+        let deadline = Instant::now() + START_UP_BOUND;
+        for node in &self.nodes {
+            loop {
+                let info = node.cli(&["info", "replication"]);
+                if info.contains("role:master") || info.contains("master_link_status:up") {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "a replica did not sync:\n{info}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    /// The index in `nodes` of the master that serves the Redis key `key`.
+    pub fn master_of(&self, key: &str) -> usize {
+        self.serving(key, 0)
+            .unwrap_or_else(|| panic!("no master serves `{key}`"))
+    }
+
+    /// The index of the live master that serves `key` as node `witness` sees it.
+    fn serving(&self, key: &str, witness: usize) -> Option<usize> {
+        let node = &self.nodes[witness];
+        let slot: u16 = node.cli(&["cluster", "keyslot", key]).trim().parse().ok()?;
+        node.cli(&["cluster", "nodes"]).lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let live_master =
+                fields.len() > 8 && fields[2].contains("master") && !fields[2].contains("fail");
+            let serves = live_master
+                && fields[8..].iter().any(|range| {
+                    let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                    matches!(
+                        (lo.parse::<u16>(), hi.parse::<u16>()),
+                        (Ok(lo), Ok(hi)) if (lo..=hi).contains(&slot)
+                    )
+                });
+            if !serves {
+                return None;
+            }
+            let port: u16 = fields[1].split(['@', ':']).nth(1)?.parse().ok()?;
+            self.nodes.iter().position(|n| n.port == port)
+        })
+    }
+
+    /// The index of a replica of node `master`.
+    pub fn replica_of(&self, master: usize) -> usize {
+        let port = format!("master_port:{}", self.nodes[master].port);
+        self.nodes
+            .iter()
+            .position(|node| {
+                let info = node.cli(&["info", "replication"]);
+                info.contains("role:slave") && info.lines().any(|l| l.trim() == port)
+            })
+            .unwrap_or_else(|| panic!("node {master} has no replica"))
+    }
+
+    /// Stops replication from node `master` to its replica `replica`, while both keep
+    /// running: the replica's link is dropped and it cannot authenticate again (a wrong
+    /// `masterauth`), so writes the master acknowledges from now on never reach it.
+    pub fn cut_replication(&self, master: usize, replica: usize) {
+        self.nodes[replica].cli(&["config", "set", "masterauth", "not-the-password"]);
+        self.nodes[master].cli(&["client", "kill", "type", "replica"]);
+        let deadline = Instant::now() + START_UP_BOUND;
+        while !self.nodes[replica]
+            .cli(&["info", "replication"])
+            .contains("master_link_status:down")
+        {
+            assert!(Instant::now() < deadline, "the replica's link stayed up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Lets node `replica` authenticate to its master again (after `cut_replication`).
+    pub fn restore_replication(&self, replica: usize) {
+        self.nodes[replica].cli(&["config", "set", "masterauth", ""]);
+    }
+
+    /// Waits until a node other than `dead` (a master that was killed) serves `key`, and
+    /// the other nodes report `cluster_state:ok`.
+    pub fn wait_for_failover(&self, key: &str, dead: usize) {
+        let witness = usize::from(dead == 0);
+        let deadline = Instant::now() + START_UP_BOUND * 4;
+        while self
+            .serving(key, witness)
+            .is_none_or(|serving| serving == dead)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "no replica took over `{key}` from node {dead}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.wait_until_ok(Some(dead));
     }
 }
 

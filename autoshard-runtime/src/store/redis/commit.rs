@@ -188,19 +188,17 @@ impl RedisStore {
             .map(|o| self.index_add(o));
         futures::future::try_join_all(pre).await?;
 
-        let mut invocation = self.commit_script.prepare_invoke();
+        let mut invocation = self.scripts.commit.prepare_invoke();
         for name in &call.keys {
             invocation.key(name);
         }
         for arg in &call.args {
             invocation.arg(arg);
         }
-        let mut conn = self.conns.get();
         let first = &call.keys[0];
-        let reply: Value = invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.backend(format_args!("{what} of `{first}`"), e))?;
+        let reply = self
+            .run_write(&invocation, || format!("{what} of `{first}`"))
+            .await?;
         let applied = self.decode_commit(&call, txn.writes().len(), &reply, what)?;
 
         // Step 2 on a cluster: entries of created documents again, deleted ones out.

@@ -4,11 +4,10 @@
 use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::error::{Error, Result};
 use crate::store::{Merge, Merged};
-use ::redis::Value;
 
 impl RedisStore {
     pub(super) async fn run_merge(&self, merge: &Merge) -> Result<Merged> {
-        let what = format_args!("merge into `{}`", merge.key).to_string();
+        let what = || format!("merge into `{}`", merge.key);
         let encode = |value: &serde_json::Value| {
             serde_json::to_string(value).map_err(|e| Error::Malformed {
                 key: merge.key.clone(),
@@ -24,7 +23,7 @@ impl RedisStore {
                 (property.clone(), "=", encode(&value.clone().into())?)
             }
         };
-        let mut invocation = self.merge_script.prepare_invoke();
+        let mut invocation = self.scripts.merge.prepare_invoke();
         invocation
             .key(self.layout.doc(&merge.key))
             .key(self.layout.counter(&merge.key))
@@ -40,12 +39,8 @@ impl RedisStore {
             .arg(guard)
             .arg(mode)
             .arg(expected);
-        let mut conn = self.conns.get();
-        let reply: Value = invocation
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.backend(&what, e))?;
-        let bad = || self.backend(&what, reply::unexpected("the merge script", &reply));
+        let reply = self.run_write(&invocation, what).await?;
+        let bad = || self.backend(what(), reply::unexpected("the merge script", &reply));
         let items = reply::array(&reply).ok_or_else(bad)?;
         match items.first().and_then(reply::text) {
             Some("applied") => Ok(Merged::Applied),

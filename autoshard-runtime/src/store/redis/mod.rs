@@ -80,13 +80,15 @@
 //!
 //! # Where things are
 //! `options` ([`RedisOptions`]), `connection` (pooled standalone and cluster
-//! connections), `layout` (the names of documents, counters and indexes; slots), `read`
+//! connections), `durability` (running a write script, and waiting for replicas when
+//! asked), `layout` (the names of documents, counters and indexes; slots), `read`
 //! (`get_many`, lookups and scan pages: `MULTI` reads and `lua/read.lua`), `commit` (planning and running
 //! `lua/commit.lua`), `merge` (`lua/merge.lua`), `index` (scan-index upkeep around the script on a cluster), `reply`
 //! (decoding script replies).
 
 mod commit;
 mod connection;
+mod durability;
 mod index;
 mod layout;
 mod merge;
@@ -108,6 +110,7 @@ use commit::Applied;
 use connection::{Conn, Connections};
 use layout::Layout;
 use std::fmt;
+use std::sync::Arc;
 
 const COMMIT_LUA: &str = include_str!("lua/commit.lua");
 const READ_LUA: &str = include_str!("lua/read.lua");
@@ -119,6 +122,9 @@ const WHOLE_DOCUMENT: &str = "(document)";
 /// A [`DocumentStore`] on Redis: one type, two constructors, [`RedisStore::connect`] for
 /// a standalone server and [`RedisStore::connect_cluster`] for a Redis Cluster. See the
 /// [module docs](self) for the layout and the consistency of scans on a cluster.
+///
+/// A `RedisStore` is a cheap handle, as redis-rs's `MultiplexedConnection` is: clones
+/// share its connections, so `Mapper<RedisStore>` clones into tasks.
 ///
 /// An unreachable server fails at connect, naming its address:
 /// ```
@@ -150,12 +156,20 @@ const WHOLE_DOCUMENT: &str = "(document)";
 /// # Ok(())
 /// # }
 /// ```
+#[derive(Clone)]
 pub struct RedisStore {
-    conns: Connections,
-    layout: Layout,
-    commit_script: Script,
-    read_script: Script,
-    merge_script: Script,
+    conns: Arc<Connections>,
+    layout: Arc<Layout>,
+    scripts: Arc<Scripts>,
+    /// The replicas every write waits for (see `durability`).
+    replicas: Option<durability::Replicas>,
+}
+
+/// The store's Lua scripts, loaded into a server at their first use.
+struct Scripts {
+    commit: Script,
+    read: Script,
+    merge: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -163,6 +177,7 @@ impl fmt::Debug for RedisStore {
         f.debug_struct("RedisStore")
             .field("connections", &self.conns)
             .field("namespace", &self.layout.prefix())
+            .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
 }
@@ -184,7 +199,7 @@ impl RedisStore {
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self> {
         let layout = options.layout()?;
         let conns = Connections::standalone(url, &options).await?;
-        Ok(Self::new(conns, layout))
+        Ok(Self::new(conns, layout, &options))
     }
 
     /// Connects to a standalone server through a `redis::Client` built elsewhere (from
@@ -223,7 +238,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
     pub async fn from_client(client: ::redis::Client, options: RedisOptions) -> Result<Self> {
         let layout = options.layout()?;
         let conns = Connections::standalone_client(client, &options).await?;
-        Ok(Self::new(conns, layout))
+        Ok(Self::new(conns, layout, &options))
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with default options.
@@ -241,7 +256,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         let layout = options.layout()?;
         let urls: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
         let conns = Connections::cluster(&urls, &options).await?;
-        Ok(Self::new(conns, layout))
+        Ok(Self::new(conns, layout, &options))
     }
 
     /// Connects to a Redis Cluster through a `redis::cluster::ClusterClient` built
@@ -270,16 +285,19 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         let layout = options.layout()?;
         let conns =
             Connections::cluster_client(client, "the nodes of the given client".into()).await?;
-        Ok(Self::new(conns, layout))
+        Ok(Self::new(conns, layout, &options))
     }
 
-    fn new(conns: Connections, layout: Layout) -> Self {
+    fn new(conns: Connections, layout: Layout, options: &RedisOptions) -> Self {
         RedisStore {
-            conns,
-            layout,
-            commit_script: Script::new(COMMIT_LUA),
-            read_script: Script::new(READ_LUA),
-            merge_script: Script::new(MERGE_LUA),
+            conns: Arc::new(conns),
+            layout: Arc::new(layout),
+            scripts: Arc::new(Scripts {
+                commit: Script::new(COMMIT_LUA),
+                read: Script::new(READ_LUA),
+                merge: Script::new(MERGE_LUA),
+            }),
+            replicas: durability::Replicas::from_options(options),
         }
     }
 

@@ -31,6 +31,13 @@ pub struct RedisOptions {
     pub response_timeout: Duration,
     /// Reconnection attempts after a connection drops (and at connect). Default 2.
     pub reconnect_retries: usize,
+    /// Replicas that must acknowledge each write before it succeeds (`WAIT` after the
+    /// write script); 0, the default, waits for none. See
+    /// [`RedisOptions::wait_for_replicas`].
+    pub wait_for_replicas: u32,
+    /// How long a write waits for [`RedisOptions::wait_for_replicas`] replicas. Default
+    /// 1 s.
+    pub replica_timeout: Duration,
 }
 
 impl Default for RedisOptions {
@@ -41,6 +48,8 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_secs(2),
             response_timeout: Duration::from_secs(5),
             reconnect_retries: 2,
+            wait_for_replicas: 0,
+            replica_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -78,6 +87,34 @@ impl RedisOptions {
     #[must_use]
     pub fn reconnect_retries(mut self, retries: usize) -> Self {
         self.reconnect_retries = retries;
+        self
+    }
+
+    /// Makes every write wait until `replicas` replicas acknowledged it, for at most
+    /// `timeout`, so that a failover (a replica promoted after its master died) loses no
+    /// write that succeeded.
+    ///
+    /// Without it (the default), Redis replicates asynchronously: a write the master
+    /// answered but had not yet sent to a replica is lost when that replica is promoted,
+    /// although its writer was told it succeeded. With it, a write that fewer replicas
+    /// acknowledged in time fails with [`crate::Error::Backend`], an unknown outcome: the
+    /// mapper keeps the change with its write id, and the next save of the entity sends
+    /// it again, applied exactly once. Each write then costs a round trip to a replica,
+    /// and fails while its master has fewer than `replicas` replicas (after a failover,
+    /// until the old master rejoins as a replica or another one is added).
+    ///
+    /// ```
+    /// use autoshard::store::redis::RedisOptions;
+    /// use std::time::Duration;
+    ///
+    /// // A cluster with one replica per master: a failover keeps every vote that succeeded.
+    /// let options = RedisOptions::default().wait_for_replicas(1, Duration::from_millis(500));
+    /// assert_eq!(options.wait_for_replicas, 1);
+    /// ```
+    #[must_use]
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.wait_for_replicas = replicas;
+        self.replica_timeout = timeout;
         self
     }
 

@@ -28,7 +28,7 @@ impl RedisStore {
             batches.entry(Slot::for_key(name)).or_default().push(i);
         }
         let calls = batches.into_values().map(|positions| {
-            let mut invocation = self.read_script.prepare_invoke();
+            let mut invocation = self.scripts.read.prepare_invoke();
             invocation.arg(flag(records));
             for &i in &positions {
                 invocation.key(&names[i]);
@@ -255,7 +255,7 @@ impl RedisStore {
         let what = format!("scan of `{index}`");
         // One script lists the page and reads its documents: atomic for the members in
         // the index's own entity group (all of them on a standalone server).
-        let mut invocation = self.read_script.prepare_invoke();
+        let mut invocation = self.scripts.read.prepare_invoke();
         invocation
             .key(&index)
             .arg(flag(records))
@@ -294,7 +294,7 @@ impl RedisStore {
             return Ok(found);
         }
         let what = format!("lookup of `{}`", lookup.keys[0]);
-        let mut invocation = self.read_script.prepare_invoke();
+        let mut invocation = self.scripts.read.prepare_invoke();
         for key in &lookup.keys {
             invocation.key(self.layout.doc(key));
         }

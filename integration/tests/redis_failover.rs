@@ -1,0 +1,240 @@
+//! A Redis Cluster failover under load: 3 masters with one replica each; writers vote
+//! on one counter over 8 static shards. Then the replica of the master of shard 0 stops
+//! receiving (its link cut, both processes running), the writers go on, the master is
+//! killed (SIGKILL), the replica is promoted, and the killed node comes back as a
+//! replica. Votes the master acknowledged after the cut exist only on the dead master.
+//!
+//! With `RedisOptions::wait_for_replicas(1, ..)` no acknowledged vote may be lost and
+//! none counted twice: the total equals the votes cast exactly (a vote the replica did
+//! not acknowledge failed with an unknown outcome and was sent again). Without it, Redis
+//! replicates asynchronously and the votes acknowledged after the cut are gone; the test
+//! reports how many, and checks that nothing was counted twice.
+//!
+//! Every writer keeps its entity across errors, so a vote whose outcome is unknown is
+//! sent again under its write id until it is answered. The steps wait for counts (votes
+//! answered, saves failed), never for time to pass.
+
+use autoshard::prelude::*;
+use autoshard::{layout, Key};
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+#[entity(kind = "Counter")]
+struct Counter {
+    #[id]
+    id: u64,
+    #[shardable(shards = 8, fold = sum)]
+    n: i64,
+}
+
+impl Counter {
+    #[shard_method]
+    fn add(&mut self) {
+        self.n += 1;
+    }
+}
+
+const WRITERS: u64 = 8;
+const VOTES: u64 = 150;
+
+/// A bound for a broken run, far above what a run needs: the waits below are for events
+/// (a failover, a save answered), not for time to pass.
+const BOUND: Duration = Duration::from_mins(3);
+
+/// Votes answered, and saves that failed, as they happen.
+#[derive(Default)]
+struct Tally {
+    cast: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Tally {
+    fn cast(&self) -> u64 {
+        self.cast.load(Ordering::SeqCst)
+    }
+
+    fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
+    }
+}
+
+/// Saves `counter` until the store answers; a failed save keeps its change and its
+/// write id, so sending it again applies it once.
+async fn save_until_answered(db: &Mapper<RedisStore>, counter: &mut Counter, tally: &Tally) {
+    let deadline = Instant::now() + BOUND;
+    while let Err(e) = db.save(counter).await {
+        tally.failed.fetch_add(1, Ordering::SeqCst);
+        assert!(Instant::now() < deadline, "no save went through: {e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tally.cast.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Waits until `done` holds, checking every few milliseconds.
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + BOUND;
+    while !done() {
+        assert!(Instant::now() < deadline, "waited too long for {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Votes `WRITERS * VOTES` times while the master of shard 0 dies and its replica takes
+/// over; returns the votes cast and the total a load reads afterwards.
+async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
+    let cluster = Cluster::start_with_replicas();
+    let ns = namespace("failover");
+    let mut options = RedisOptions::default()
+        .namespace(ns.clone())
+        .response_timeout(Duration::from_secs(2));
+    if wait_for_replicas {
+        options = options.wait_for_replicas(1, Duration::from_secs(1));
+    }
+    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
+        .await
+        .unwrap();
+    let db = Mapper::new(store);
+    db.insert(&mut Counter::new(1, 0)).await.unwrap();
+
+    let tally = Arc::new(Tally::default());
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|_| {
+            let (db, tally) = (db.clone(), tally.clone());
+            tokio::spawn(async move {
+                let mut counter: Counter = db.load(&1).await.unwrap();
+                for _ in 0..VOTES {
+                    counter.add();
+                    save_until_answered(&db, &mut counter, &tally).await;
+                }
+            })
+        })
+        .collect();
+
+    // Under load: a quarter of the votes are in when the replica stops receiving.
+    wait_until("the writers", || tally.cast() >= WRITERS * VOTES / 4).await;
+    let main = <Counter as Entity>::key_for(&1);
+    let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
+    let (cluster, victim, replica) = tokio::task::spawn_blocking(move || {
+        let victim = cluster.master_of(&shard);
+        let replica = cluster.replica_of(victim);
+        cluster.cut_replication(victim, replica);
+        (cluster, victim, replica)
+    })
+    .await
+    .unwrap();
+    // Votes go on: without waiting for replicas they are acknowledged, and those in the
+    // victim's slots exist only there; waiting for a replica, they fail.
+    let (cast, failed) = (tally.cast(), tally.failed());
+    wait_until("votes after the cut", || {
+        tally.cast() >= cast + 100 || tally.failed() >= failed + WRITERS
+    })
+    .await;
+    let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
+    let cluster = tokio::task::spawn_blocking(move || {
+        let mut cluster = cluster;
+        cluster.nodes[victim].kill();
+        cluster.wait_for_failover(&shard, victim);
+        cluster.restore_replication(replica);
+        // Back as a replica of the promoted master, which can then acknowledge writes
+        // to a replica again.
+        cluster.nodes[victim].restart();
+        cluster.wait_for_replicas();
+        cluster.wait_until_ok(None);
+        cluster
+    })
+    .await
+    .unwrap();
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let cast = tally.cast();
+    let deadline = Instant::now() + BOUND;
+    let total = loop {
+        match db.load::<Counter>(&1).await {
+            Ok(counter) => break counter.n,
+            Err(e) => assert!(Instant::now() < deadline, "no load went through: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    drop(cluster);
+    (cast, total)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_loses_no_acknowledged_vote_when_writes_wait_for_a_replica() {
+    let (cast, total) = votes_through_a_failover(true).await;
+    assert_eq!(cast, WRITERS * VOTES);
+    assert_eq!(
+        total,
+        i64::try_from(cast).unwrap(),
+        "every vote counted exactly once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_without_waiting_for_replicas_counts_no_vote_twice() {
+    let (cast, total) = votes_through_a_failover(false).await;
+    let lost = i64::try_from(cast).unwrap() - total;
+    println!("without wait_for_replicas: {lost} of {cast} acknowledged votes lost in the failover");
+    assert!(lost >= 0, "{} votes counted twice", -lost);
+}
+
+/// On a server without a replica, a write waiting for one fails with an unknown outcome
+/// (the master applied it); once a replica follows, the entity's next save sends it
+/// again under its write id, and it counts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_no_replica_acknowledged_fails_and_is_applied_once_when_sent_again() {
+    let master = Standalone::start();
+    let options = RedisOptions::default()
+        .namespace(namespace("wait"))
+        .wait_for_replicas(1, Duration::from_millis(50));
+    let db = Mapper::new(
+        RedisStore::connect_with(&master.url(), options)
+            .await
+            .unwrap(),
+    );
+    // The insert waits for a replica too: let it through with one attached.
+    let replica = Standalone::start();
+    let port = master.server.port.to_string();
+    replica.server.cli(&["replicaof", "127.0.0.1", &port]);
+    wait_until("the replica's link", || {
+        replica
+            .server
+            .cli(&["info", "replication"])
+            .contains("master_link_status:up")
+    })
+    .await;
+    db.insert(&mut Counter::new(1, 0)).await.unwrap();
+    let mut counter: Counter = db.load(&1).await.unwrap();
+
+    replica.server.cli(&["replicaof", "no", "one"]);
+    wait_until("the replica to leave", || {
+        master
+            .server
+            .cli(&["info", "replication"])
+            .contains("connected_slaves:0")
+    })
+    .await;
+    counter.add();
+    let refused = db.save(&mut counter).await.unwrap_err();
+    assert!(
+        matches!(refused, Error::Backend { .. })
+            && refused.to_string().contains("0 of the 1 replicas"),
+        "{refused}"
+    );
+
+    replica.server.cli(&["replicaof", "127.0.0.1", &port]);
+    wait_until("the replica's link again", || {
+        replica
+            .server
+            .cli(&["info", "replication"])
+            .contains("master_link_status:up")
+    })
+    .await;
+    db.save(&mut counter).await.unwrap();
+    assert_eq!(db.load::<Counter>(&1).await.unwrap().n, 1);
+}
