@@ -95,9 +95,11 @@
 
 pub use autoshard_runtime::{
     CacheStats, Child, Entities, Entity, EntityId, Error, FieldError, Key, KeyDecodeError,
-    KindReshard, Mapper, Once, ReadCache, Result, RetryPolicy, DEFAULT_CACHE_CAPACITY,
+    KeyedOutcome, Mapper, ReadCache, ReshardReport, Result, RetryPolicy, DEFAULT_CACHE_CAPACITY,
     DEFAULT_WRITE_WINDOW,
 };
+#[allow(deprecated)]
+pub use autoshard_runtime::{KindReshard, Once};
 
 pub use autoshard_runtime::{
     compaction, entity, group, layout, maintenance, metrics, retry, store,

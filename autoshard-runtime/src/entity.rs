@@ -330,7 +330,7 @@ pub struct EntityState {
     /// name; `None` for a value built in code or stored without a record.
     shard_counts: Option<std::sync::Arc<ShardCounts>>,
     /// Whether the stored main document holds values of sharded properties that belong
-    /// in the shards (stored before the field was sharded, see `mapper/adopt.rs`): the
+    /// in the shards (stored before the field was sharded, see `mapper/write/adopt.rs`): the
     /// next save moves them.
     adoption: bool,
 }
@@ -434,7 +434,7 @@ pub(crate) struct Sent {
     /// When it was first sent, in milliseconds since the Unix epoch.
     pub(crate) at_ms: u64,
     /// What was sent under this id when it is more than the pending change: the fold of
-    /// the changes of several saves coalesced into one commit (see `mapper/coalesce.rs`).
+    /// the changes of several saves coalesced into one commit (see `mapper/write/coalesce.rs`).
     /// Sending it again sends all of it; the other saves then find it applied.
     pub(crate) value: Option<Value>,
 }
@@ -458,7 +458,7 @@ impl EntityState {
     }
 
     /// Whether the stored main document holds values that the next save moves into the
-    /// shards (see `mapper/adopt.rs`).
+    /// shards (see `mapper/write/adopt.rs`).
     pub(crate) fn adoption_pending(&self) -> bool {
         self.adoption
     }

@@ -59,9 +59,11 @@ pub use error::{Error, FieldError, Result};
 pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use mapper::{
-    CacheStats, Entities, KindReshard, Mapper, Once, ReadCache, DEFAULT_CACHE_CAPACITY,
+    CacheStats, Entities, KeyedOutcome, Mapper, ReadCache, ReshardReport, DEFAULT_CACHE_CAPACITY,
     DEFAULT_WRITE_WINDOW,
 };
+#[allow(deprecated)]
+pub use mapper::{KindReshard, Once};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use retry::{Backoff, RetryPolicy};
 #[cfg(feature = "redis")]

@@ -6,7 +6,7 @@
 use autoshard::entity::ShardHooks;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard::Once;
+use autoshard::KeyedOutcome;
 use autoshard_test_support::entities::Question;
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
@@ -315,8 +315,8 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
                 for i in 0..1000u64 {
                     let op = format!("vote:user {}:ballot 4", (i * 7 + t * 131) % 1000);
                     match db.update_once(&4, &op, Question::vote_up).await.unwrap() {
-                        Once::Applied(()) => applied.fetch_add(1, Ordering::Relaxed),
-                        Once::AlreadyApplied => 0,
+                        KeyedOutcome::Applied(()) => applied.fetch_add(1, Ordering::Relaxed),
+                        KeyedOutcome::AlreadyApplied => 0,
                     };
                 }
             })
@@ -345,7 +345,7 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
         .update_once(&4, "vote:user 1:ballot 4", Question::vote_up)
         .await
         .unwrap();
-    assert_eq!(again, Once::Applied(()), "{label}");
+    assert_eq!(again, KeyedOutcome::Applied(()), "{label}");
 }
 
 /// A keyed operation whose commit reply is lost is run again: applied once.
@@ -363,7 +363,11 @@ async fn keyed_vote_with_lost_reply_applies_once(store: Arc<dyn DocumentStore>, 
             .await
             .unwrap();
         if first.is_ok() {
-            assert_eq!(again, Once::AlreadyApplied, "{label}: fault at call {at}");
+            assert_eq!(
+                again,
+                KeyedOutcome::AlreadyApplied,
+                "{label}: fault at call {at}"
+            );
         }
         let stored: Poll = db.load(&5).await.unwrap();
         let made = i64::try_from(at + 1).unwrap();

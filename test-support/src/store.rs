@@ -156,6 +156,7 @@ impl<S: DocumentStore> TestStore<S> {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl<S: DocumentStore> DocumentStore for TestStore<S> {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {

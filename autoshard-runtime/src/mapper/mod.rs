@@ -2,56 +2,57 @@
 //! [`Entity`](crate::Entity) and talks to a [`DocumentStore`]; it holds no connection of
 //! its own.
 //!
-//! One module per operation: `insert` (and `delete`), `load`, `save`, `update`, `apply`
-//! (a change folded in without a read), `many` (`load_many`, `aggregate`), `once` (keyed
-//! updates), `typed` (the [`Entities`] handle), `children` (entity groups), `compact`,
-//! `reshard`; dynamic shards (save, consistent reads) in `dynamic`; `adopt` (values stored
-//! before a field was sharded move into its shards). What they share,
-//! below them: `layout` (the one owner of where every document lives), `attempt`
-//! (optimistic attempts, retries, paging), `codec` (folding documents into entities,
-//! decode errors), `lanes` (at most one write per shard document at a time within a
-//! process), `writes` (the write ids that make sending a change again apply it at most
-//! once), `coalesce` (saves queued behind a commit in flight), `shared_read` (concurrent
-//! loads served by one read) and `cache` (the optional [`ReadCache`]).
+//! The folders follow the path a call takes:
+//! - `read/`: `load`, batch loads and aggregates, shared reads, the read cache, and the
+//!   dynamic-shard half of loads;
+//! - `write/`: `insert` and `delete`, `save`, `update`, `apply`, keyed operations
+//!   (`update_once`), the static- and dynamic-shard writers, coalescing, the choice of a
+//!   shard, and pending changes with their write ids;
+//! - `reshape/`: layout changes, resharding and compaction;
+//! - `group/`: the entity-group operations.
+//!
+//! Here, what they all share: `config` (the constructor and settings), `layout` (the one
+//! owner of where every document lives), `codec` (documents into entities, decode errors),
+//! `attempt` (optimistic attempts, retries, paging) and `entities` (the [`Entities`]
+//! handle of one kind).
+//!
+//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property:
+//! `write/apply.rs` (the main document, from a small cache) → `write/save.rs` (stage the
+//! change) → `write/static_shard.rs` (pick a shard, coalesce, merge) →
+//! `write/coalesce.rs` → `write/write_ids.rs` (the write id) → the store's `merge`.
 
 // The constructor and settings, then the operations, in the order the docs of `Mapper`
 // list them (rustdoc keeps source order): the everyday ones first, then batches and keyed
 // updates, then entity groups and maintenance.
 mod config;
 
-mod insert;
-mod load;
-mod save;
-mod update;
+mod read;
+mod write;
 
-mod apply;
-mod many;
-mod once;
-mod typed;
+mod entities;
 
-mod children;
-mod compact;
-mod reshard;
+mod group;
+mod reshape;
 
 // What the operations share.
-mod adopt;
 mod attempt;
-mod cache;
-mod coalesce;
 mod codec;
-mod dynamic;
-mod lanes;
 pub(crate) mod layout;
-mod shared_read;
-mod single;
-mod writes;
 
-pub use cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
-pub use compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
-pub use once::Once;
-pub use reshard::KindReshard;
-pub use typed::Entities;
-pub use writes::DEFAULT_WRITE_WINDOW;
+pub use entities::Entities;
+pub use read::cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
+pub use reshape::compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
+pub use reshape::reshard::ReshardReport;
+pub use write::keyed::KeyedOutcome;
+pub use write::write_ids::DEFAULT_WRITE_WINDOW;
+
+/// The former name of [`KeyedOutcome`], which reads less like `std::sync::Once`.
+#[deprecated(note = "renamed `KeyedOutcome`")]
+pub type Once<R> = KeyedOutcome<R>;
+
+/// The former name of [`ReshardReport`], named like the other reports.
+#[deprecated(note = "renamed `ReshardReport`")]
+pub type KindReshard = ReshardReport;
 
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
@@ -138,21 +139,21 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     store: S,
     retry: RetryPolicy,
     metrics: Metrics,
-    /// Shard lanes, shared by clones (see `lanes`); `None` when turned off.
-    lanes: Option<Arc<lanes::Lanes>>,
-    /// Writers for saves that hold no lane, shared by clones (see `writes`).
-    writers: Arc<writes::Pool>,
-    /// How long shard documents remember a writer's last write (see `writes`).
+    /// Shard lanes, shared by clones (see `write/shard_choice.rs`); `None` when turned off.
+    lanes: Option<Arc<write::shard_choice::Lanes>>,
+    /// Writers for saves that hold no lane, shared by clones (see `write/write_ids.rs`).
+    writers: Arc<write::write_ids::Pool>,
+    /// How long shard documents remember a writer's last write (see `write/write_ids.rs`).
     write_window: Duration,
     /// Properties with a commit in flight and the saves queued behind it, shared by
-    /// clones (see `coalesce`); `None` when coalescing is off.
-    coalescer: Option<Arc<coalesce::Coalescer>>,
+    /// clones (see `write/coalesce.rs`); `None` when coalescing is off.
+    coalescer: Option<Arc<write::coalesce::Coalescer>>,
     /// Loads in flight per entity and the loads waiting for the next read, shared by
-    /// clones (see `shared_read`); `None` when reads are not shared.
-    reads: Option<Arc<shared_read::SharedReads>>,
+    /// clones (see `read/shared.rs`); `None` when reads are not shared.
+    reads: Option<Arc<read::shared::SharedReads>>,
     /// Main documents `apply` reuses, shared by clones (see `apply`).
-    main_cache: apply::MainCache,
-    /// Loaded entities reused for a bounded time (see `cache`); `None` unless given one.
+    main_cache: write::apply::MainCache,
+    /// Loaded entities reused for a bounded time (see `read/cache.rs`); `None` unless given one.
     cache: Option<ReadCache>,
 }
 

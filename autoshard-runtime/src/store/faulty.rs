@@ -6,7 +6,9 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction};
+use crate::store::{
+    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+};
 use async_trait::async_trait;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -193,6 +195,9 @@ macro_rules! faulty {
     }};
 }
 
+// A decorator forwards every method, or the inner store's own (one round trip `lookup`,
+// say) would silently be replaced by the trait's default.
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
@@ -212,6 +217,9 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     }
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
         faulty!(self, "scan", self.inner.scan(scan))
+    }
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        faulty!(self, "lookup", self.inner.lookup(lookup))
     }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         faulty!(self, "commit", self.inner.commit(txn))

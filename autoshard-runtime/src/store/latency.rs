@@ -8,7 +8,9 @@
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction};
+use crate::store::{
+    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+};
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -146,6 +148,8 @@ impl<S: fmt::Debug> fmt::Debug for LatencyStore<S> {
     }
 }
 
+// A decorator forwards every method (see `DocumentStore`, "Wrappers").
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
@@ -182,6 +186,11 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
         self.read_delay().await;
         self.inner.scan(scan).await
+    }
+
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        self.read_delay().await;
+        self.inner.lookup(lookup).await
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {

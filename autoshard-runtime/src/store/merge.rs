@@ -241,7 +241,7 @@ pub(crate) fn integer_value(n: i128) -> Value {
 }
 
 /// The write id a merge (or a commit folding a change) carries: writer and sequence
-/// number; see the mapper's `writes` module for the rules that make "highest sequence
+/// number; see the mapper's `write_ids` module for the rules that make "highest sequence
 /// number applied" stand for every earlier write of the writer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteId {

@@ -113,6 +113,15 @@ pub use redis::{RedisOptions, RedisStore};
 /// **Not promised:** any order of scan results; atomicity across groups (without
 /// cross-group transactions) or across several calls; that a scan over several pages
 /// is a snapshot; how long a version or key stays valid beyond what is written above.
+///
+/// # Wrappers
+/// A decorator (a store that wraps another: [`faulty::FaultyStore`],
+/// [`latency::LatencyStore`], `Arc<S>`, `Box<S>`) implements **every** method, the
+/// provided ones included, and forwards what it does not change: a provided method it
+/// leaves out runs the trait's default on top of the wrapper instead of the inner store's
+/// own (a store's one-round-trip `lookup` would become a `get_many` and scans). Put
+/// `#[deny(clippy::missing_trait_methods)]` on the impl so that a method added to the
+/// trait cannot be forgotten.
 #[async_trait]
 pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// Reads one document.
@@ -357,6 +366,7 @@ pub enum Commit {
 
 macro_rules! forward_store {
     ($($wrapper:ty),*) => {$(
+        #[deny(clippy::missing_trait_methods)]
         #[async_trait]
         impl<S: DocumentStore + ?Sized> DocumentStore for $wrapper {
             async fn get(&self, key: &Key) -> Result<Option<Versioned>> {

@@ -97,7 +97,7 @@ impl<S: DocumentStore, E: Root> Entities<'_, S, E> {
         id: &(impl ToOwned<Owned = E::Id> + ?Sized),
         op: &str,
         change: impl FnOnce(&mut E) -> R + Send,
-    ) -> Result<super::Once<R>> {
+    ) -> Result<super::KeyedOutcome<R>> {
         self.mapper.update_once::<E, R, _>(id, op, change).await
     }
 

@@ -1,4 +1,4 @@
-//! Shared reads: concurrent loads of one entity through one [`Mapper`](super::Mapper)
+//! Shared reads: concurrent loads of one entity through one [`Mapper`](crate::mapper::Mapper)
 //! (and its clones) share one read of its documents, and every load is answered by a
 //! read that *started after the load was called*, so a caller always sees its own
 //! completed writes (and everything else completed before its call).
@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 
 /// What one read of an entity found: the keys of its static documents, what was found
 /// at each, and the shard documents found by scanning.
-pub(super) type Found = Arc<(Vec<Key>, Vec<Option<Versioned>>, Vec<(Key, Versioned)>)>;
+pub(in crate::mapper) type Found = Arc<(Vec<Key>, Vec<Option<Versioned>>, Vec<(Key, Versioned)>)>;
 
 enum Turn {
     /// The read answering this load.
@@ -31,7 +31,7 @@ enum Turn {
 
 /// The entities with a read running, and the loads waiting for the next one.
 #[derive(Debug, Default)]
-pub(super) struct SharedReads {
+pub(in crate::mapper) struct SharedReads {
     running: Mutex<HashMap<Slot, Vec<WaitingLoad>>>,
 }
 
@@ -39,7 +39,7 @@ pub(super) struct SharedReads {
 /// for one kind may read different documents), with or without the shards' write records
 /// (a cached load needs them to tell which confirmed writes its snapshot holds, so it
 /// never shares a read made without them).
-pub(super) type Slot = (Key, &'static str, bool);
+pub(in crate::mapper) type Slot = (Key, &'static str, bool);
 
 struct WaitingLoad(oneshot::Sender<Turn>);
 
@@ -56,7 +56,7 @@ impl SharedReads {
 
     /// The documents of the entity at `main`, from a read (`read()`) that started after
     /// this call, shared with the loads it answers.
-    pub(super) async fn read<F, Fut>(&self, main: &Slot, read: F) -> Result<Found>
+    pub(in crate::mapper) async fn read<F, Fut>(&self, main: &Slot, read: F) -> Result<Found>
     where
         F: Fn() -> Fut,
         Fut: Future<Output = Result<Found>>,

@@ -1,5 +1,5 @@
 //! Write coalescing (group commit): concurrent saves of one sharded property of one
-//! entity, in one [`Mapper`](super::Mapper) and its clones, fold their changes into one
+//! entity, in one [`Mapper`](crate::mapper::Mapper) and its clones, fold their changes into one
 //! commit while a commit for that property is in flight.
 //!
 //! The first save of a property finds nothing in flight and sends its change at once
@@ -11,7 +11,7 @@
 //! equals the commits of its parts), and sends that as one change.
 //!
 //! # Why nothing is lost or counted twice
-//! Each save keeps its change pending in its own entity (see `writes`) and shares a
+//! Each save keeps its change pending in its own entity (see `write_ids`) and shares a
 //! [`Claim`] with whoever sends it:
 //! - a leader fixes its commit's write id, shard and value (the fold of its batch) and
 //!   marks every claim of the batch *taken* with them, under the claims' locks, before
@@ -40,11 +40,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::oneshot;
 
 /// The most changes one commit carries.
-pub(super) const MAX_BATCH: usize = 256;
+pub(in crate::mapper) const MAX_BATCH: usize = 256;
 
 /// The state of one save's change, shared between the save and the leader sending it.
 #[derive(Debug, Default)]
-pub(super) enum Claim {
+pub(in crate::mapper) enum Claim {
     /// Waiting; nobody sent it.
     #[default]
     Queued,
@@ -56,9 +56,9 @@ pub(super) enum Claim {
     Withdrawn,
 }
 
-pub(super) type ClaimRef = Arc<Mutex<Claim>>;
+pub(in crate::mapper) type ClaimRef = Arc<Mutex<Claim>>;
 
-pub(super) fn lock(claim: &ClaimRef) -> MutexGuard<'_, Claim> {
+pub(in crate::mapper) fn lock(claim: &ClaimRef) -> MutexGuard<'_, Claim> {
     claim.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -78,15 +78,15 @@ struct Waiter {
 
 /// One change in a batch: its value and claim, and how to tell its save (`None`: the
 /// leader's own).
-pub(super) struct Member {
-    pub(super) value: Value,
-    pub(super) claim: ClaimRef,
+pub(in crate::mapper) struct Member {
+    pub(in crate::mapper) value: Value,
+    pub(in crate::mapper) claim: ClaimRef,
     turn: Option<oneshot::Sender<Turn>>,
 }
 
 impl Member {
     /// The change of the save that sends the batch itself.
-    pub(super) fn own(value: Value, claim: ClaimRef) -> Self {
+    pub(in crate::mapper) fn own(value: Value, claim: ClaimRef) -> Self {
         Member {
             value,
             claim,
@@ -98,7 +98,7 @@ impl Member {
 /// The in-flight properties of one mapper: a property (main key, property index) is in
 /// flight while it has an entry, which holds the saves queued behind the commit.
 #[derive(Debug, Default)]
-pub(super) struct Coalescer {
+pub(in crate::mapper) struct Coalescer {
     slots: Mutex<HashMap<(Key, usize), VecDeque<WaiterEntry>>>,
 }
 
@@ -119,7 +119,7 @@ impl Coalescer {
     /// Sends `value` (with `claim`) for property `slot`, alone or in a batch: `send` is
     /// called by whichever save leads, with the members of its batch, and sends their
     /// fold as one change.
-    pub(super) async fn submit<F, Fut>(
+    pub(in crate::mapper) async fn submit<F, Fut>(
         &self,
         slot: (Key, usize),
         value: Value,
@@ -261,7 +261,7 @@ impl Drop for Lead<'_> {
 }
 
 /// Whether an error from a write leaves its outcome unknown.
-pub(super) fn in_doubt(error: &Error) -> bool {
+pub(in crate::mapper) fn in_doubt(error: &Error) -> bool {
     matches!(error, Error::Backend { .. })
 }
 

@@ -18,33 +18,33 @@
 //! cost one small document per operation. Their names carry the entity's incarnation, so
 //! a new entity under the same id starts with no operation applied.
 
-use super::attempt::Attempt;
-use super::codec::{malformed, with_property};
-use super::layout::{self, dynamic_properties, has_change, op_shard, static_properties};
-use super::writes::{self, check_same_entity};
-use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::{Entity, EntityState};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::{malformed, with_property};
+use crate::mapper::layout::{self, dynamic_properties, has_change, op_shard, static_properties};
+use crate::mapper::write::write_ids::{self, check_same_entity};
+use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
 /// The outcome of [`Mapper::update_once`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
-pub enum Once<R> {
+pub enum KeyedOutcome<R> {
     /// This run stored the operation's changes; the closure's value.
     Applied(R),
     /// An earlier run stored them; this one wrote nothing.
     AlreadyApplied,
 }
 
-impl<R> Once<R> {
+impl<R> KeyedOutcome<R> {
     /// Whether this run stored the changes.
     pub fn is_applied(&self) -> bool {
-        matches!(self, Once::Applied(_))
+        matches!(self, KeyedOutcome::Applied(_))
     }
 }
 
@@ -71,19 +71,19 @@ impl<S: DocumentStore> Mapper<S> {
     /// Loads the entity with this id, applies `change`, and stores what it changed in
     /// the sharded properties exactly once for the operation named `op`: a later run
     /// with the same `op`, from this process or any other, finds it applied and writes
-    /// nothing ([`Once::AlreadyApplied`]). For votes that count once per user, name the
+    /// nothing ([`KeyedOutcome::AlreadyApplied`]). For votes that count once per user, name the
     /// operation after the user and the target (`"vote:user 17:question 42"`).
     ///
     /// `change` may change only sharded properties: a change to an unsharded field fails
     /// with [`Error::Invalid`] before anything is written (a plain `update` is
     /// last-writer-wins there, which is idempotent by itself). Conflicts retry per the
     /// [`crate::RetryPolicy`]; after an error or a dropped future, running the same
-    /// operation again is always safe. See the module docs of `mapper/once.rs` for the
+    /// operation again is always safe. See the module docs of `mapper/write/keyed.rs` for the
     /// markers it leaves (kept until the entity is deleted).
     ///
     /// ```
     /// use autoshard::prelude::*;
-    /// use autoshard::Once;
+    /// use autoshard::KeyedOutcome;
     ///
     /// #[autoshard::sharded]
     /// #[derive(Entity, Debug, Clone)]
@@ -111,8 +111,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// let db = Mapper::new(MemoryStore::new());
     /// db.insert(&mut Question::new(42, 0)).await?;
     /// let vote = |q: &mut Question| q.vote_up();
-    /// assert_eq!(db.update_once(&42, "vote:17:42", vote).await?, Once::Applied(()));
-    /// assert_eq!(db.update_once(&42, "vote:17:42", vote).await?, Once::AlreadyApplied);
+    /// assert_eq!(db.update_once(&42, "vote:17:42", vote).await?, KeyedOutcome::Applied(()));
+    /// assert_eq!(db.update_once(&42, "vote:17:42", vote).await?, KeyedOutcome::AlreadyApplied);
     /// assert_eq!(db.load::<Question>(&42).await?.votes, 1);
     /// # Ok(())
     /// # }
@@ -123,7 +123,7 @@ impl<S: DocumentStore> Mapper<S> {
         id: &(impl ToOwned<Owned = E::Id> + ?Sized),
         op: &str,
         change: F,
-    ) -> Result<Once<R>>
+    ) -> Result<KeyedOutcome<R>>
     where
         E: Root,
         F: FnOnce(&mut E) -> R + Send,
@@ -159,9 +159,9 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         Ok(if applied || parts.is_empty() {
-            Once::Applied(result)
+            KeyedOutcome::Applied(result)
         } else {
-            Once::AlreadyApplied
+            KeyedOutcome::AlreadyApplied
         })
     }
 
@@ -192,7 +192,7 @@ impl<S: DocumentStore> Mapper<S> {
                 continue;
             }
             writes_any = true;
-            let mark: Document = [("at".to_owned(), Value::from(writes::now_ms()))].into();
+            let mark: Document = [("at".to_owned(), Value::from(write_ids::now_ms()))].into();
             txn = txn
                 .expect(part.marker.clone(), None)
                 .put(part.marker.clone(), mark);

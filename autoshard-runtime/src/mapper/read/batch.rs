@@ -5,14 +5,14 @@
 //! layout the annotation does not cover, a reshard in progress) is read as `load` reads
 //! it.
 
-use super::cache::{folding, values_of, Hit};
-use super::layout;
-use super::load::{assemble, first_read, from_hit, torn, unread_shards};
-use super::shared_read::Found;
-use super::Mapper;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::layout;
+use crate::mapper::read::cache::{folding, values_of, Hit};
+use crate::mapper::read::load::{assemble, first_read, from_hit, torn, unread_shards};
+use crate::mapper::read::shared::Found;
+use crate::mapper::Mapper;
 use crate::store::DocumentStore;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
@@ -206,7 +206,10 @@ impl<S: DocumentStore> Mapper<S> {
             .collect();
         if !unread.is_empty() {
             // Taken before the read starts (module docs of `cache`).
-            let ticket = self.cache.as_ref().map(super::cache::ReadCache::ticket);
+            let ticket = self
+                .cache
+                .as_ref()
+                .map(crate::mapper::read::cache::ReadCache::ticket);
             let wanted: Vec<Key> = unread.iter().map(|&i| mains[i].clone()).collect();
             let read = self.read_many::<E>(&wanted).await?;
             for (i, found) in unread.into_iter().zip(read) {

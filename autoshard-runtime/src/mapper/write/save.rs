@@ -15,7 +15,7 @@
 //!   while it was in flight) may have been applied. Its pending change then carries the
 //!   write id and the shard it was sent to, and the shard records the ids it applied in
 //!   the same commit as the fold; the next save sends it again to that shard first, and
-//!   folds it only if the shard does not record it (`writes` explains the ids and their
+//!   folds it only if the shard does not record it (`write_ids` explains the ids and their
 //!   window).
 //! - Each attempt reads the main document and fails with `NotFound` when it is absent.
 //!   Where the commit spans groups it also expects the main document's version, so a
@@ -26,18 +26,18 @@
 //! leaves neither or both), `integration/tests/lifecycle.rs`, and the concurrency tests (exact
 //! totals); on Redis, `integration/tests/redis_faults.rs` kills and restarts the server under writers.
 
-use super::attempt::Attempt;
-use super::codec::malformed;
-use super::codec::with_property;
-use super::lanes;
-use super::layout::{self, static_properties, StaticProperty};
-use super::writes::{self, check_same_entity, pending, stage, state_of, Writer};
-use super::Mapper;
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::malformed;
+use crate::mapper::codec::with_property;
+use crate::mapper::layout::{self, static_properties, StaticProperty};
+use crate::mapper::write::shard_choice;
+use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
+use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -161,7 +161,7 @@ impl<S: DocumentStore> Mapper<S> {
         } else {
             // The main document first, then each property on its own (coalesced with
             // concurrent saves of it, merged by the store where its fold allows: see
-            // `single`); each write checks that the entity exists.
+            // `static_shard`); each write checks that the entity exists.
             if put_main.is_some() {
                 self.save_shadows(entity, &main, put_main, &[]).await?;
             }
@@ -178,8 +178,8 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
-    pub(super) fn check_window(&self, sent: &Sent) -> Result<()> {
-        let age = Duration::from_millis(writes::now_ms().saturating_sub(sent.at_ms));
+    pub(in crate::mapper) fn check_window(&self, sent: &Sent) -> Result<()> {
+        let age = Duration::from_millis(write_ids::now_ms().saturating_sub(sent.at_ms));
         if age > self.write_window {
             return Err(Error::Expired {
                 key: sent.shard.clone(),
@@ -223,11 +223,11 @@ impl<S: DocumentStore> Mapper<S> {
             let counts: Vec<u32> = props.iter().map(|p| p.layout.shards).collect();
             let props = &props;
             let attempt = async {
-                // The shards' lanes are held from the read to the commit (see `lanes`),
+                // The shards' lanes are held from the read to the commit (see `shard_choice`),
                 // and released before any backoff.
                 let key = |i: usize, slot| props[i].live_shard(main, slot);
                 let (keys, mut held) =
-                    lanes::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
+                    shard_choice::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
                 self.fold_into_shards(entity, main, put_main, &keys, props, held.writer())
                     .await
             };
@@ -312,9 +312,9 @@ impl<S: DocumentStore> Mapper<S> {
         // Everything that can fail before sending has; from here the writer is in doubt
         // until the store answers.
         let (id, seq) = writer.begin();
-        let at_ms = writes::now_ms();
+        let at_ms = write_ids::now_ms();
         for (key, (mut doc, version)) in shards {
-            writes::record(&mut doc, &id, seq, at_ms, self.write_window);
+            write_ids::record(&mut doc, &id, seq, at_ms, self.write_window);
             txn = txn.expect(key.clone(), version).put(key.clone(), doc);
         }
         let state = state_of(entity, main)?;
@@ -372,7 +372,7 @@ fn fold_into<E: Entity>(
 
 /// Folds `change` into the value of property `index` of `E` in the shard document `doc`
 /// at `key` (neutral when absent).
-pub(super) fn fold_value<E: Entity>(
+pub(in crate::mapper) fn fold_value<E: Entity>(
     key: &Key,
     doc: &mut Document,
     index: usize,

@@ -5,14 +5,14 @@
 //! are invisible (`load` needs the main document) and the next `insert` of that id
 //! overwrites them.
 
-use super::codec::malformed;
-use super::layout::{self, dynamic_properties, static_annotated, static_shard_keys};
-use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::codec::malformed;
+use crate::mapper::layout::{self, dynamic_properties, static_annotated, static_shard_keys};
+use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 
 impl<S: DocumentStore> Mapper<S> {

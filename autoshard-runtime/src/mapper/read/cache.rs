@@ -2,8 +2,8 @@
 //! process's own confirmed writes folded in and stale refills refused (Gumball).
 //!
 //! # What a cached load returns
-//! A [`ReadCache`] given to a [`Mapper`](super::Mapper) with
-//! [`Mapper::with_read_cache`](super::Mapper::with_read_cache) keeps, per entity, the
+//! A [`ReadCache`] given to a [`Mapper`](crate::mapper::Mapper) with
+//! [`Mapper::with_read_cache`](crate::mapper::Mapper::with_read_cache) keeps, per entity, the
 //! documents one read found (its *snapshot*) for at most the cache's staleness bound
 //! `b`, counted from the moment the load that read them was called. A load through the
 //! mapper (and every mapper sharing the cache) answers from a snapshot younger than `b`
@@ -35,7 +35,7 @@
 //!   in the cache is ignored when an invalidation came after its tick. So a refill never
 //!   replaces a newer value, and an invalidated state is never served again;
 //! - a confirmed write with a later tick than the snapshot may or may not be in it.
-//!   The shard document it went to tells: its write record (`writes`) holds the
+//!   The shard document it went to tells: its write record (`write_ids`) holds the
 //!   write's id exactly when the snapshot read the write. A write it does not hold is
 //!   folded into the answer (the fold is commutative and associative); when the
 //!   snapshot cannot tell (the shard was not read, or a reshard moved it), the load reads
@@ -46,7 +46,7 @@
 //! A snapshot is kept folded: the value of each sharded property, with the confirmed
 //! writes it does not hold folded in when they are confirmed (or when it is filled, for
 //! writes confirmed while its read ran). A cached load decodes the main document and
-//! sets each property from there; [`Mapper::aggregates`](super::Mapper::aggregates)
+//! sets each property from there; [`Mapper::aggregates`](crate::mapper::Mapper::aggregates)
 //! only clones the value. Confirmations, fills and invalidations of the cache run under
 //! one lock, so a write is folded into a snapshot exactly once: by the confirmation
 //! when the snapshot is there, by the fill when it comes later.
@@ -57,15 +57,15 @@
 //! `HGETALL`s), and a shared cache needs the same guards on the server for every writer.
 //! In-process, a cached load costs no round trip at all.
 
-use super::codec::{sum_range, sum_values, with_property};
-use super::layout;
-use super::shared_read::Found;
-use super::writes;
-use super::Mapper;
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, Sent, ShardedProperty};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
+use crate::mapper::codec::{sum_range, sum_values, with_property};
+use crate::mapper::layout;
+use crate::mapper::read::shared::Found;
+use crate::mapper::write::write_ids;
+use crate::mapper::Mapper;
 use crate::store::merge;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -76,7 +76,7 @@ use std::time::{Duration, Instant};
 /// How many entities a [`ReadCache`] keeps by default.
 pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
 
-/// A cache of loaded entities for [`Mapper::with_read_cache`](super::Mapper::with_read_cache):
+/// A cache of loaded entities for [`Mapper::with_read_cache`](crate::mapper::Mapper::with_read_cache):
 /// loads answer from documents read at most `staleness` before, with the writes of this
 /// process folded in (see the [module docs](self) for exactly what a cached load may
 /// return). Cloning shares the cache.
@@ -125,7 +125,7 @@ pub struct CacheStats {
 
 /// A load's place in time: the cache's tick and the instant, taken when it was called.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Ticket {
+pub(in crate::mapper) struct Ticket {
     tick: u64,
     at: Instant,
 }
@@ -134,7 +134,7 @@ pub(super) struct Ticket {
 type FoldFn = fn(usize, &Value, &Value) -> std::result::Result<Value, FieldError>;
 
 /// A snapshot: what one read found, and each sharded property folded.
-pub(super) struct Entry {
+pub(in crate::mapper) struct Entry {
     ticket: Ticket,
     /// The entity type it was read as (two types of one kind may read different shards).
     type_name: &'static str,
@@ -148,14 +148,14 @@ pub(super) struct Entry {
 }
 
 /// A cached load's answer: the snapshot's main document and its folded properties.
-pub(super) struct Hit {
+pub(in crate::mapper) struct Hit {
     entry: Arc<Entry>,
-    pub(super) values: Vec<Value>,
+    pub(in crate::mapper) values: Vec<Value>,
 }
 
 impl Hit {
     /// The main document; `None` when the entity was not stored.
-    pub(super) fn main(&self) -> Option<&Versioned> {
+    pub(in crate::mapper) fn main(&self) -> Option<&Versioned> {
         self.entry.found.1.first().and_then(Option::as_ref)
     }
 }
@@ -163,12 +163,12 @@ impl Hit {
 /// A confirmed write of a static shard: `value` folded into property `stored_as` of
 /// `shard` under the write id `(writer, seq)`.
 #[derive(Clone, Debug)]
-pub(super) struct Confirmed {
-    pub(super) stored_as: &'static str,
-    pub(super) shard: Key,
-    pub(super) writer: Arc<str>,
-    pub(super) seq: u64,
-    pub(super) value: Value,
+pub(in crate::mapper) struct Confirmed {
+    pub(in crate::mapper) stored_as: &'static str,
+    pub(in crate::mapper) shard: Key,
+    pub(in crate::mapper) writer: Arc<str>,
+    pub(in crate::mapper) seq: u64,
+    pub(in crate::mapper) value: Value,
     tick: u64,
     at: Instant,
     /// Until when (ms since the Unix epoch) the shard's write record is sure to hold the
@@ -281,7 +281,7 @@ impl ReadCache {
     }
 
     /// The ticket of a load called now.
-    pub(super) fn ticket(&self) -> Ticket {
+    pub(in crate::mapper) fn ticket(&self) -> Ticket {
         Ticket {
             tick: self.tick(),
             at: Instant::now(),
@@ -291,7 +291,7 @@ impl ReadCache {
     /// The snapshot of the entity at `main` a load of `E` may answer from: `None` when
     /// there is none younger than the bound, it was read as another type, or it could not
     /// place a confirmed write. Counted as a hit or a miss.
-    pub(super) fn get<E: Entity>(&self, main: &Key) -> Option<Hit> {
+    pub(in crate::mapper) fn get<E: Entity>(&self, main: &Key) -> Option<Hit> {
         let hit = self.inner.entries.get(main).and_then(|entry| {
             if entry.type_name != std::any::type_name::<E>()
                 || entry.ticket.at.elapsed() >= self.inner.staleness
@@ -314,7 +314,7 @@ impl ReadCache {
     /// `main`; refused when it is older than the bound, when the entity was invalidated
     /// after the ticket, when a snapshot read later is there, or when it cannot tell
     /// whether it holds a write confirmed after the ticket.
-    pub(super) fn fill<E: Entity>(&self, main: &Key, found: &Found, ticket: Ticket) {
+    pub(in crate::mapper) fn fill<E: Entity>(&self, main: &Key, found: &Found, ticket: Ticket) {
         if !self.offer::<E>(main, found, ticket) {
             self.inner.refused.fetch_add(1, Ordering::Relaxed);
         }
@@ -367,7 +367,7 @@ impl ReadCache {
     }
 
     /// Refuses every snapshot of the entity at `main` read before now.
-    pub(super) fn invalidate(&self, main: &Key) {
+    pub(in crate::mapper) fn invalidate(&self, main: &Key) {
         let tick = self.tick();
         {
             let mut logs = self.logs();
@@ -381,7 +381,7 @@ impl ReadCache {
 
     /// Records a write confirmed now and folds it into the entity's snapshot when the
     /// snapshot does not hold it (see the module docs).
-    pub(super) fn confirm(
+    pub(in crate::mapper) fn confirm(
         &self,
         main: &Key,
         stored_as: &'static str,
@@ -394,7 +394,7 @@ impl ReadCache {
         let trusted_until_ms = sent
             .at_ms
             .saturating_add(u64::try_from(window.as_millis() / 2).unwrap_or(u64::MAX));
-        if writes::now_ms() >= trusted_until_ms {
+        if write_ids::now_ms() >= trusted_until_ms {
             // A late reply: the shard may have dropped the write's record entry already,
             // so no snapshot can tell whether it holds the write. The next load reads it.
             return self.invalidate(main);
@@ -476,19 +476,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// What a snapshot (the documents one read found) gives an entity: its main document,
 /// the shard documents to fold, and the confirmed writes to fold besides, the ones the
 /// snapshot does not hold.
-pub(super) struct Folding<'f> {
+pub(in crate::mapper) struct Folding<'f> {
     /// `None`: the entity is not stored.
-    pub(super) main: Option<&'f Versioned>,
-    pub(super) docs: Vec<(&'f Key, &'f Document)>,
-    pub(super) later: Vec<&'f Confirmed>,
+    pub(in crate::mapper) main: Option<&'f Versioned>,
+    pub(in crate::mapper) docs: Vec<(&'f Key, &'f Document)>,
+    pub(in crate::mapper) later: Vec<&'f Confirmed>,
     /// The adoptions whose values the documents `docs` hold (see `adopt`).
-    pub(super) adopted: Vec<&'f str>,
+    pub(in crate::mapper) adopted: Vec<&'f str>,
 }
 
 /// What to fold for the entity at `main` from the snapshot `found`, given the confirmed
 /// writes `later` it may not hold; `Ok(None)` when it cannot tell whether it holds one
 /// of them (see the module docs).
-pub(super) fn folding<'f>(
+pub(in crate::mapper) fn folding<'f>(
     main: &Key,
     found: &'f Found,
     later: &'f [Confirmed],
@@ -537,7 +537,7 @@ pub(super) fn folding<'f>(
     for c in later {
         let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
             // Read too late for the shard's record to be sure to tell (`Confirmed`).
-            Some(_) if writes::now_ms() >= c.trusted_until_ms => return Ok(None),
+            Some(_) if write_ids::now_ms() >= c.trusted_until_ms => return Ok(None),
             Some((_, doc)) => merge::applied(Some(doc), &c.writer, c.seq),
             // Absent from the snapshot: created after it, unless a reshard retired it.
             None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),
@@ -564,7 +564,10 @@ pub(super) fn folding<'f>(
 /// (see `adopt`: a plain value stored before the field was sharded, and a value on its
 /// way into the shards that no document read holds yet); neutral values when the entity
 /// is not stored.
-pub(super) fn values_of<E: Entity>(main: &Key, folding: &Folding<'_>) -> Result<Vec<Value>> {
+pub(in crate::mapper) fn values_of<E: Entity>(
+    main: &Key,
+    folding: &Folding<'_>,
+) -> Result<Vec<Value>> {
     let main_doc = folding.main.map(|m| &m.doc);
     let adopting = match main_doc {
         Some(doc) => layout::adopting(main, doc)?,
@@ -623,13 +626,13 @@ impl fmt::Debug for ReadCache {
 /// Invalidates an entity's snapshots when dropped: after a write that is not folded
 /// into them, whatever its outcome (a write that failed or whose future was dropped
 /// may still have landed).
-pub(super) struct Invalidate<'c> {
+pub(in crate::mapper) struct Invalidate<'c> {
     cache: Option<&'c ReadCache>,
     main: Key,
 }
 
 impl<'c> Invalidate<'c> {
-    pub(super) fn new(cache: Option<&'c ReadCache>, main: &Key) -> Self {
+    pub(in crate::mapper) fn new(cache: Option<&'c ReadCache>, main: &Key) -> Self {
         Invalidate {
             cache,
             main: main.clone(),
@@ -648,7 +651,7 @@ impl Drop for Invalidate<'_> {
 impl<S> Mapper<S> {
     /// Records in the read cache, if any, that the write `sent` of property `stored_as`
     /// of the entity at `main` was confirmed (its value is the change it carried).
-    pub(super) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
+    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
         if let Some(cache) = &self.cache {
             cache.confirm(main, stored_as, sent, self.write_window);
         }
@@ -656,7 +659,7 @@ impl<S> Mapper<S> {
 
     /// A guard that drops the entity's cached snapshots once the write it covers is over
     /// (see [`Invalidate`]).
-    pub(super) fn invalidating(&self, main: &Key) -> Invalidate<'_> {
+    pub(in crate::mapper) fn invalidating(&self, main: &Key) -> Invalidate<'_> {
         Invalidate::new(self.cache.as_ref(), main)
     }
 }

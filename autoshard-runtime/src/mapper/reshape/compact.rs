@@ -19,7 +19,7 @@
 //!
 //! The compacted document also records the write id of every document it folded (the
 //! highest sequence number per writer, kept for the mapper's write window), so that a
-//! save that sends one of them again finds it applied (see `writes`).
+//! save that sends one of them again finds it applied (see `write_ids`).
 //!
 //! Every value folded is decoded with the property's fold (the first one folded with the
 //! neutral value): a value that does not decode fails the round with
@@ -33,16 +33,16 @@
 //! This module only compacts one entity; sweeping a kind is [`crate::compaction`], which
 //! builds on it (never the reverse).
 
-use super::attempt::Attempt;
-use super::codec::{malformed, with_property};
-use super::layout;
-use super::writes;
-use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::{malformed, with_property};
+use crate::mapper::layout;
+use crate::mapper::write::write_ids;
+use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
@@ -226,14 +226,15 @@ impl<S: DocumentStore> Mapper<S> {
                 .doc
                 .keys()
                 .filter(|field| {
-                    *field != writes::RECORD && !E::PROPERTIES.iter().any(|p| p.stored_as == *field)
+                    *field != write_ids::RECORD
+                        && !E::PROPERTIES.iter().any(|p| p.stored_as == *field)
                 })
                 .collect();
             if is_compacted {
-                // Its record of write ids too (see `writes`): the folds below add to it.
+                // Its record of write ids too (see `write_ids`): the folds below add to it.
                 for field in unknown
                     .into_iter()
-                    .chain(stored.doc.get_key_value(writes::RECORD).map(|(k, _)| k))
+                    .chain(stored.doc.get_key_value(write_ids::RECORD).map(|(k, _)| k))
                 {
                     kept.insert(field.clone(), stored.doc[field].clone());
                 }
@@ -270,11 +271,11 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         // The write ids of the folded documents, so that a save sending one of them again
-        // finds it applied (see `writes`).
-        let now = writes::now_ms();
+        // finds it applied (see `write_ids`).
+        let now = write_ids::now_ms();
         for (key, _) in &shards {
-            if let Some((writer, seq)) = writes::parse_dynamic_name(key.name()) {
-                writes::record(&mut doc, writer, seq, now, self.write_window);
+            if let Some((writer, seq)) = write_ids::parse_dynamic_name(key.name()) {
+                write_ids::record(&mut doc, writer, seq, now, self.write_window);
             }
         }
         let mut txn = Transaction::new().expect(compacted.clone(), compacted_version);

@@ -37,7 +37,7 @@
 //!
 //! # The window
 //! Records are kept for [`DEFAULT_WRITE_WINDOW`] (10 minutes, like `DynamoDB`'s client
-//! tokens; [`Mapper::with_write_window`](super::Mapper::with_write_window) changes it):
+//! tokens; [`Mapper::with_write_window`](crate::mapper::Mapper::with_write_window) changes it):
 //! every write to a document drops the entries of writers that have not written to it
 //! for longer. A pending change first sent longer ago than the window is not sent again
 //! blindly: the save fails with [`Error::Expired`](crate::Error::Expired) and keeps it.
@@ -47,33 +47,33 @@
 //! lanes, one process writes a given shard under one writer (the lane's), so a shard
 //! holds about one entry per process, plus one per unresolved failure.
 
-use super::codec::with_property;
-use super::layout::{self, has_change};
 use crate::document::Document;
 use crate::entity::{Entity, EntityState, Pending};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::mapper::codec::with_property;
+use crate::mapper::layout::{self, has_change};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The reserved property of a shard document that records the write ids it applied.
 /// Property names of shard documents are `shard_<field>`, so it collides with none.
-pub(super) use crate::store::merge::RECORD;
+pub(in crate::mapper) use crate::store::merge::RECORD;
 
 /// How long a shard document remembers a writer's last write by default.
 pub const DEFAULT_WRITE_WINDOW: Duration = Duration::from_mins(10);
 
 /// One sender of writes (module docs, rules 1 and 2).
 #[derive(Debug)]
-pub(super) struct Writer {
+pub(in crate::mapper) struct Writer {
     id: Arc<str>,
     last_seq: u64,
     in_doubt: bool,
 }
 
 impl Writer {
-    pub(super) fn new() -> Self {
+    pub(in crate::mapper) fn new() -> Self {
         Writer {
             id: uuid::Uuid::new_v4().simple().to_string().into(),
             last_seq: 0,
@@ -83,7 +83,7 @@ impl Writer {
 
     /// The write id of a commit about to be sent. The writer is in doubt until
     /// [`Writer::settle`]; a writer still in doubt takes a fresh id first.
-    pub(super) fn begin(&mut self) -> (Arc<str>, u64) {
+    pub(in crate::mapper) fn begin(&mut self) -> (Arc<str>, u64) {
         if self.in_doubt {
             *self = Writer::new();
         }
@@ -93,7 +93,7 @@ impl Writer {
     }
 
     /// The store answered the commit begun last (committed or conflict).
-    pub(super) fn settle(&mut self) {
+    pub(in crate::mapper) fn settle(&mut self) {
         self.in_doubt = false;
     }
 }
@@ -102,12 +102,12 @@ impl Writer {
 /// each save takes one out and puts it back when done, so the pool grows to the number
 /// of concurrent saves and no further.
 #[derive(Debug, Default)]
-pub(super) struct Pool {
+pub(in crate::mapper) struct Pool {
     free: Mutex<Vec<Writer>>,
 }
 
 impl Pool {
-    pub(super) fn take(&self) -> Pooled<'_> {
+    pub(in crate::mapper) fn take(&self) -> Pooled<'_> {
         let writer = self
             .free
             .lock()
@@ -123,7 +123,7 @@ impl Pool {
 
 /// A writer taken from a [`Pool`]; back in the pool on drop (also when the save's future
 /// is dropped, in doubt then).
-pub(super) struct Pooled<'p> {
+pub(in crate::mapper) struct Pooled<'p> {
     pool: &'p Pool,
     writer: Option<Writer>,
 }
@@ -158,32 +158,38 @@ impl Drop for Pooled<'_> {
 }
 
 /// Now, in milliseconds since the Unix epoch.
-pub(super) fn now_ms() -> u64 {
+pub(in crate::mapper) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-pub(super) use crate::store::merge::applied;
+pub(in crate::mapper) use crate::store::merge::applied;
 
 /// The oldest time (ms) a record written at `now` keeps for a window of `window`.
-pub(super) fn horizon(now: u64, window: Duration) -> u64 {
+pub(in crate::mapper) fn horizon(now: u64, window: Duration) -> u64 {
     now.saturating_sub(u64::try_from(window.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Records `(writer, seq)` in `doc` (keeping the higher sequence number if one is there)
 /// and drops the entries older than `window`.
-pub(super) fn record(doc: &mut Document, writer: &str, seq: u64, now: u64, window: Duration) {
+pub(in crate::mapper) fn record(
+    doc: &mut Document,
+    writer: &str,
+    seq: u64,
+    now: u64,
+    window: Duration,
+) {
     crate::store::merge::record(doc, writer, seq, now, horizon(now, window));
 }
 
 /// The name of the dynamic shard document written under `(writer, seq)`.
-pub(super) fn dynamic_name(writer: &str, seq: u64) -> String {
+pub(in crate::mapper) fn dynamic_name(writer: &str, seq: u64) -> String {
     format!("{writer}.{seq}")
 }
 
 /// The write id of a dynamic shard document named by [`dynamic_name`].
-pub(super) fn parse_dynamic_name(name: &str) -> Option<(&str, u64)> {
+pub(in crate::mapper) fn parse_dynamic_name(name: &str) -> Option<(&str, u64)> {
     let (writer, seq) = name.rsplit_once('.')?;
     Some((writer, seq.parse().ok()?))
 }
@@ -191,7 +197,7 @@ pub(super) fn parse_dynamic_name(name: &str) -> Option<(&str, u64)> {
 /// Moves the change of every touched shadow of `entity` into its pending state, folded
 /// into the change pending already, and resets the shadow. A shadow holding the neutral
 /// value is reset without staging anything: it would fold into nothing.
-pub(super) fn stage<E: Entity>(entity: &mut E, main: &Key) -> Result<()> {
+pub(in crate::mapper) fn stage<E: Entity>(entity: &mut E, main: &Key) -> Result<()> {
     for (index, p) in E::PROPERTIES.iter().enumerate() {
         if !has_change(entity, index) {
             entity.reset_shadow(index);
@@ -214,7 +220,7 @@ pub(super) fn stage<E: Entity>(entity: &mut E, main: &Key) -> Result<()> {
 
 /// The pending change of property `index` of `entity` (empty for an entity without
 /// state).
-pub(super) fn pending<E: Entity>(entity: &E, index: usize) -> Pending {
+pub(in crate::mapper) fn pending<E: Entity>(entity: &E, index: usize) -> Pending {
     entity
         .state()
         .map(|state| state.pending(index))
@@ -226,7 +232,7 @@ pub(super) fn pending<E: Entity>(entity: &E, index: usize) -> Pending {
 /// incarnation (the entity was deleted, and a new one inserted under the same id since).
 /// An entity built in code and never loaded or inserted knows no incarnation and writes
 /// into whichever entity is stored.
-pub(super) fn check_same_entity<E: Entity>(
+pub(in crate::mapper) fn check_same_entity<E: Entity>(
     entity: &E,
     main: &Key,
     found: Option<&crate::document::Versioned>,
@@ -242,7 +248,7 @@ pub(super) fn check_same_entity<E: Entity>(
 }
 
 /// [`check_same_entity`] for an entity of incarnation `expected` (`None`: any).
-pub(super) fn check_incarnation(
+pub(in crate::mapper) fn check_incarnation(
     expected: Option<&str>,
     main: &Key,
     found: Option<&crate::document::Versioned>,
@@ -259,7 +265,7 @@ pub(super) fn check_incarnation(
 
 /// The state of a sharded entity; [`Error::Invalid`] for an entity that keeps none
 /// (generated code always does for an entity with sharded properties).
-pub(super) fn state_of<'e, E: Entity>(
+pub(in crate::mapper) fn state_of<'e, E: Entity>(
     entity: &'e mut E,
     main: &Key,
 ) -> Result<&'e mut EntityState> {

@@ -49,15 +49,15 @@
 //! after the seal (anything sent before is older than the write window by then, and
 //! fails with `Expired` instead of being sent), so it never applied to `r`.
 
-use super::attempt::Attempt;
-use super::layout::{self, Seal, StaticProperty};
-use super::writes;
-use super::Mapper;
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, ShardCount, ShardCounts};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::{EntityId, Key};
+use crate::mapper::attempt::Attempt;
+use crate::mapper::layout::{self, Seal, StaticProperty};
+use crate::mapper::write::write_ids;
+use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -196,8 +196,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// # }
     /// ```
     #[tracing::instrument(name = "autoshard.reshard_kind", level = "debug", skip_all, fields(kind = E::KIND, attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn reshard_kind<E: Root>(&self, shards: u32) -> Result<KindReshard> {
-        let mut report = KindReshard::default();
+    pub async fn reshard_kind<E: Root>(&self, shards: u32) -> Result<ReshardReport> {
+        let mut report = ReshardReport::default();
         let mut scan = Scan::new(E::KIND, None);
         loop {
             let page = self.store.scan(&scan).await?;
@@ -466,7 +466,7 @@ impl<S: DocumentStore> Mapper<S> {
             let Some(seal) = layout::seal_of(&retired.doc) else {
                 let seal = Seal {
                     into: shard.target(r),
-                    at_ms: writes::now_ms(),
+                    at_ms: write_ids::now_ms(),
                 };
                 tracing::debug!(key = %key, into = seal.into, "drain: seal");
                 match self.reseal(key, retired, seal).await? {
@@ -531,7 +531,7 @@ impl<S: DocumentStore> Mapper<S> {
                 None => E::neutral_value(shard.index)
                     .and_then(|n| E::fold_values(shard.index, &n, value)),
             }
-            .map_err(|e| Error::malformed(key, super::codec::with_property(e, p.name)))?;
+            .map_err(|e| Error::malformed(key, crate::mapper::codec::with_property(e, p.name)))?;
             doc.insert(p.stored_as.to_owned(), folded);
         }
         self.name_moved(&mut doc, key.name(), seal.at_ms, shard.layout);
@@ -628,7 +628,7 @@ impl<S: DocumentStore> Mapper<S> {
 /// What [`Mapper::reshard_kind`] did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct KindReshard {
+pub struct ReshardReport {
     /// Entities of the kind it found (resharded, or failed).
     pub entities: u64,
     /// Entities whose reshard failed (logged; run it again for them).
@@ -669,5 +669,5 @@ fn resized(c: ShardCount, shards: u32) -> ShardCount {
 
 /// How long ago `at_ms` (milliseconds since the Unix epoch) was.
 fn elapsed_since(at_ms: u64) -> Duration {
-    Duration::from_millis(writes::now_ms().saturating_sub(at_ms))
+    Duration::from_millis(write_ids::now_ms().saturating_sub(at_ms))
 }

@@ -1,5 +1,5 @@
 //! Shard lanes: in one process, at most one read-fold-commit at a time per shard
-//! document. Tasks of one [`Mapper`](super::Mapper) (and its clones) that fold into the
+//! document. Tasks of one [`Mapper`](crate::mapper::Mapper) (and its clones) that fold into the
 //! same shard would otherwise read the same version and all but one conflict; a lane
 //! makes them queue instead, and a writer first looks for a shard whose lane is free, so
 //! concurrent writers of one process spread over the shards. Writers in other processes
@@ -7,15 +7,15 @@
 //! lanes only cut conflicts.
 //!
 //! Each lane also owns the [`Writer`] under whose write ids its holder sends (see
-//! `writes`): one process writes a given shard under one writer id, so the shard's record
+//! `write_ids`): one process writes a given shard under one writer id, so the shard's record
 //! of applied writes stays about one entry per process.
 //!
 //! Lanes are a fixed set of striped locks (a shard document maps to one by the hash of
 //! its key), so memory stays bounded whatever the number of entities; two shards that
 //! share a stripe merely queue behind each other.
 
-use super::writes::{Pool, Pooled, Writer};
 use crate::key::Key;
+use crate::mapper::write::write_ids::{Pool, Pooled, Writer};
 use rand::RngExt;
 use std::hash::BuildHasher;
 use tokio::sync::{Mutex, MutexGuard};
@@ -28,7 +28,7 @@ const FREE_LANE_TRIES: usize = 4;
 
 /// Picks one shard for each entry of `shard_counts` (see [`Lanes::hold`]); without
 /// lanes, uniformly at random, holding only a writer from `pool`.
-pub(super) async fn hold<'l>(
+pub(in crate::mapper) async fn hold<'l>(
     lanes: Option<&'l Lanes>,
     pool: &'l Pool,
     shard_counts: &[u32],
@@ -54,14 +54,14 @@ pub(super) async fn hold<'l>(
 }
 
 #[derive(Debug)]
-pub(super) struct Lanes {
+pub(in crate::mapper) struct Lanes {
     stripes: Vec<Mutex<Writer>>,
     hasher: std::collections::hash_map::RandomState,
 }
 
 /// The lanes one attempt holds, released on drop (also when its future is dropped), and
 /// the writer it sends under: the first held lane's, or a pooled one when it holds none.
-pub(super) struct Held<'l> {
+pub(in crate::mapper) struct Held<'l> {
     guards: Vec<MutexGuard<'l, Writer>>,
     pool: &'l Pool,
     pooled: Option<Pooled<'l>>,
@@ -69,7 +69,7 @@ pub(super) struct Held<'l> {
 
 impl Held<'_> {
     /// The writer of this attempt, used by no other attempt while held.
-    pub(super) fn writer(&mut self) -> &mut Writer {
+    pub(in crate::mapper) fn writer(&mut self) -> &mut Writer {
         match self.guards.first_mut() {
             Some(guard) => guard,
             None => self.pooled.get_or_insert_with(|| self.pool.take()),
@@ -78,7 +78,7 @@ impl Held<'_> {
 }
 
 impl Lanes {
-    pub(super) fn new() -> Self {
+    pub(in crate::mapper) fn new() -> Self {
         Lanes {
             stripes: (0..STRIPES).map(|_| Mutex::new(Writer::new())).collect(),
             hasher: std::collections::hash_map::RandomState::new(),
@@ -93,7 +93,7 @@ impl Lanes {
     /// the lanes of the chosen shard documents (`key(i, shard)` names them). A shard
     /// whose lane is free is preferred (a few random tries per property); otherwise the
     /// lanes are awaited in stripe order, so writers never deadlock.
-    pub(super) async fn hold(
+    pub(in crate::mapper) async fn hold(
         &self,
         shard_counts: &[u32],
         key: impl Fn(usize, u32) -> Key,

@@ -4,17 +4,17 @@
 //! than the annotation (it was resharded, or the annotation changed), one more read
 //! takes them (see `layout`).
 
-use super::cache::{folding, values_of, Hit};
-use super::codec::{from_main, with_property};
-use super::dynamic::extra_scans;
-use super::layout::{self, static_shard_keys};
-use super::shared_read::Found;
-use super::Mapper;
 use crate::document::{Document, Value, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::codec::{from_main, with_property};
+use crate::mapper::layout::{self, static_shard_keys};
+use crate::mapper::read::cache::{folding, values_of, Hit};
+use crate::mapper::read::dynamic::extra_scans;
+use crate::mapper::read::shared::Found;
+use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Lookup};
 use std::sync::Arc;
 
@@ -85,8 +85,8 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// The documents of the entity at `main` as `E` reads them, from a read that
-    /// started after this call (shared with concurrent loads, see `shared_read`).
-    pub(super) async fn read_entity<E: Root>(&self, main: &Key) -> Result<Found> {
+    /// started after this call (shared with concurrent loads, see `read::shared`).
+    pub(in crate::mapper) async fn read_entity<E: Root>(&self, main: &Key) -> Result<Found> {
         let mut lookup = first_read::<E>(main);
         // The write records tell a cached snapshot which confirmed writes it holds.
         lookup.records = self.cache.is_some();
@@ -176,7 +176,7 @@ impl<S: DocumentStore> Mapper<S> {
 
 /// The entity with this id from the documents a read `found`. [`Error::NotFound`] when
 /// the entity is not stored.
-pub(super) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result<E> {
+pub(in crate::mapper) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result<E> {
     let folding = folding(main, found, &[])?.ok_or_else(|| {
         Error::backend(
             "load",
@@ -191,7 +191,7 @@ pub(super) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result
 
 /// The entity with this id from a cached snapshot. [`Error::NotFound`] when the entity
 /// was not stored.
-pub(super) fn from_hit<E: Root>(id: &E::Id, main: &Key, hit: &Hit) -> Result<E> {
+pub(in crate::mapper) fn from_hit<E: Root>(id: &E::Id, main: &Key, hit: &Hit) -> Result<E> {
     let Some(main_doc) = hit.main() else {
         return Err(Error::NotFound { key: main.clone() });
     };
@@ -218,7 +218,7 @@ fn with_values<E: Root>(
 /// What a load of `E` at `main` reads first: the main document and the static shards
 /// of the annotation, the first pages of [`extra_scans`], and as a prefetch the compacted
 /// dynamic shard (all the dynamic-shard scan lists for most entities).
-pub(super) fn first_read<E: Entity>(main: &Key) -> Lookup {
+pub(in crate::mapper) fn first_read<E: Entity>(main: &Key) -> Lookup {
     let mut keys = vec![main.clone()];
     keys.extend(static_shard_keys::<E>(main));
     let scans = extra_scans::<E>(main);
@@ -241,7 +241,11 @@ const LAYOUT_READS: u32 = 4;
 
 /// The static shard keys the layout recorded in the main document `doc` lists that
 /// `read` does not.
-pub(super) fn unread_shards(main: &Key, doc: &Document, read: &[Key]) -> Result<Vec<Key>> {
+pub(in crate::mapper) fn unread_shards(
+    main: &Key,
+    doc: &Document,
+    read: &[Key],
+) -> Result<Vec<Key>> {
     let Some(counts) = layout::recorded_counts(main, doc)? else {
         return Ok(Vec::new());
     };
@@ -253,7 +257,7 @@ pub(super) fn unread_shards(main: &Key, doc: &Document, read: &[Key]) -> Result<
 
 /// Whether a retired shard the layout recorded in the main document `doc` lists was
 /// found missing in `docs` (read at `keys`): the read straddled its deletion.
-pub(super) fn torn(
+pub(in crate::mapper) fn torn(
     main: &Key,
     doc: &Document,
     keys: &[Key],

@@ -10,26 +10,26 @@
 //! gone or replaced, `apply` drops the cached document and tries once more from the
 //! store, so it applies to the entity stored when it runs, or fails with `NotFound`.
 
-use super::codec::{from_main, malformed};
-use super::Mapper;
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::codec::{from_main, malformed};
+use crate::mapper::Mapper;
 use crate::store::DocumentStore;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How many main documents a mapper keeps for [`Mapper::apply`].
-pub(super) const MAIN_CACHE_CAPACITY: u64 = 10_000;
+pub(in crate::mapper) const MAIN_CACHE_CAPACITY: u64 = 10_000;
 
 /// How long a main document stays in that cache.
-pub(super) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
+pub(in crate::mapper) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
 
 /// The main documents `apply` reuses, shared by a mapper's clones.
-pub(super) type MainCache = moka::sync::Cache<Key, Arc<Versioned>>;
+pub(in crate::mapper) type MainCache = moka::sync::Cache<Key, Arc<Versioned>>;
 
-pub(super) fn main_cache() -> MainCache {
+pub(in crate::mapper) fn main_cache() -> MainCache {
     moka::sync::Cache::builder()
         .max_capacity(MAIN_CACHE_CAPACITY)
         .time_to_live(MAIN_CACHE_TTL)

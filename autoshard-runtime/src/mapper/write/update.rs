@@ -2,14 +2,14 @@
 //! the plain optimistic transaction on the main document (the paper's naive baseline);
 //! for a sharded one, load-modify-save.
 
-use super::attempt::Attempt;
-use super::codec::malformed;
-use super::layout;
-use super::Mapper;
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::malformed;
+use crate::mapper::layout;
+use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 

@@ -43,16 +43,16 @@
 //! Tests: `integration/tests/adoption.rs` (every store, writers running meanwhile, every
 //! step interrupted).
 
-use super::attempt::Attempt;
-use super::layout::{self, Adopting};
-use super::save::fold_value;
-use super::writes::check_same_entity;
-use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::{Entity, EntityState};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::layout::{self, Adopting};
+use crate::mapper::write::save::fold_value;
+use crate::mapper::write::write_ids::check_same_entity;
+use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
@@ -68,7 +68,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// Moves the values the stored main document of `entity` holds for its sharded
     /// properties into the shards (module docs), when the entity was loaded from a main
     /// document that holds some.
-    pub(super) async fn adopt<E: Root>(&self, entity: &mut E, main: &Key) -> Result<()> {
+    pub(in crate::mapper) async fn adopt<E: Root>(&self, entity: &mut E, main: &Key) -> Result<()> {
         if !entity.state().is_some_and(EntityState::adoption_pending) {
             return Ok(());
         }
@@ -277,8 +277,8 @@ fn malformed_record(main: &Key) -> Error {
 
 #[cfg(test)]
 mod tests {
-    use super::layout::{adoption_torn, ADOPTED, ADOPTING};
     use crate::document::Document;
+    use crate::mapper::layout::{adoption_torn, ADOPTED, ADOPTING};
     use serde_json::json;
 
     fn doc(value: serde_json::Value) -> Document {

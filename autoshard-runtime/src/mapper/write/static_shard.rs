@@ -15,24 +15,24 @@
 //! Fixing the write id and value before the first send is what lets any number of sends
 //! of the batch (the leader's attempts, and later a save of the batch sending it again
 //! after an unknown outcome, [`Mapper::resend_single`]) apply it at most once: the shard
-//! records the id in the same atomic step as the fold (`writes`). The shard changes only
+//! records the id in the same atomic step as the fold (`write_ids`). The shard changes only
 //! when a shrink sealed it (a definite "not applied"), to the base shard its index maps
 //! to, which every sender of the write id picks alike; the pending record names it
 //! before anything is sent there. So a send in doubt is always sent again to the shards
 //! that may hold it, in the same order. Every change of a static
 //! property in doubt is sent again that way, whichever save sent it first.
 
-use super::attempt::Attempt;
-use super::coalesce::{self, Claim, ClaimRef, Member};
-use super::codec::with_property;
-use super::lanes;
-use super::layout::{self, StaticProperty};
-use super::writes::{self, check_incarnation, state_of};
-use super::Mapper;
 use crate::document::{Document, Value};
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::with_property;
+use crate::mapper::layout::{self, StaticProperty};
+use crate::mapper::write::coalesce::{self, Claim, ClaimRef, Member};
+use crate::mapper::write::shard_choice;
+use crate::mapper::write::write_ids::{self, check_incarnation, state_of};
+use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Merge, Merged, Transaction, WriteId};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -65,7 +65,7 @@ impl<'a> Target<'a> {
 impl<S: DocumentStore> Mapper<S> {
     /// Saves the pending change of `p`, the one static property a save changes, through
     /// the mapper's coalescer (or alone when coalescing is off); see the module docs.
-    pub(super) async fn save_single<E: Entity>(
+    pub(in crate::mapper) async fn save_single<E: Entity>(
         &self,
         entity: &mut E,
         main: &Key,
@@ -97,7 +97,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// write id, to its shard): applied only when the shard does not record the id
     /// (module docs). Nothing to do when no change of `p` is in doubt; [`Error::Expired`]
     /// when it was first sent longer ago than the write window.
-    pub(super) async fn resend_single<E: Entity>(
+    pub(in crate::mapper) async fn resend_single<E: Entity>(
         &self,
         entity: &mut E,
         main: &Key,
@@ -142,14 +142,14 @@ impl<S: DocumentStore> Mapper<S> {
         let counts = [p.layout.shards];
         let key = |_, slot| p.live_shard(target.main, slot);
         let (keys, mut held) =
-            lanes::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
+            shard_choice::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
         let writer = held.writer();
         let (id, seq) = writer.begin();
         let taken = take_claims(target, &members, |value| Sent {
             writer: id.clone(),
             seq,
             shard: keys[0].clone(),
-            at_ms: writes::now_ms(),
+            at_ms: write_ids::now_ms(),
             value: Some(value),
         });
         let mut sent = match taken {
@@ -247,7 +247,7 @@ impl<S: DocumentStore> Mapper<S> {
             writer: sent.writer.to_string(),
             seq: sent.seq,
             at_ms: sent.at_ms,
-            horizon_ms: writes::horizon(sent.at_ms, self.write_window),
+            horizon_ms: write_ids::horizon(sent.at_ms, self.write_window),
         };
         let expected = (!incarnation.is_empty()).then(|| incarnation.clone());
         let merge = Merge::new(
@@ -289,7 +289,7 @@ impl<S: DocumentStore> Mapper<S> {
             target.main,
             main_doc.as_ref(),
         )?;
-        if writes::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
+        if write_ids::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
             return Ok(Attempt::Committed(None));
         }
         let p = target.p;
@@ -332,7 +332,7 @@ impl<S: DocumentStore> Mapper<S> {
             doc.entry(layout::INCARNATION.to_owned())
                 .or_insert_with(|| incarnation.into());
         }
-        writes::record(
+        write_ids::record(
             &mut doc,
             &sent.writer,
             sent.seq,

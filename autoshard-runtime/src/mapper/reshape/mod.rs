@@ -1,0 +1,7 @@
+//! Layout changes of stored entities, while writers run.
+//!
+//! - `reshard`: the number of static shards of an entity (grow, shrink, drain).
+//! - `compact`: dynamic shards folded back into the compacted document.
+
+pub(in crate::mapper) mod compact;
+pub(in crate::mapper) mod reshard;

@@ -1,0 +1,26 @@
+//! The write path: every operation that changes an entity, and the machinery that keeps
+//! each change applied exactly once.
+//!
+//! - `insert`: `insert` and `delete`.
+//! - `save`: `save`, which stages each sharded change and writes it.
+//! - `update`: `update` (load, change, save).
+//! - `apply`: `apply`, a sharded change without reading the shards.
+//! - `keyed`: `update_once`, a change applied once per operation name.
+//! - `static_shard`: the static-shard writer (one property's change into one shard).
+//! - `dynamic`: the dynamic-shard writer (a new shard document per change).
+//! - `coalesce`: concurrent saves of one shard folded into one commit.
+//! - `shard_choice`: which shard a write goes to, its lane, and the writer id it sends under.
+//! - `write_ids`: pending changes and the write ids that make sending one again safe.
+//! - `adopt`: values stored before a field was sharded move into its shards.
+
+pub(in crate::mapper) mod adopt;
+pub(in crate::mapper) mod apply;
+pub(in crate::mapper) mod coalesce;
+pub(in crate::mapper) mod dynamic;
+pub(in crate::mapper) mod insert;
+pub(in crate::mapper) mod keyed;
+pub(in crate::mapper) mod save;
+pub(in crate::mapper) mod shard_choice;
+pub(in crate::mapper) mod static_shard;
+pub(in crate::mapper) mod update;
+pub(in crate::mapper) mod write_ids;
