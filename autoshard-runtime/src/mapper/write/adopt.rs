@@ -43,7 +43,7 @@
 //! Tests: `integration/tests/adoption.rs` (every store, writers running meanwhile, every
 //! step interrupted).
 
-use crate::document::{Document, Value};
+use crate::document::{Document, Value, Version};
 use crate::entity::{Entity, EntityState};
 use crate::error::{Error, Result};
 use crate::group::Root;
@@ -109,17 +109,22 @@ impl<S: DocumentStore> Mapper<S> {
         }
     }
 
+    /// The main document of `entity` as stored now, with its version.
+    async fn read_main<E: Entity>(&self, entity: &E, main: &Key) -> Result<(Version, Document)> {
+        let found = self.get_exactly(std::slice::from_ref(main)).await?;
+        let stored = found.into_iter().next().flatten();
+        let version = check_same_entity(entity, main, stored.as_ref())?;
+        match stored {
+            Some(stored) => Ok((version, stored.doc)),
+            None => Err(Error::NotFound { key: main.clone() }),
+        }
+    }
+
     /// Step 1: every plain value of a sharded property leaves its field for an entry of
     /// `~adopting`. Committed with every entry the main document holds then (of this
     /// save or of one interrupted before).
     async fn announce<E: Entity>(&self, entity: &E, main: &Key) -> Result<Attempt<Vec<Entry>>> {
-        let found = self.get_exactly(std::slice::from_ref(main)).await?;
-        let stored = found.into_iter().next().flatten();
-        let version = check_same_entity(entity, main, stored.as_ref())?;
-        let Some(stored) = stored else {
-            return Err(Error::NotFound { key: main.clone() });
-        };
-        let mut doc = stored.doc;
+        let (version, mut doc) = self.read_main(entity, main).await?;
         let mut announced = serde_json::Map::new();
         for p in E::PROPERTIES {
             if let Some(value) = doc.remove(p.name) {
@@ -129,13 +134,7 @@ impl<S: DocumentStore> Mapper<S> {
         }
         let changed = !announced.is_empty();
         if changed {
-            let record = doc
-                .entry(layout::ADOPTING.to_owned())
-                .or_insert_with(|| Value::Object(serde_json::Map::new()));
-            let Some(record) = record.as_object_mut() else {
-                return Err(malformed_record(main));
-            };
-            record.extend(announced);
+            record_mut(&mut doc, layout::ADOPTING, main)?.extend(announced);
         }
         let entries = entries::<E>(main, &doc)?;
         if !changed {
@@ -177,16 +176,8 @@ impl<S: DocumentStore> Mapper<S> {
             doc.entry(layout::INCARNATION.to_owned())
                 .or_insert_with(|| incarnation.into());
         }
-        let record = doc
-            .entry(layout::ADOPTED.to_owned())
-            .or_insert_with(|| Value::Object(serde_json::Map::new()));
-        let Some(record) = record.as_object_mut() else {
-            return Err(Error::malformed(
-                target,
-                crate::FieldError::new(layout::ADOPTED, "expected an object"),
-            ));
-        };
-        record.insert(entry.id.clone(), E::PROPERTIES[entry.index].name.into());
+        let property = E::PROPERTIES[entry.index].name;
+        record_mut(&mut doc, layout::ADOPTED, target)?.insert(entry.id.clone(), property.into());
         let txn = Transaction::new()
             .expect(target.clone(), version)
             .put(target.clone(), doc);
@@ -201,13 +192,7 @@ impl<S: DocumentStore> Mapper<S> {
         main: &Key,
         entries: &[Entry],
     ) -> Result<Attempt<()>> {
-        let found = self.get_exactly(std::slice::from_ref(main)).await?;
-        let stored = found.into_iter().next().flatten();
-        let version = check_same_entity(entity, main, stored.as_ref())?;
-        let Some(stored) = stored else {
-            return Err(Error::NotFound { key: main.clone() });
-        };
-        let mut doc = stored.doc;
+        let (version, mut doc) = self.read_main(entity, main).await?;
         let Some(Value::Object(adopting)) = doc.get_mut(layout::ADOPTING) else {
             return Ok(Attempt::Committed(()));
         };
@@ -224,13 +209,7 @@ impl<S: DocumentStore> Mapper<S> {
         if adopting.is_empty() {
             doc.remove(layout::ADOPTING);
         }
-        let record = doc
-            .entry(layout::ADOPTED.to_owned())
-            .or_insert_with(|| Value::Object(serde_json::Map::new()));
-        let Some(record) = record.as_object_mut() else {
-            return Err(malformed_record(main));
-        };
-        record.extend(settled);
+        record_mut(&mut doc, layout::ADOPTED, main)?.extend(settled);
         let txn = Transaction::new()
             .expect(main.clone(), Some(version))
             .put(main.clone(), doc);
@@ -267,12 +246,17 @@ fn entries<E: Entity>(main: &Key, doc: &Document) -> Result<Vec<Entry>> {
         .collect()
 }
 
-/// The error for a record of adoptions that is not an object.
-fn malformed_record(main: &Key) -> Error {
-    Error::malformed(
-        main,
-        crate::FieldError::new(layout::ADOPTING, "expected an object"),
-    )
+/// The record `name` of the document `doc` at `key`, created empty when absent;
+/// [`Error::Malformed`] when it is not an object.
+fn record_mut<'d>(
+    doc: &'d mut Document,
+    name: &str,
+    key: &Key,
+) -> Result<&'d mut serde_json::Map<String, Value>> {
+    doc.entry(name.to_owned())
+        .or_insert_with(|| Value::Object(serde_json::Map::new()))
+        .as_object_mut()
+        .ok_or_else(|| Error::malformed(key, crate::FieldError::new(name, "expected an object")))
 }
 
 #[cfg(test)]

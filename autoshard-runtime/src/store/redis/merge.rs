@@ -1,7 +1,7 @@
 //! Merges: one `lua/merge.lua` call per [`Merge`], in the document's own slot, and the
 //! decoding of its reply.
 
-use super::{reply, RedisStore, WHOLE_DOCUMENT};
+use super::{reply, RedisStore};
 use crate::error::{Error, Result};
 use crate::store::{Merge, Merged};
 
@@ -48,15 +48,7 @@ impl RedisStore {
             Some("missing") => Ok(Merged::Missing),
             Some("unsupported") => Ok(Merged::Unsupported),
             Some("overflow") => Err(crate::store::merge::overflow(merge)),
-            Some("malformed") => Err(Error::Malformed {
-                key: merge.key.clone(),
-                field: WHOLE_DOCUMENT.to_owned(),
-                reason: items
-                    .get(1)
-                    .and_then(reply::text)
-                    .unwrap_or("not ours")
-                    .to_owned(),
-            }),
+            Some("malformed") => Err(reply::not_ours(&merge.key, items)),
             _ => Err(bad()),
         }
     }

@@ -66,15 +66,7 @@ impl RedisStore {
                 let fields = reply::array(&items[1]).ok_or_else(bad)?;
                 self.decode_fields(key, fields, true).map(Some)
             }
-            Some(2) => Err(Error::Malformed {
-                key: key.clone(),
-                field: WHOLE_DOCUMENT.to_owned(),
-                reason: items
-                    .get(1)
-                    .and_then(reply::text)
-                    .unwrap_or("not ours")
-                    .to_owned(),
-            }),
+            Some(2) => Err(reply::not_ours(key, items)),
             _ => Err(bad()),
         }
     }

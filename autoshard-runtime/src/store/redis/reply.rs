@@ -1,7 +1,20 @@
 //! Decoding the replies of the store's Lua scripts. Replies come from the server, so
 //! nothing here panics on an unexpected shape: it becomes an error.
 
+use super::WHOLE_DOCUMENT;
+use crate::error::Error;
+use crate::key::Key;
 use ::redis::Value;
+
+/// [`Error::Malformed`] for the document at `key`, which a script found is not one of
+/// the store's: the script's reason (the reply item after its status), or "not ours".
+pub(super) fn not_ours(key: &Key, items: &[Value]) -> Error {
+    Error::Malformed {
+        key: key.clone(),
+        field: WHOLE_DOCUMENT.to_owned(),
+        reason: items.get(1).and_then(text).unwrap_or("not ours").to_owned(),
+    }
+}
 
 /// The text of a bulk or simple string reply.
 pub(super) fn text(value: &Value) -> Option<&str> {
