@@ -16,7 +16,11 @@
 //!    brings all of them.
 //! 2. Make a [`Mapper`] over a store from [`store`]: [`store::MemoryStore`]
 //!    (embedded), [`store::RedisStore`] (feature `redis`, on by default),
-//!    [`store::PostgresStore`] (feature `postgres`).
+//!    `store::PostgresStore` (feature `postgres`).
+//!
+//! These pages show what the features you built with enable: `cargo doc -p autoshard
+//! --all-features --no-deps --open` builds them all (PostgreSQL and TLS included), as
+//! docs.rs does.
 //! 3. Call its operations: [`insert`](Mapper::insert), [`load`](Mapper::load),
 //!    [`save`](Mapper::save), [`update`](Mapper::update), [`apply`](Mapper::apply) (the
 //!    hot path: one round trip, no read), [`delete`](Mapper::delete);
@@ -96,7 +100,7 @@
 pub use autoshard_runtime::{
     CacheStats, Child, Entities, Entity, EntityId, Error, FieldError, Key, KeyDecodeError,
     KeyedOutcome, Mapper, ReadCache, ReshardReport, Result, RetryPolicy, DEFAULT_CACHE_CAPACITY,
-    DEFAULT_WRITE_WINDOW,
+    DEFAULT_WRITE_WINDOW, DYNAMIC_SHARDS_WARNING,
 };
 #[allow(deprecated)]
 pub use autoshard_runtime::{KindReshard, Once};
@@ -201,7 +205,19 @@ pub use autoshard_derive::Entity;
 /// the mapper; they have the struct's visibility, are `#[doc(hidden)]`, and get
 /// `#[serde(skip)]` when the struct derives serde's traits. `neutral` is the value the
 /// fold leaves unchanged (0 for a sum), `shards = N` asks for `N` static shards, and
-/// without `shards` the property is sharded dynamically (a new shard per save). `N` is
+/// without `shards` the property is sharded dynamically.
+///
+/// **Dynamic sharding needs compaction.** A dynamic property gets a new shard document
+/// per save (no write ever contends), and every load reads all of them until compaction
+/// folds them back: run [`Mapper::compact`](crate::Mapper::compact) yourself, or a
+/// [`compaction::Compactor`] or [`maintenance::Maintainer`] in the background. Without
+/// one, loads grow slower with every save, and the mapper logs a warning (`tracing`,
+/// once per process) when a load reads more than
+/// [`DYNAMIC_SHARDS_WARNING`] dynamic shards of one
+/// entity. Pick `shards = N` unless writes must never conflict or the number of
+/// writers is unbounded.
+///
+/// `N` is
 /// the count at insert: each stored entity records its own, which
 /// [`Mapper::reshard`](crate::Mapper::reshard) changes online within the bounds
 /// `min = ..` (1 by default) and `max = ..` ([`entity::DEFAULT_MAX_SHARDS`], or `N` when more),
@@ -234,7 +250,7 @@ pub use autoshard_derive::Entity;
 ///     votes: i64,
 ///     #[shardable(neutral = 0, shards = 4, fold = max)]
 ///     best_score: u32,
-///     #[shardable(fold = union)] // dynamic: a new shard per save
+///     #[shardable(fold = union)] // dynamic: a new shard per save, needs compaction
 ///     tags: BTreeSet<String>,
 /// }
 ///
@@ -259,7 +275,7 @@ pub use autoshard_derive::Entity;
 /// struct Page {
 ///     #[id]
 ///     url: String,
-///     #[shardable(neutral = 0)] // no `shards`: dynamic sharding
+///     #[shardable(neutral = 0)] // no `shards`: dynamic sharding (compact it)
 ///     visits: u64,
 /// }
 ///
@@ -384,6 +400,8 @@ pub use autoshard_derive::shard_fold;
 pub mod prelude {
     pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
     pub use autoshard_runtime::store::{DocumentStore, MemoryStore};
+    #[cfg(feature = "postgres")]
+    pub use autoshard_runtime::store::{PostgresOptions, PostgresStore};
     #[cfg(feature = "redis")]
     pub use autoshard_runtime::store::{RedisOptions, RedisStore};
     pub use autoshard_runtime::{Child, Entity, Error, Key, Mapper, Result, RetryPolicy};

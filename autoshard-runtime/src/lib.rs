@@ -60,7 +60,7 @@ pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use mapper::{
     CacheStats, Entities, KeyedOutcome, Mapper, ReadCache, ReshardReport, DEFAULT_CACHE_CAPACITY,
-    DEFAULT_WRITE_WINDOW,
+    DEFAULT_WRITE_WINDOW, DYNAMIC_SHARDS_WARNING,
 };
 #[allow(deprecated)]
 pub use mapper::{KindReshard, Once};

@@ -25,9 +25,18 @@ async fn conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_urls_and_schemas_are_refused_without_the_password() {
     let refused = PostgresStore::connect("postgres://app:s3cret@127.0.0.1:1/db").await;
-    let message = format!("{:?}", refused.unwrap_err());
+    let error = refused.unwrap_err();
+    let message = format!("{error:?}");
     assert!(message.contains("127.0.0.1:1"), "{message}");
     assert!(!message.contains("s3cret"), "{message}");
+    // `Display` says what failed: the address and the reason, never the password.
+    let shown = error.to_string();
+    assert!(
+        shown.starts_with("store error: connecting to PostgreSQL at 127.0.0.1:1")
+            && shown.to_lowercase().contains("refused")
+            && !shown.contains("s3cret"),
+        "{shown}"
+    );
     let refused = PostgresStore::connect("not a url").await;
     assert!(matches!(refused, Err(Error::Invalid(_))));
     let server = Postgres::start();

@@ -348,3 +348,43 @@ async fn tls_connections_verify_the_server_and_carry_the_store() {
         .unwrap();
     assert_eq!(Mapper::new(plain).load::<Poll>(&1).await.unwrap().votes, 20);
 }
+
+/// A failed connect says what failed in its `Display` text (a refused port, a wrong
+/// password, a password missing), with the server's address and never the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_errors_say_why_and_never_show_the_password() {
+    let quick = || RedisOptions::default().reconnect_retries(0);
+    let refused = RedisStore::connect_with("redis://127.0.0.1:1/", quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.starts_with("store error: connecting to Redis at 127.0.0.1:1: ")
+            && refused.to_lowercase().contains("refused"),
+        "{refused}"
+    );
+
+    let server = Standalone::start_with(&["--requirepass", "s3cret"]);
+    let port = server.server.port;
+    let wrong = RedisStore::connect_with(&format!("redis://:hunter2@127.0.0.1:{port}/"), quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        wrong.contains(&format!("127.0.0.1:{port}"))
+            && wrong.to_lowercase().contains("authentication failed")
+            && !wrong.contains("hunter2"),
+        "{wrong}"
+    );
+    let missing = RedisStore::connect_with(&format!("redis://127.0.0.1:{port}/"), quick())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains(&format!("127.0.0.1:{port}")) && missing.contains("NOAUTH"),
+        "{missing}"
+    );
+    let right =
+        RedisStore::connect_with(&format!("redis://:s3cret@127.0.0.1:{port}/"), quick()).await;
+    assert!(right.is_ok(), "{right:?}");
+}

@@ -191,7 +191,10 @@ impl RedisServer {
                 let _ = watchdog.wait();
                 return false;
             }
-            if ask(self.port, "PING").is_some_and(|r| r.starts_with("+PONG")) {
+            // A server with a password answers too, asking for it.
+            if ask(self.port, "PING")
+                .is_some_and(|r| r.starts_with("+PONG") || r.starts_with("-NOAUTH"))
+            {
                 break;
             }
             assert!(
@@ -265,7 +268,8 @@ impl Standalone {
         Self::start_with(&["--appendonly", "yes", "--appendfsync", "always"])
     }
 
-    fn start_with(extra: &[&str]) -> Standalone {
+    /// A server started with `extra` arguments (`["--requirepass", "s3cret"]`).
+    pub fn start_with(extra: &[&str]) -> Standalone {
         let dir = TempDir::new("redis");
         let server = RedisServer::start(dir.path(), extra, None);
         Standalone { server, _dir: dir }

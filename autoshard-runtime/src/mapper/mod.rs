@@ -41,6 +41,7 @@ pub(crate) mod layout;
 
 pub use entities::Entities;
 pub use read::cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
+pub use read::dynamic::DYNAMIC_SHARDS_WARNING;
 pub use reshape::compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
 pub use reshape::reshard::ReshardReport;
 pub use write::keyed::KeyedOutcome;

@@ -306,7 +306,7 @@ fn check_url(url: &str) -> Result<()> {
 }
 
 /// `redis://host:port/db` of a Redis URL, without user or password.
-fn redis_target(url: &str) -> String {
+pub(crate) fn redis_target(url: &str) -> String {
     match url.into_connection_info() {
         Ok(info) => format!("redis://{}/{}", info.addr(), info.redis_settings().db()),
         Err(_) => "(a bad URL)".into(),

@@ -537,7 +537,10 @@ enum RawRedis {
 
 impl RawRedis {
     async fn connect_standalone(url: &str) -> Result<RawRedis> {
-        let fail = |e: redis::RedisError| Error::backend(format!("cannot reach Redis at {url}"), e);
+        // The URL may hold a password: messages name the address only.
+        let target = crate::backend::redis_target(url);
+        let fail =
+            |e: redis::RedisError| Error::backend(format!("cannot reach Redis at {target}"), e);
         let client = redis::Client::open(url).map_err(fail)?;
         let a = client.get_connection_manager().await.map_err(fail)?;
         let b = client.get_connection_manager().await.map_err(fail)?;
@@ -547,7 +550,13 @@ impl RawRedis {
     async fn connect_cluster(urls: &[String]) -> Result<RawRedis> {
         let fail = |e: redis::RedisError| {
             Error::backend(
-                format!("cannot reach Redis Cluster at {}", urls.join(", ")),
+                format!(
+                    "cannot reach Redis Cluster at {}",
+                    urls.iter()
+                        .map(|u| crate::backend::redis_target(u))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
                 e,
             )
         };

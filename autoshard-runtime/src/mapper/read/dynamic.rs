@@ -48,6 +48,25 @@ const LOAD_SCAN_ATTEMPTS: u32 = 8;
 /// and a compaction racing the load never forces it to scan again.
 const LOAD_PAGE: usize = 1 << 30;
 
+/// How many dynamic shard documents of one entity a load reads before the mapper warns,
+/// once per process, that nothing seems to compact them (see
+/// [`Mapper::compact`](crate::Mapper::compact)).
+pub const DYNAMIC_SHARDS_WARNING: usize = 1_000;
+
+/// Warns, once per process, when a load of the entity at `main` read `shards` dynamic
+/// shard documents, more than [`DYNAMIC_SHARDS_WARNING`].
+fn warn_if_uncompacted(main: &Key, shards: usize) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if shards > DYNAMIC_SHARDS_WARNING && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            key = %main,
+            shards,
+            "a load read {shards} dynamic shards of one entity: run `Mapper::compact`, a \
+             `Compactor` or a `Maintainer` to fold them back (warned once per process)"
+        );
+    }
+}
+
 impl<S: DocumentStore> Mapper<S> {
     /// The shard documents a load folds besides the current static shards, from the
     /// first pages of [`extra_scans`] (`pages`, in that order): every dynamic shard and,
@@ -85,6 +104,7 @@ impl<S: DocumentStore> Mapper<S> {
             )
         };
         let (mut dynamic, old_static) = futures::try_join!(dynamic, old_static)?;
+        warn_if_uncompacted(main, dynamic.len());
         dynamic.extend(old_static);
         Ok(dynamic)
     }
