@@ -12,7 +12,7 @@
 #[diagnostic::on_unimplemented(
     message = "`{Self}` has no sharded fields, so a `#[shard_method]` has nothing to run on",
     label = "`#[shard_method]` used in an `impl` of `{Self}`",
-    note = "add `#[autoshard::sharded]` above `#[derive(Entity)]` on `{Self}` and mark its hot fields with `#[shardable(neutral = ...)]`"
+    note = "add `#[autoshard::sharded]` above `#[derive(Entity)]` on `{Self}` and mark its hot fields with `#[shardable(..)]` (a counter: `#[shardable(shards = 10, fold = sum)]`)"
 )]
 pub trait ShardedFields {
     /// Moves the shadows into the sharded fields (neutral for untouched shadows) and
@@ -179,15 +179,6 @@ impl<T: Eq + std::hash::Hash, S: std::hash::BuildHasher> UnionFold
 {
 }
 
-/// The store-level fold of `fold = sum` on `T`.
-#[must_use]
-pub const fn sum_fold<T: IntegerFold>() -> Option<crate::Fold> {
-    Some(crate::Fold::Sum {
-        min: T::MIN,
-        max: T::MAX,
-    })
-}
-
 /// A type the store-level folds take, for [`Probe`]: `fold = max` and `min` fold
 /// integers within their type's range on the store, `fold = union` sets of strings or of
 /// integers within their range. Any other type folds through read and compare-and-set.
@@ -216,6 +207,8 @@ impl<T: ?Sized> Probe<T> {
 
 /// The store-level `max` and `min` of an integer type.
 pub trait IntegerProbe {
+    /// `fold = sum`.
+    fn sum_fold(&self) -> Option<crate::Fold>;
     /// `fold = max`.
     fn max_fold(&self) -> Option<crate::Fold>;
     /// `fold = min`.
@@ -223,6 +216,13 @@ pub trait IntegerProbe {
 }
 
 impl<T: IntegerFold> IntegerProbe for Probe<T> {
+    fn sum_fold(&self) -> Option<crate::Fold> {
+        Some(crate::Fold::Sum {
+            min: T::MIN,
+            max: T::MAX,
+        })
+    }
+
     fn max_fold(&self) -> Option<crate::Fold> {
         Some(crate::Fold::Max {
             min: T::MIN,
@@ -279,6 +279,11 @@ impl<S> SetProbe for Probe<std::collections::HashSet<String, S>> {
 
 /// Any other type: no store-level fold.
 pub trait OtherProbe {
+    /// `None`: `fold = sum` of a type that is not an integer, which the fold function's
+    /// bound reports (once, at the field's type).
+    fn sum_fold(&self) -> Option<crate::Fold> {
+        None
+    }
     /// `None`: `fold = max` through read and compare-and-set.
     fn max_fold(&self) -> Option<crate::Fold> {
         None

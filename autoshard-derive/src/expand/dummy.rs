@@ -79,3 +79,28 @@ pub fn entity(input: &DeriveInput, sharded: bool) -> TokenStream {
         };
     }
 }
+
+/// A placeholder for the constructor `#[autoshard::sharded]` generates (`new`, taking
+/// every field in order), for a struct that lacks the attribute; nothing for a struct
+/// without named fields.
+pub fn constructor(input: &DeriveInput) -> TokenStream {
+    let Data::Struct(data) = &input.data else {
+        return TokenStream::new();
+    };
+    if !input.generics.params.is_empty() {
+        return TokenStream::new();
+    }
+    let (ident, vis) = (&input.ident, &input.vis);
+    let params = data.fields.iter().filter_map(|f| {
+        let (name, ty) = (f.ident.as_ref()?, &f.ty);
+        Some(quote!(#name: #ty))
+    });
+    quote! {
+        #[allow(dead_code, unused_variables, clippy::too_many_arguments, clippy::new_without_default)]
+        impl #ident {
+            #vis fn new(#(#params),*) -> Self {
+                ::core::unreachable!()
+            }
+        }
+    }
+}

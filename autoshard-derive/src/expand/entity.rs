@@ -31,8 +31,13 @@ pub fn derive(input: &DeriveInput) -> TokenStream {
     check::check(&cx, &entity);
     if let Err(error) = cx.check() {
         let errors = error.into_compile_error();
-        let dummy = dummy::entity(input, entity.sharded.is_some());
-        return quote!(#errors #dummy);
+        // `#[shardable]` fields without `#[autoshard::sharded]`: stand in for what the
+        // attribute would have added (the `ShardedFields` impl, the constructor), so
+        // that the one error above is the only one.
+        let unsharded = entity.sharded.is_none() && entity.sharded_fields().next().is_some();
+        let dummy = dummy::entity(input, entity.sharded.is_some() || unsharded);
+        let constructor = unsharded.then(|| dummy::constructor(input));
+        return quote!(#errors #dummy #constructor);
     }
     expand(&entity)
 }

@@ -141,26 +141,21 @@ fn properties(props: &[Property]) -> TokenStream {
             }
             Sharding::Dynamic => quote!(::autoshard::__private::Sharding::Dynamic),
         };
-        // `sum` needs an integer type (its bound reports any other); `max`, `min` and
-        // `union` pick the store-level fold by the field's type through the probe, and
-        // have none for a type the store does not fold.
-        let store_fold = match p.builtin {
-            Some(BuiltinFold::Sum) => {
-                let ty = p.ty;
-                quote_spanned!(ty.span()=> || ::autoshard::__private::sum_fold::<#ty>())
-            }
-            Some(builtin) => {
-                let ty = p.ty;
-                let method = format_ident!("{}_fold", builtin.name());
-                quote! {
-                    || {
-                        #[allow(unused_imports)]
-                        use ::autoshard::__private::{IntegerProbe as _, OtherProbe as _, SetProbe as _};
-                        (&::autoshard::__private::Probe::<#ty>::NEW).#method()
-                    }
+        // The built-in folds pick the store-level fold by the field's type through the
+        // probe, and have none for a type the store does not fold (`sum` needs an
+        // integer type, which the bound of its fold function reports, once).
+        let store_fold = if let Some(builtin) = p.builtin {
+            let ty = p.ty;
+            let method = format_ident!("{}_fold", builtin.name());
+            quote! {
+                || {
+                    #[allow(unused_imports)]
+                    use ::autoshard::__private::{IntegerProbe as _, OtherProbe as _, SetProbe as _};
+                    (&::autoshard::__private::Probe::<#ty>::NEW).#method()
                 }
             }
-            None => quote!(::autoshard::__private::no_store_fold),
+        } else {
+            quote!(::autoshard::__private::no_store_fold)
         };
         quote! {
             ::autoshard::__private::ShardedProperty {

@@ -51,7 +51,8 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
                 Span::call_site(),
                 format_args!(
                     "`{}` has no `#[shardable]` field: mark the hot field with \
-                     `#[shardable(neutral = ...)]`, or remove `#[autoshard::sharded]`",
+                     `#[shardable(..)]` (a counter: `#[shardable(shards = 10, fold = sum)]`), \
+                     or remove `#[autoshard::sharded]`",
                     item.ident
                 ),
             );
