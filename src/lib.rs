@@ -1,6 +1,7 @@
 //! autoshard: annotation-driven sharding of hot-spot data objects in NoSQL document
-//! stores, after the AutoShard paper (WebDB 2014). The README has the tour, the limits
-//! and the benchmark figures.
+//! stores, after the AutoShard paper (WebDB 2014). The README has the tour,
+//! `docs/guide.md` the consistency model and the limits, `docs/results.md` the benchmark
+//! figures.
 //!
 //! A property that many clients update at once (a vote counter) becomes a bottleneck in a
 //! store with optimistic, per-document transactions. autoshard stores it as shard
@@ -77,7 +78,7 @@
 //! - Keyed, at-most-once updates: [`Mapper::update_once`]; many entities in one read:
 //!   [`Mapper::load_many`]; a bounded-staleness cache of loads: [`ReadCache`].
 //! - Retries and their limits: [`RetryPolicy`]; counters: [`metrics`] (and the `tracing`
-//!   spans and `metrics` feature in the README's "Observability").
+//!   spans and `metrics` feature in the guide's "Observability", `docs/guide.md`).
 //!
 //! # Constructing a sharded entity
 //! The shadow fields are hidden, so a sharded struct is built either with the generated
