@@ -24,11 +24,23 @@ impl Rng {
 /// Values of an integer type in `min..=max`: the bounds and their neighbours, around
 /// zero, and random ones.
 fn samples(min: i128, max: i128, rng: &mut Rng) -> Vec<i128> {
-    let mut values: Vec<i128> = [min, min + 1, min + 2, -2, -1, 0, 1, 2, max - 2, max - 1, max]
-        .into_iter()
-        .chain([max / 2, max / 2 + 1, min / 2, min / 2 - 1])
-        .filter(|v| (min..=max).contains(v))
-        .collect();
+    let mut values: Vec<i128> = [
+        min,
+        min + 1,
+        min + 2,
+        -2,
+        -1,
+        0,
+        1,
+        2,
+        max - 2,
+        max - 1,
+        max,
+    ]
+    .into_iter()
+    .chain([max / 2, max / 2 + 1, min / 2, min / 2 - 1])
+    .filter(|v| (min..=max).contains(v))
+    .collect();
     let span = u128::try_from(max - min).unwrap() + 1;
     for _ in 0..40 {
         let offset = (u128::from(rng.next()) << 64 | u128::from(rng.next())) % span;

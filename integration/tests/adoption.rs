@@ -10,8 +10,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::ReadCache;
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::Backend;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -243,40 +242,12 @@ async fn a_plain_type_never_reads_sharded_values(db: &Db, label: &str) {
     assert_eq!(db.load::<Question>(&7).await.unwrap().votes, 6, "{label}");
 }
 
-async fn every_case(store: Arc<dyn DocumentStore>, label: &str) {
+async fn every_case(backend: &Backend, label: &str) {
+    let store = backend.store("adoption").await;
     let db: Db = Mapper::new(store.clone());
     plain_values_are_counted_once_while_writers_move_them(&db, label).await;
     a_plain_type_never_reads_sharded_values(&db, label).await;
     an_interrupted_move_counts_the_value_once(store, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    every_case(Arc::new(MemoryStore::new()), "memory").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("adoption"));
-    let store = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    every_case(Arc::new(store), "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("adoption"));
-    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
-        .await
-        .unwrap();
-    every_case(Arc::new(store), "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    every_case(server.shared_store("adoption").await, "postgres").await;
-}
+autoshard_test_support::every_store!(every_case);

@@ -7,8 +7,7 @@
 use autoshard::entity::ShardHooks;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::Backend;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
@@ -204,40 +203,12 @@ async fn failed_batches_keep_every_change(store: Arc<dyn DocumentStore>, label: 
     assert_eq!(db.load::<Post>(&5).await.unwrap().likes, 16 * 40, "{label}");
 }
 
-async fn every_case(connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>, label: &str) {
-    every_fold_round_trips(connect("round-trip").await, label).await;
-    concurrent_likes_never_conflict(connect("concurrent").await, label).await;
-    overflow_keeps_the_change(connect("overflow").await, label).await;
-    failed_batches_keep_every_change(connect("failed").await, label).await;
-    apply_without_a_load(connect("apply").await, label).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    let connect = async |_: &str| Arc::new(MemoryStore::new()) as Arc<dyn DocumentStore>;
-    every_case(connect, "memory").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let connect = async |case: &str| {
-        let options = RedisOptions::default().namespace(namespace(case));
-        let store = RedisStore::connect_with(&server.url(), options).await;
-        Arc::new(store.unwrap()) as Arc<dyn DocumentStore>
-    };
-    every_case(connect, "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let connect = async |case: &str| {
-        let options = RedisOptions::default().namespace(namespace(case));
-        let store = RedisStore::connect_cluster_with(&cluster.urls(), options).await;
-        Arc::new(store.unwrap()) as Arc<dyn DocumentStore>
-    };
-    every_case(connect, "cluster").await;
+async fn every_case(backend: &Backend, label: &str) {
+    every_fold_round_trips(backend.store("round-trip").await, label).await;
+    concurrent_likes_never_conflict(backend.store("concurrent").await, label).await;
+    overflow_keeps_the_change(backend.store("overflow").await, label).await;
+    failed_batches_keep_every_change(backend.store("failed").await, label).await;
+    apply_without_a_load(backend.store("apply").await, label).await;
 }
 
 /// `apply` changes sharded properties without loading them, never writes into a deleted
@@ -283,9 +254,4 @@ async fn apply_without_a_load(store: Arc<dyn DocumentStore>, label: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    let connect = async |case: &str| server.shared_store(case).await;
-    every_case(connect, "postgres").await;
-}
+autoshard_test_support::every_store!(every_case);

@@ -15,8 +15,8 @@ use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::store::{Document, Fold, Version};
 use autoshard::store::{Merge, Merged, WriteId};
 use autoshard::{layout, ReadCache};
+use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -203,42 +203,13 @@ async fn merges_never_fold_into_a_value_of_another_type(db: &Db, label: &str) {
     );
 }
 
-async fn every_case(store: Arc<dyn DocumentStore>, label: &str) {
-    let db: Db = Mapper::new(store);
+async fn every_case(backend: &Backend, label: &str) {
+    let db: Db = Mapper::new(backend.store("stored").await);
     sums_are_checked_on_the_total(&db, label).await;
     merges_never_fold_into_a_value_of_another_type(&db, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    every_case(Arc::new(MemoryStore::new()), "memory").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("stored"));
-    let store = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    every_case(Arc::new(store), "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("stored"));
-    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
-        .await
-        .unwrap();
-    every_case(Arc::new(store), "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    every_case(server.shared_store("stored").await, "postgres").await;
-}
+autoshard_test_support::every_store!(every_case);
 
 /// The key and field of a `Malformed` error (anything else as a contention error, which no
 /// check here expects).

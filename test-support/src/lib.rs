@@ -11,6 +11,8 @@
 //!   document), `Counter` (dynamic shards).
 //! - [`groups`]: entity groups: `Topic`/`Reply` (8 sub-groups), `Thread`/`Post` (one).
 //! - [`board`]: `Board`, three properties with three folds (sum, max, union).
+//! - [`every_store`]: one harness that runs a suite on memory, standalone Redis, a Redis
+//!   Cluster and PostgreSQL (`every_store!`).
 //! - [`store`]: `TestStore`, the one store decorator tests configure instead of writing
 //!   their own (page order and size, torn reads, counted or forced conflicts).
 
@@ -20,6 +22,7 @@
 pub mod board;
 pub mod concurrency;
 pub mod entities;
+pub mod every_store;
 pub mod groups;
 pub mod postgres;
 pub mod redis;
