@@ -7,8 +7,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::board::Board;
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::Backend;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -185,47 +184,11 @@ async fn updates_race_delete(store: Arc<dyn DocumentStore>, label: &str) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
-    sequential(store.clone(), "memory").await;
-    updates_race_delete(store.clone(), "memory").await;
-    interrupted_delete_leaves_nothing_counted(store, "memory").await;
+async fn every_case(backend: &Backend, label: &str) {
+    let store = backend.store("life").await;
+    sequential(store.clone(), label).await;
+    updates_race_delete(store.clone(), label).await;
+    interrupted_delete_leaves_nothing_counted(store, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("life"));
-    let store: Arc<dyn DocumentStore> = Arc::new(
-        RedisStore::connect_with(&server.url(), options)
-            .await
-            .unwrap(),
-    );
-    sequential(store.clone(), "standalone").await;
-    updates_race_delete(store.clone(), "standalone").await;
-    interrupted_delete_leaves_nothing_counted(store, "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("life"));
-    let store: Arc<dyn DocumentStore> = Arc::new(
-        RedisStore::connect_cluster_with(&cluster.urls(), options)
-            .await
-            .unwrap(),
-    );
-    sequential(store.clone(), "cluster").await;
-    updates_race_delete(store.clone(), "cluster").await;
-    interrupted_delete_leaves_nothing_counted(store, "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    let store: Arc<dyn DocumentStore> = Arc::new(server.store("life").await);
-    sequential(store.clone(), "postgres").await;
-    updates_race_delete(store.clone(), "postgres").await;
-    interrupted_delete_leaves_nothing_counted(store, "postgres").await;
-}
+autoshard_test_support::every_store!(every_case);

@@ -8,8 +8,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::FaultyStore;
 use autoshard_test_support::entities::Question;
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -112,35 +111,9 @@ async fn every_load_sharing_a_failed_read_gets_its_error() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    let store = Arc::new(MemoryStore::new());
-    loads_see_every_write_completed_before_them(store, "memory").await;
+async fn every_case(backend: &Backend, label: &str) {
+    let store = backend.store("shared-reads").await;
+    loads_see_every_write_completed_before_them(store, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("shared-reads"));
-    let store = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    loads_see_every_write_completed_before_them(Arc::new(store), "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("shared-reads"));
-    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
-        .await
-        .unwrap();
-    loads_see_every_write_completed_before_them(Arc::new(store), "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    let store = server.store("shared-reads").await;
-    loads_see_every_write_completed_before_them(Arc::new(store), "postgres").await;
-}
+autoshard_test_support::every_store!(every_case);
