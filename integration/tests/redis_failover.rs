@@ -200,14 +200,17 @@ async fn a_write_no_replica_acknowledged_fails_and_is_applied_once_when_sent_aga
     // The insert waits for a replica too: let it through with one attached.
     let replica = Standalone::start();
     let port = master.server.port.to_string();
-    replica.server.cli(&["replicaof", "127.0.0.1", &port]);
-    wait_until("the replica's link", || {
-        replica
-            .server
-            .cli(&["info", "replication"])
-            .contains("master_link_status:up")
-    })
-    .await;
+    let follow = async || {
+        replica.server.cli(&["replicaof", "127.0.0.1", &port]);
+        wait_until("the replica's link", || {
+            replica
+                .server
+                .cli(&["info", "replication"])
+                .contains("master_link_status:up")
+        })
+        .await;
+    };
+    follow().await;
     db.insert(&mut Counter::new(1, 0)).await.unwrap();
     let mut counter: Counter = db.load(&1).await.unwrap();
 
@@ -227,14 +230,7 @@ async fn a_write_no_replica_acknowledged_fails_and_is_applied_once_when_sent_aga
         "{refused}"
     );
 
-    replica.server.cli(&["replicaof", "127.0.0.1", &port]);
-    wait_until("the replica's link again", || {
-        replica
-            .server
-            .cli(&["info", "replication"])
-            .contains("master_link_status:up")
-    })
-    .await;
+    follow().await;
     db.save(&mut counter).await.unwrap();
     assert_eq!(db.load::<Counter>(&1).await.unwrap().n, 1);
 }
