@@ -17,9 +17,13 @@
 //! handle of one kind).
 //!
 //! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property:
-//! `write/apply.rs` (the main document, from a small cache) → `write/save.rs` (stage the
-//! change) → `write/static_shard.rs` (pick a shard, coalesce, merge) →
-//! `write/coalesce.rs` → `write/write_ids.rs` (the write id) → the store's `merge`.
+//! `write/apply.rs` (the main document from a small cache, decoded by `codec`) →
+//! `write/save.rs` (changes in doubt sent again first, by `write/static_shard.rs` and
+//! `write/dynamic.rs`; `write/adopt.rs` only for values stored before a field was
+//! sharded; the change staged by `write/write_ids.rs`) → `write/static_shard.rs` (the
+//! property's writer) → `write/coalesce.rs` (one commit in flight per property) →
+//! `write/shard_choice.rs` (a free shard, its lane and its writer id) → the store's
+//! `merge`.
 
 // The constructor and settings, then the operations, in the order the docs of `Mapper`
 // list them (rustdoc keeps source order): the everyday ones first, then batches and keyed
