@@ -16,8 +16,8 @@
 
 use autoshard::prelude::*;
 use autoshard::{layout, Key};
+use autoshard_test_support::progress::{wait_until, Tally, WAIT_BOUND};
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,46 +41,16 @@ impl Counter {
 const WRITERS: u64 = 8;
 const VOTES: u64 = 150;
 
-/// A bound for a broken run, far above what a run needs: the waits below are for events
-/// (a failover, a save answered), not for time to pass.
-const BOUND: Duration = Duration::from_mins(3);
-
-/// Votes answered, and saves that failed, as they happen.
-#[derive(Default)]
-struct Tally {
-    cast: AtomicU64,
-    failed: AtomicU64,
-}
-
-impl Tally {
-    fn cast(&self) -> u64 {
-        self.cast.load(Ordering::SeqCst)
-    }
-
-    fn failed(&self) -> u64 {
-        self.failed.load(Ordering::SeqCst)
-    }
-}
-
 /// Saves `counter` until the store answers; a failed save keeps its change and its
 /// write id, so sending it again applies it once.
 async fn save_until_answered(db: &Mapper<RedisStore>, counter: &mut Counter, tally: &Tally) {
-    let deadline = Instant::now() + BOUND;
+    let deadline = Instant::now() + WAIT_BOUND;
     while let Err(e) = db.save(counter).await {
-        tally.failed.fetch_add(1, Ordering::SeqCst);
+        tally.fail();
         assert!(Instant::now() < deadline, "no save went through: {e}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tally.cast.fetch_add(1, Ordering::SeqCst);
-}
-
-/// Waits until `done` holds, checking every few milliseconds.
-async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + BOUND;
-    while !done() {
-        assert!(Instant::now() < deadline, "waited too long for {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    tally.ack();
 }
 
 /// Votes `WRITERS * VOTES` times while the master of shard 0 dies and its replica takes
@@ -115,7 +85,7 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
         .collect();
 
     // Under load: a quarter of the votes are in when the replica stops receiving.
-    wait_until("the writers", || tally.cast() >= WRITERS * VOTES / 4).await;
+    wait_until("the writers", || tally.acked() >= WRITERS * VOTES / 4).await;
     let main = <Counter as Entity>::key_for(&1);
     let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
     let (cluster, victim, replica) = tokio::task::spawn_blocking(move || {
@@ -128,9 +98,9 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
     .unwrap();
     // Votes go on: without waiting for replicas they are acknowledged, and those in the
     // victim's slots exist only there; waiting for a replica, they fail.
-    let (cast, failed) = (tally.cast(), tally.failed());
+    let (cast, failed) = (tally.acked(), tally.failed());
     wait_until("votes after the cut", || {
-        tally.cast() >= cast + 100 || tally.failed() >= failed + WRITERS
+        tally.acked() >= cast + 100 || tally.failed() >= failed + WRITERS
     })
     .await;
     let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
@@ -151,8 +121,8 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
     for writer in writers {
         writer.await.unwrap();
     }
-    let cast = tally.cast();
-    let deadline = Instant::now() + BOUND;
+    let cast = tally.acked();
+    let deadline = Instant::now() + WAIT_BOUND;
     let total = loop {
         match db.load::<Counter>(&1).await {
             Ok(counter) => break counter.n,

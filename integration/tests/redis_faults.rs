@@ -4,41 +4,14 @@
 use autoshard::store::{Document, DocumentStore, RedisOptions, RedisStore};
 use autoshard::{Error, Key};
 use autoshard_test_support::entities::Question;
+use autoshard_test_support::progress::{wait_until, Tally};
 use autoshard_test_support::redis::{namespace, Standalone};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn doc(n: u64) -> Document {
     [("n".to_owned(), n.into())].into()
-}
-
-/// Waits until `done` holds, checking every few milliseconds; fails the test saying `what`
-/// if it does not within a minute (a bound for a broken run, far above what any run
-/// needs: the waits below are for events, not for time to pass).
-async fn wait_until(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_mins(1);
-    while !done() {
-        assert!(Instant::now() < deadline, "waited a minute for {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// The writers' acknowledged and failed calls, counted as they happen.
-#[derive(Default)]
-struct Tally {
-    acked: AtomicU64,
-    failed: AtomicU64,
-}
-
-impl Tally {
-    fn acked(&self) -> u64 {
-        self.acked.load(Ordering::SeqCst)
-    }
-
-    fn failed(&self) -> u64 {
-        self.failed.load(Ordering::SeqCst)
-    }
 }
 
 /// A loopback port nothing listens on.
@@ -109,11 +82,11 @@ async fn killed_server_fails_calls_and_loses_nothing_acknowledged() {
                     match store.insert(&key, doc(i)).await {
                         Ok(version) => {
                             acked.push((key, i, version));
-                            tally.acked.fetch_add(1, Ordering::SeqCst);
+                            tally.ack();
                         }
                         Err(err) => {
                             errors.push(err);
-                            tally.failed.fetch_add(1, Ordering::SeqCst);
+                            tally.fail();
                             tokio::time::sleep(Duration::from_millis(20)).await;
                         }
                     }
@@ -221,11 +194,11 @@ async fn votes_saved_again_across_server_kills_count_once() {
                             "{err:?}"
                         );
                         failures += 1;
-                        tally.failed.fetch_add(1, Ordering::SeqCst);
+                        tally.fail();
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     acked += 1;
-                    tally.acked.fetch_add(1, Ordering::SeqCst);
+                    tally.ack();
                 }
                 (acked, failures)
             })

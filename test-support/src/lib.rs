@@ -13,6 +13,7 @@
 //! - [`board`]: `Board`, three properties with three folds (sum, max, union).
 //! - [`every_store`]: one harness that runs a suite on memory, standalone Redis, a Redis
 //!   Cluster and PostgreSQL (`every_store!`).
+//! - [`progress`]: writers' acknowledged and failed calls, and waits for those counts.
 //! - [`store`]: `TestStore`, the one store decorator tests configure instead of writing
 //!   their own (page order and size, torn reads, counted or forced conflicts).
 
@@ -25,6 +26,7 @@ pub mod entities;
 pub mod every_store;
 pub mod groups;
 pub mod postgres;
+pub mod progress;
 pub mod redis;
 pub mod store;
 

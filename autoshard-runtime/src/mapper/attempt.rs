@@ -52,6 +52,26 @@ impl<S: DocumentStore> Mapper<S> {
         }
     }
 
+    /// Runs attempts made by `attempt` under the retry policy until one commits (the
+    /// loop of [`Mapper::retrying`] for an operation whose attempts need nothing else
+    /// between them); `what` names the operation in logs.
+    pub(super) async fn until_committed<T, F, Fut>(
+        &self,
+        what: &'static str,
+        mut attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    {
+        let mut retrying = self.retrying(what);
+        loop {
+            if let ControlFlow::Break(value) = retrying.attempt(attempt()).await? {
+                return Ok(value);
+            }
+        }
+    }
+
     /// `get_many`, checking that the store answered one entry per key.
     pub(super) async fn get_exactly(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
         let found = self.store.get_many(keys).await?;

@@ -3,8 +3,8 @@
 //! came from. No store calls.
 
 use super::layout;
-use crate::document::{Value, Versioned};
-use crate::entity::ShardedProperty;
+use crate::document::{Document, Value, Versioned};
+use crate::entity::{Entity, ShardedProperty};
 use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
@@ -91,4 +91,22 @@ pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> 
         }
     }
     Ok(entity)
+}
+
+/// Folds `change` into the value of property `index` of `E` in the shard document `doc`
+/// at `key` (neutral when absent).
+pub(super) fn fold_value<E: Entity>(
+    key: &Key,
+    doc: &mut Document,
+    index: usize,
+    change: &Value,
+) -> Result<()> {
+    let p = &E::PROPERTIES[index];
+    let folded = match doc.get(p.stored_as) {
+        Some(stored) => E::fold_values(index, stored, change),
+        None => E::neutral_value(index).and_then(|n| E::fold_values(index, &n, change)),
+    }
+    .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
+    doc.insert(p.stored_as.to_owned(), folded);
+    Ok(())
 }

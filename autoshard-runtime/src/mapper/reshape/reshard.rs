@@ -526,13 +526,8 @@ impl<S: DocumentStore> Mapper<S> {
         };
         let p = &E::PROPERTIES[shard.index];
         if let Some(value) = retired.get(p.stored_as) {
-            let folded = match doc.get(p.stored_as) {
-                Some(stored) => E::fold_values(shard.index, stored, value),
-                None => E::neutral_value(shard.index)
-                    .and_then(|n| E::fold_values(shard.index, &n, value)),
-            }
-            .map_err(|e| Error::malformed(key, crate::mapper::codec::with_property(e, p.name)))?;
-            doc.insert(p.stored_as.to_owned(), folded);
+            // A value that does not fold is reported with the retired shard's key.
+            crate::mapper::codec::fold_value::<E>(key, &mut doc, shard.index, value)?;
         }
         self.name_moved(&mut doc, key.name(), seal.at_ms, shard.layout);
         Ok((doc, version))

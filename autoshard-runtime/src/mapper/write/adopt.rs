@@ -49,12 +49,11 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::fold_value;
 use crate::mapper::layout::{self, Adopting};
-use crate::mapper::write::save::fold_value;
 use crate::mapper::write::write_ids::check_same_entity;
 use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
-use std::ops::ControlFlow;
 
 /// A value on its way into the shards, owned.
 #[derive(Clone, Debug)]
@@ -93,20 +92,6 @@ impl<S: DocumentStore> Mapper<S> {
             state.set_adoption_pending(false);
         }
         Ok(())
-    }
-
-    /// Runs the attempts of `attempt` under the retry policy until one commits.
-    async fn until_committed<T, F, Fut>(&self, what: &'static str, mut attempt: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<Attempt<T>>>,
-    {
-        let mut retrying = self.retrying(what);
-        loop {
-            if let ControlFlow::Break(value) = retrying.attempt(attempt()).await? {
-                return Ok(value);
-            }
-        }
     }
 
     /// The main document of `entity` as stored now, with its version.

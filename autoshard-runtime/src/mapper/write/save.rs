@@ -32,8 +32,7 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::malformed;
-use crate::mapper::codec::with_property;
+use crate::mapper::codec::{fold_value, malformed};
 use crate::mapper::layout::{self, static_properties, StaticProperty};
 use crate::mapper::write::shard_choice;
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
@@ -368,22 +367,4 @@ fn fold_into<E: Entity>(
     };
     fold_value::<E>(key, &mut doc, p.index, change)?;
     Ok((doc, version))
-}
-
-/// Folds `change` into the value of property `index` of `E` in the shard document `doc`
-/// at `key` (neutral when absent).
-pub(in crate::mapper) fn fold_value<E: Entity>(
-    key: &Key,
-    doc: &mut Document,
-    index: usize,
-    change: &Value,
-) -> Result<()> {
-    let p = &E::PROPERTIES[index];
-    let folded = match doc.get(p.stored_as) {
-        Some(stored) => E::fold_values(index, stored, change),
-        None => E::neutral_value(index).and_then(|n| E::fold_values(index, &n, change)),
-    }
-    .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
-    doc.insert(p.stored_as.to_owned(), folded);
-    Ok(())
 }
