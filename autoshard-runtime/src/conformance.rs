@@ -1016,7 +1016,7 @@ const SUM_I64: Fold = Fold::SUM_I64;
 
 fn write_id(writer: &str, seq: u64) -> WriteId {
     WriteId {
-        writer: writer.to_owned(),
+        writer: writer.into(),
         seq,
         at_ms: 1_000_000 + seq,
         horizon_ms: 0,
@@ -1232,7 +1232,7 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
     let key = Key::new(fresh_kind("MergeHorizon"), "1");
     ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
     let at = |writer: &str, seq, at_ms, horizon_ms| WriteId {
-        writer: writer.to_owned(),
+        writer: writer.into(),
         seq,
         at_ms,
         horizon_ms,
@@ -1325,9 +1325,15 @@ fn random_value(rng: &mut rand::rngs::StdRng, fold: Fold) -> Value {
 /// takes (integers near the bounds of `i64` and `u64`, sets of strings with escapes and
 /// of large integers), and now and then a value of another type, stored or as the
 /// operand, the store's result equals the reference fold's ([`merge::apply`]),
-/// including which merges overflow and which are refused.
+/// including which merges overflow and which are refused. The merges come from several
+/// writers with sequence numbers out of order (a lower or equal one of a writer is
+/// already applied), and some carry a guard that holds or not: the answer, the value and
+/// the write record equal the reference's after every merge.
 pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
-    use rand::SeedableRng;
+    use rand::{RngExt, SeedableRng};
+    const WRITERS: [&str; 3] = ["w0", "w1", "w2"];
+    const SEQS: u64 = 4;
+    const GUARD: &str = "~g";
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let kind = fresh_kind("MergeReference");
@@ -1366,10 +1372,26 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
             if round % 4 != 0 {
                 start.insert("v".to_owned(), value(&mut rng));
             }
+            if round % 3 == 0 {
+                start.insert(GUARD.to_owned(), "x".into());
+            }
             ok(store.insert(&key, start.clone()).await, "insert");
             let mut expected = Some(start);
-            for seq in 1..=4 {
-                let m = Merge::new(key.clone(), "v", fold, value(&mut rng), write_id("w", seq));
+            for _ in 0..6 {
+                let writer = WRITERS[rng.random_range(0..WRITERS.len())];
+                let seq = rng.random_range(1..=SEQS);
+                let m = Merge::new(
+                    key.clone(),
+                    "v",
+                    fold,
+                    value(&mut rng),
+                    write_id(writer, seq),
+                );
+                let m = match rng.random_range(0..3) {
+                    0 => m,
+                    1 => m.only_if(GUARD, Some("x".to_owned())),
+                    _ => m.only_if(GUARD, None),
+                };
                 let want = merge::apply(expected.as_ref(), &m);
                 let got = store.merge(&m).await;
                 let context = format!("seed {seed}, {fold:?}, merge {m:?}, into {expected:?}");
@@ -1382,6 +1404,15 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
                 let found = must_get(store, &key).await.doc;
                 let expected_doc = expected.as_ref().expect("present");
                 assert_eq!(found.get("v"), expected_doc.get("v"), "{context}");
+                for writer in WRITERS {
+                    for seq in 1..=SEQS {
+                        assert_eq!(
+                            merge::applied(Some(&found), writer, seq),
+                            merge::applied(Some(expected_doc), writer, seq),
+                            "{context}: the record of {writer}.{seq}"
+                        );
+                    }
+                }
             }
         }
     }

@@ -426,13 +426,10 @@ pub(crate) struct Pending {
 /// Where and under which write id a pending change was sent.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Sent {
-    /// The writer and sequence number the shard document records once it applied it.
-    pub(crate) writer: std::sync::Arc<str>,
-    pub(crate) seq: u64,
+    /// The write id the shard document records once it applied it, fixed at the first send.
+    pub(crate) write: crate::store::WriteId,
     /// The document it was folded into (a static shard, or the new dynamic one).
     pub(crate) shard: Key,
-    /// When it was first sent, in milliseconds since the Unix epoch.
-    pub(crate) at_ms: u64,
     /// What was sent under this id when it is more than the pending change: the fold of
     /// the changes of several saves coalesced into one commit (see `mapper/write/coalesce.rs`).
     /// Sending it again sends all of it; the other saves then find it applied.

@@ -132,7 +132,7 @@ impl<S: DocumentStore> Pages<'_, S> {
 }
 
 /// Counts the attempts of one optimistic operation and decides, per the policy, whether
-/// to try again: [`Retrying::run`] runs attempts until one commits, the policy gives up
+/// to try again: [`Retrying::attempt`] runs one attempt and says whether to go on, until one commits, the policy gives up
 /// ([`Error::Contention`]) or one fails.
 pub(super) struct Retrying<'m> {
     policy: &'m RetryPolicy,

@@ -93,6 +93,53 @@ pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> 
     Ok(entity)
 }
 
+/// The folds of one entity type's sharded properties, without the type: what a writer
+/// that outlives one save (a coalesced batch) keeps of the entity.
+#[derive(Clone, Copy)]
+pub(super) struct Folds {
+    properties: &'static [ShardedProperty],
+    fold_values: fn(usize, &Value, &Value) -> std::result::Result<Value, FieldError>,
+    neutral: fn(usize) -> std::result::Result<Value, FieldError>,
+}
+
+impl Folds {
+    pub(super) fn of<E: Entity>() -> Self {
+        Folds {
+            properties: E::PROPERTIES,
+            fold_values: E::fold_values,
+            neutral: E::neutral_value,
+        }
+    }
+
+    /// The fold of two values of property `index`; an error names `key` and the property.
+    pub(super) fn fold(&self, key: &Key, index: usize, a: &Value, b: &Value) -> Result<Value> {
+        (self.fold_values)(index, a, b).map_err(|e| self.malformed(key, index, e))
+    }
+
+    /// Folds `change` into the value of property `index` in the shard document `doc` at
+    /// `key` (neutral when absent).
+    pub(super) fn fold_into(
+        &self,
+        key: &Key,
+        doc: &mut Document,
+        index: usize,
+        change: &Value,
+    ) -> Result<()> {
+        let stored_as = self.properties[index].stored_as;
+        let folded = match doc.get(stored_as) {
+            Some(stored) => (self.fold_values)(index, stored, change),
+            None => (self.neutral)(index).and_then(|n| (self.fold_values)(index, &n, change)),
+        }
+        .map_err(|e| self.malformed(key, index, e))?;
+        doc.insert(stored_as.to_owned(), folded);
+        Ok(())
+    }
+
+    fn malformed(&self, key: &Key, index: usize, e: FieldError) -> Error {
+        Error::malformed(key, with_property(e, self.properties[index].name))
+    }
+}
+
 /// Folds `change` into the value of property `index` of `E` in the shard document `doc`
 /// at `key` (neutral when absent).
 pub(super) fn fold_value<E: Entity>(
@@ -101,12 +148,5 @@ pub(super) fn fold_value<E: Entity>(
     index: usize,
     change: &Value,
 ) -> Result<()> {
-    let p = &E::PROPERTIES[index];
-    let folded = match doc.get(p.stored_as) {
-        Some(stored) => E::fold_values(index, stored, change),
-        None => E::neutral_value(index).and_then(|n| E::fold_values(index, &n, change)),
-    }
-    .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
-    doc.insert(p.stored_as.to_owned(), folded);
-    Ok(())
+    Folds::of::<E>().fold_into(key, doc, index, change)
 }

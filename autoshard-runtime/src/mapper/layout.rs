@@ -1,43 +1,13 @@
-//! Where an entity's documents live: the one owner of placement. Every operation asks
-//! here for a key or a scan instead of building one, so the document layout is decided
-//! in one place and the reserved `~` kinds below are named nowhere else.
+//! Where an entity's documents live: the one owner of placement. Every operation asks here
+//! for a key or a scan instead of building one, and the reserved `~` kinds are named nowhere
+//! else: static shards ([`static_shard`], an entity group each), the dynamic-shard group
+//! ([`dynamic_group`], [`dynamic_shard`], [`compacted`]), the shard layout recorded in the
+//! main document ([`SHARDS`]), sealed and moved shards ([`SEALED`], [`MOVED`]), keyed
+//! operations' markers ([`op_marker`]), adoption records ([`ADOPTING`], [`ADOPTED`],
+//! [`SHARDED`]) and entity-group sub-groups ([`sub_group`]).
 //!
-//! For the entity whose main document is at `main` (`{Question:42}`):
-//! - static shard `i` of property `votes`: [`static_shard`], `{Question:42/~shard:votes.i}`,
-//!   an entity group of its own, so the shards of one hot entity spread over Redis Cluster
-//!   slots. It holds that property's field only (`shard_votes`): every property spreads
-//!   its writes uniformly over its own shards, whatever the others' counts.
-//! - dynamic shards: one entity group, [`dynamic_group`] (`{Question:42/~dyn:}`), so that
-//!   compaction folds and deletes them in one atomic commit (one slot). Inside it, one
-//!   document per dynamic save ([`dynamic_shard`], `…/~d:<writer>.<seq>`, named after its
-//!   write id) and the compacted
-//!   document ([`compacted`], `…/~d:`, the empty name); [`dynamic_shards_scan`] lists
-//!   them all, the compacted document included.
-//! - the *shard layout* of a sharded entity, recorded in its main document under
-//!   [`SHARDS`] (`{"votes": {"shards": 40, "base": 10, "next": 40, "from": 10}}`, see
-//!   `ShardCount`): for each statically sharded property, the count saves fold into,
-//!   the count at insert (`base`: shards `0..base`, kept for the entity's life, where
-//!   keyed operations put their markers), one past the highest shard index ever created
-//!   (`next`: indexes are never reused) and the lowest added shard still read (`from`).
-//!   `insert` writes it from the annotation; only `Mapper::reshard` changes it. A
-//!   changed annotation changes neither: a loaded entity keeps writing where its record
-//!   says, and loads read what it lists.
-//! - a static shard retired by a shrink is *sealed* ([`SEALED`]: no write applies to it
-//!   any more), its value moved into a live shard that records the move ([`MOVED`]),
-//!   and deleted once no write sent before the seal can be sent again (`reshard`).
-//! - keyed operations (`Mapper::update_once`): a marker per operation next to the
-//!   document it changed ([`op_marker`], `{Question:42/~shard:votes.3}/~op:<name>`, or
-//!   under the dynamic group), in that document's entity group.
-//! - values a main document holds for sharded properties from before they were sharded
-//!   ([`ADOPTING`], [`ADOPTED`], see `adopt`), and the list of sharded properties
-//!   an insert records ([`SHARDED`]), so that a type reading one as a plain field is
-//!   refused ([`check_sharded`]).
-//! - entity-group sharding: sub-group `k` of a root ([`sub_group`],
-//!   `{Question:42/~group:k}`), its own entity group; a child lives under one sub-group
-//!   ([`child_candidates`] lists the `K` places a child with a given id may be).
-//!
-//! Entity kinds are Rust type names, so they never start with `~`: a derived key never
-//! equals an entity's key, and [`crate::Key`]'s encoding keeps ids from forging one.
+//! Invariant: entity kinds are Rust type names, never starting with `~`, so a derived key
+//! never equals an entity's key. The full map: `docs/design/layout.md`, "Placement".
 
 use crate::document::{Document, Value};
 use crate::entity::{Entity, ShardCount, ShardCounts, ShardedProperty, Sharding};

@@ -5,25 +5,32 @@
 //! The folders follow the path a call takes:
 //! - `read/`: `load`, batch loads and aggregates, shared reads, the read cache, and the
 //!   dynamic-shard half of loads;
-//! - `write/`: `insert` and `delete`, `save`, `update`, `apply`, keyed operations
+//! - `write/`: `insert` and `delete`, `save` and `apply`, `update`, keyed operations
 //!   (`update_once`), the static- and dynamic-shard writers, coalescing, the choice of a
-//!   shard, and pending changes with their write ids;
+//!   shard, pending changes with their write ids, and adoption;
 //! - `reshape/`: layout changes, resharding and compaction;
 //! - `group/`: the entity-group operations.
 //!
 //! Here, what they all share: `config` (the constructor and settings), `layout` (the one
-//! owner of where every document lives), `codec` (documents into entities, decode errors),
-//! `attempt` (optimistic attempts, retries, paging) and `entities` (the [`Entities`]
-//! handle of one kind).
+//! owner of where every document lives), `codec` (documents into entities, folds, decode
+//! errors), `attempt` (optimistic attempts, retries, paging), `relay` (one leader per
+//! slot, for coalesced saves and shared reads) and `entities` (the [`Entities`] handle of
+//! one kind). The arguments behind the write path, the read cache and resharding are in
+//! the repository's `docs/design/`.
 //!
-//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property:
-//! `write/apply.rs` (the main document from a small cache, decoded by `codec`) →
-//! `write/save.rs` (changes in doubt sent again first, by `write/static_shard.rs` and
-//! `write/dynamic.rs`; `write/adopt.rs` only for values stored before a field was
-//! sharded; the change staged by `write/write_ids.rs`) → `write/static_shard.rs` (the
-//! property's writer) → `write/coalesce.rs` (one commit in flight per property) →
-//! `write/shard_choice.rs` (a free shard, its lane and its writer id) → the store's
-//! `merge`.
+//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property, crosses eight
+//! files:
+//! 1. `write/save.rs`: `apply` takes the main document from its small cache (or reads
+//!    it), and `codec.rs` decodes it (`from_main`); the change runs; `save` asks
+//!    `layout.rs` for the static properties;
+//! 2. `write/static_shard.rs`: `resend_single` finds no change in doubt; `write/write_ids.rs`
+//!    stages the shadow's change as pending (`stage`);
+//! 3. `static_shard.rs`: `save_single` hands the change to `write/coalesce.rs`
+//!    (`Coalescer::submit`), which leads the property through `relay.rs` (`Relay::join`);
+//! 4. `static_shard.rs`: `send_batch` takes a shard, its lane and writer from
+//!    `write/shard_choice.rs` (`hold`), fixes the write id (`Writer::begin`, in
+//!    `write_ids.rs`) and the claims (`coalesce::take_claims`), and `merge_fixed` sends
+//!    one [`Merge`](crate::store::Merge) to the store.
 
 // The constructor and settings, then the operations, in the order the docs of `Mapper`
 // list them (rustdoc keeps source order): the everyday ones first, then batches and keyed
@@ -42,6 +49,7 @@ mod reshape;
 mod attempt;
 mod codec;
 pub(crate) mod layout;
+mod relay;
 
 pub use entities::Entities;
 pub use read::cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
@@ -157,7 +165,7 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     /// clones (see `read/shared.rs`); `None` when reads are not shared.
     reads: Option<Arc<read::shared::SharedReads>>,
     /// Main documents `apply` reuses, shared by clones (see `apply`).
-    main_cache: write::apply::MainCache,
+    main_cache: write::save::MainCache,
     /// Loaded entities reused for a bounded time (see `read/cache.rs`); `None` unless given one.
     cache: Option<ReadCache>,
 }

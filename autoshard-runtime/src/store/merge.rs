@@ -243,10 +243,14 @@ pub(crate) fn integer_value(n: i128) -> Value {
 /// The write id a merge (or a commit folding a change) carries: writer and sequence
 /// number; see the mapper's `write_ids` module for the rules that make "highest sequence
 /// number applied" stand for every earlier write of the writer.
+///
+/// The mapper fixes it once, just before the first send of a change, and the same value
+/// travels with the change until a store records it: in the entity's pending state, in
+/// every send again, and in the merge or commit that applies it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteId {
-    /// The writer's id.
-    pub writer: String,
+    /// The writer's id (shared by the writer's writes, so cloning a write id is cheap).
+    pub writer: std::sync::Arc<str>,
     /// Its sequence number, growing per writer.
     pub seq: u64,
     /// When the write was first sent, in milliseconds since the Unix epoch.

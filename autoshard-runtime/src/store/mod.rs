@@ -5,8 +5,8 @@
 //! | Store | For |
 //! |---|---|
 //! | [`MemoryStore`] | embedded, in process: tests, examples, single-process apps |
-//! | [`RedisStore`](redis::RedisStore) (feature `redis`, on by default) | Redis standalone and Redis Cluster |
-//! | [`PostgresStore`](postgres::PostgresStore) (feature `postgres`) | PostgreSQL 12 or later |
+//! | [`redis::RedisStore`] (feature `redis`, on by default) | Redis standalone and Redis Cluster |
+//! | [`postgres::PostgresStore`] (feature `postgres`) | PostgreSQL 12 or later |
 //! | `Arc<dyn DocumentStore>` | any of them, chosen at run time |
 //!
 //! Decorators add behaviour to any store: [`LatencyStore`] (a modelled round trip, for

@@ -27,7 +27,7 @@
 //!
 //! # Why commits are atomic and optimistic
 //! Every write is one call of a PL/pgSQL function that [`PostgresStore::migrate`]
-//! creates beside the table (`autoshard_commit`, `autoshard_put`, `autoshard_insert`,
+//! creates beside the table (`autoshard_commit`, `autoshard_write`,
 //! `autoshard_delete`): one prepared statement, one round trip, its own transaction.
 //! Before it writes a key, a function takes the transaction-scoped advisory lock of
 //! that key (`pg_advisory_xact_lock` on the key's 64-bit hash); `autoshard_commit`
@@ -337,6 +337,23 @@ impl PostgresStore {
         })
     }
 
+    /// Calls `autoshard_write`: writes `doc` at `key`, over a present document when
+    /// `overwrite`. The new version; `None` when the key was present and not overwritten.
+    async fn write_one(
+        &self,
+        what: &str,
+        key: &Key,
+        doc: &Document,
+        overwrite: bool,
+    ) -> Result<Option<Version>> {
+        let (encoded, parent) = (key.encode(), parent_of(key));
+        check_key(key, &encoded)?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&encoded, &parent, &key.kind(), &Json(doc), &overwrite];
+        let row = self.query_one(what, &self.sql.write, &params).await?;
+        Ok(column::<Option<i64>>(&row, 0, &encoded)?.map(version_of))
+    }
+
     /// Calls `autoshard_commit` (module docs): `0` when it committed, else the 1-based
     /// index into `reads` of an expectation that failed.
     async fn commit_documents(
@@ -392,8 +409,7 @@ struct Sql {
     merge: String,
     get: String,
     get_many: String,
-    insert: String,
-    put: String,
+    write: String,
     delete: String,
     commit: String,
     lookup: String,
@@ -414,8 +430,7 @@ impl Sql {
             ),
             get: format!("SELECT version, doc FROM {t} WHERE key = $1"),
             get_many: format!("SELECT key, version, doc FROM {t} WHERE key = ANY($1)"),
-            insert: format!("SELECT {s}.autoshard_insert($1, $2, $3, $4)"),
-            put: format!("SELECT {s}.autoshard_put($1, $2, $3, $4)"),
+            write: format!("SELECT {s}.autoshard_write($1, $2, $3, $4, $5)"),
             delete: format!("SELECT {s}.autoshard_delete($1)"),
             commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6)"),
             // Part 0: the documents by key; part i: the first page of scan i (its
@@ -554,31 +569,20 @@ impl DocumentStore for PostgresStore {
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
-        let (encoded, parent) = (key.encode(), parent_of(key));
-        check_key(key, &encoded)?;
-        let row = self
-            .query_one(
-                "insert",
-                &self.sql.insert,
-                &[&encoded, &parent, &key.kind(), &Json(&doc)],
-            )
-            .await?;
-        column::<Option<i64>>(&row, 0, &encoded)?
-            .map(version_of)
+        self.write_one("insert", key, &doc, false)
+            .await?
             .ok_or_else(|| Error::AlreadyExists { key: key.clone() })
     }
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
-        let (encoded, parent) = (key.encode(), parent_of(key));
-        check_key(key, &encoded)?;
-        let row = self
-            .query_one(
-                "put",
-                &self.sql.put,
-                &[&encoded, &parent, &key.kind(), &Json(&doc)],
-            )
-            .await?;
-        Ok(version_of(column(&row, 0, &encoded)?))
+        self.write_one("put", key, &doc, true)
+            .await?
+            .ok_or_else(|| {
+                Error::backend(
+                    format!("put on PostgreSQL at {}", self.target),
+                    "the statement answered no version",
+                )
+            })
     }
 
     async fn delete(&self, key: &Key) -> Result<bool> {
@@ -690,6 +694,7 @@ impl DocumentStore for PostgresStore {
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         let (fold, min, max) = merge.fold.script_arguments();
         let write = &merge.write;
+        let writer: &str = &write.writer;
         let (seq, at_ms, horizon_ms) = (
             write.seq.to_string(),
             write.at_ms.to_string(),
@@ -710,7 +715,7 @@ impl DocumentStore for PostgresStore {
                     &Json(&merge.operand),
                     &min,
                     &max,
-                    &write.writer,
+                    &writer,
                     &seq,
                     &at_ms,
                     &horizon_ms,

@@ -6,6 +6,9 @@
 //! Every write to a sub-group commits together with a rewrite of the sub-group's anchor,
 //! expecting the anchor version it read: the sub-group's one commit log. This module never
 //! touches property shards; children have none.
+//!
+//! - `mod.rs`: the operations (`insert_child`, `children`, `update_children`, ...).
+//! - `lookup`: which of the `K` sub-groups holds a child with a given id.
 
 mod lookup;
 

@@ -1,61 +1,12 @@
-//! The read cache: the documents of recent loads, reused for a bounded time, with this
-//! process's own confirmed writes folded in and stale refills refused (Gumball).
+//! The read cache: the documents of recent loads, reused for a bounded time `b`, with this
+//! process's own confirmed writes folded in and stale refills refused (Gumball). In
+//! process, on `moka`.
 //!
-//! # What a cached load returns
-//! A [`ReadCache`] given to a [`Mapper`](crate::mapper::Mapper) with
-//! [`Mapper::with_read_cache`](crate::mapper::Mapper::with_read_cache) keeps, per entity, the
-//! documents one read found (its *snapshot*) for at most the cache's staleness bound
-//! `b`, counted from the moment the load that read them was called. A load through the
-//! mapper (and every mapper sharing the cache) answers from a snapshot younger than `b`
-//! when there is one, else it reads the store and offers what it read as the new
-//! snapshot. What a load returns is then always:
-//! - **a state the store held no longer than `b` before the load was called**, except
-//!   for:
-//! - **the writes this cache's mappers confirmed** before the load was called, which are
-//!   always in it, and exactly once: a save (or `apply`, `update`) of a statically
-//!   sharded property returns only after its change is recorded beside the cache
-//!   (below), so a process reads its own writes, and a vote it saw confirmed never
-//!   disappears from its reads;
-//! - each sharded property is a fold of changes that were each applied once, so a count
-//!   never shows a vote twice nor one never attempted.
-//!
-//! Changes of other processes appear within `b`. Every other write of the cache's
-//! mappers (a main document rewritten by `save` or `update`, `insert`, `delete`,
-//! `reshard`, `update_once`, a dynamic shard) drops the entity's snapshot instead, so
-//! the next load reads the store.
-//!
-//! # Why a stale refill never wins
-//! A read can be overtaken: it reads the store, then (a slow task, a paused thread)
-//! offers its snapshot after a write or an invalidation happened. Following Gumball, the
-//! cache keeps, per entity, a short log: the tick (a counter of the cache) of its last
-//! invalidation and the confirmed writes of the last `b`, each with its tick. A load
-//! takes a tick when it is called, before its read starts, and:
-//! - a snapshot is refused when the entity was invalidated after that tick, when an
-//!   entry from a later tick is there already, or when it is older than `b`; a snapshot
-//!   in the cache is ignored when an invalidation came after its tick. So a refill never
-//!   replaces a newer value, and an invalidated state is never served again;
-//! - a confirmed write with a later tick than the snapshot may or may not be in it.
-//!   The shard document it went to tells: its write record (`write_ids`) holds the
-//!   write's id exactly when the snapshot read the write. A write it does not hold is
-//!   folded into the answer (the fold is commutative and associative); when the
-//!   snapshot cannot tell (the shard was not read, or a reshard moved it), the load reads
-//!   the store instead. A write with an earlier tick than the snapshot is in it.
-//!
-//! Log entries older than `b` are dropped: every snapshot they could concern is expired.
-//!
-//! A snapshot is kept folded: the value of each sharded property, with the confirmed
-//! writes it does not hold folded in when they are confirmed (or when it is filled, for
-//! writes confirmed while its read ran). A cached load decodes the main document and
-//! sets each property from there; [`Mapper::aggregates`](crate::mapper::Mapper::aggregates)
-//! only clones the value. Confirmations, fills and invalidations of the cache run under
-//! one lock, so a write is folded into a snapshot exactly once: by the confirmation
-//! when the snapshot is there, by the fill when it comes later.
-//!
-//! # Why in process
-//! The cache lives in the process, on `moka` (bounded, expiring entries). A cache shared
-//! in Redis would save little: a load from Redis is one round trip already (the MULTI of
-//! `HGETALL`s), and a shared cache needs the same guards on the server for every writer.
-//! In-process, a cached load costs no round trip at all.
+//! Invariants: a cached load returns a state the store held no longer than `b` before the
+//! load was called, plus every write this cache's mappers confirmed before it, each exactly
+//! once (the shard's write record tells whether a snapshot holds a write); a refill never
+//! replaces a newer value, and an invalidated state is never served again. What a cached
+//! load returns and why: `docs/design/read-cache.md`.
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, Sent, ShardedProperty};
@@ -66,7 +17,7 @@ use crate::mapper::layout;
 use crate::mapper::read::shared::Found;
 use crate::mapper::write::write_ids;
 use crate::mapper::Mapper;
-use crate::store::merge;
+use crate::store::WriteId;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -78,8 +29,24 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 10_000;
 
 /// A cache of loaded entities for [`Mapper::with_read_cache`](crate::mapper::Mapper::with_read_cache):
 /// loads answer from documents read at most `staleness` before, with the writes of this
-/// process folded in (see the [module docs](self) for exactly what a cached load may
-/// return). Cloning shares the cache.
+/// process folded in. Cloning shares the cache.
+///
+/// # What a cached load returns
+/// A load through a mapper with the cache (and every mapper sharing it) answers from a
+/// snapshot younger than the bound `b` (`staleness`, counted from the call of the load
+/// that read it) when there is one, else it reads the store and offers what it read as
+/// the new snapshot. What it returns is always:
+/// - a state the store held no longer than `b` before the load was called, plus
+/// - every write the cache's mappers confirmed before the load was called (a `save`,
+///   `apply` or `update` of a statically sharded property), exactly once: a process reads
+///   its own writes, and a vote it saw confirmed never disappears from its reads.
+///
+/// Changes of other processes appear within `b`. Every other write of the cache's
+/// mappers (a main document rewritten, `insert`, `delete`, `reshard`, `update_once`, a
+/// dynamic shard) drops the entity's snapshot, so the next load reads the store. A read
+/// that is overtaken (it offers its snapshot after a write or an invalidation happened)
+/// is refused: a refill never replaces a newer value. The argument, after Gumball, is in
+/// the repository's `docs/design/read-cache.md`.
 ///
 /// ```
 /// use autoshard::{Mapper, ReadCache};
@@ -161,13 +128,12 @@ impl Hit {
 }
 
 /// A confirmed write of a static shard: `value` folded into property `stored_as` of
-/// `shard` under the write id `(writer, seq)`.
+/// `shard` under the write id `write`.
 #[derive(Clone, Debug)]
 pub(in crate::mapper) struct Confirmed {
     pub(in crate::mapper) stored_as: &'static str,
     pub(in crate::mapper) shard: Key,
-    pub(in crate::mapper) writer: Arc<str>,
-    pub(in crate::mapper) seq: u64,
+    pub(in crate::mapper) write: WriteId,
     pub(in crate::mapper) value: Value,
     tick: u64,
     at: Instant,
@@ -392,6 +358,7 @@ impl ReadCache {
             return;
         };
         let trusted_until_ms = sent
+            .write
             .at_ms
             .saturating_add(u64::try_from(window.as_millis() / 2).unwrap_or(u64::MAX));
         if write_ids::now_ms() >= trusted_until_ms {
@@ -403,8 +370,7 @@ impl ReadCache {
         let confirmed = Confirmed {
             stored_as,
             shard: sent.shard.clone(),
-            writer: sent.writer.clone(),
-            seq: sent.seq,
+            write: sent.write.clone(),
             value: value.clone(),
             tick: self.tick(),
             at: Instant::now(),
@@ -538,7 +504,7 @@ pub(in crate::mapper) fn folding<'f>(
         let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
             // Read too late for the shard's record to be sure to tell (`Confirmed`).
             Some(_) if write_ids::now_ms() >= c.trusted_until_ms => return Ok(None),
-            Some((_, doc)) => merge::applied(Some(doc), &c.writer, c.seq),
+            Some((_, doc)) => write_ids::applied(Some(doc), &c.write),
             // Absent from the snapshot: created after it, unless a reshard retired it.
             None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),
             None => false,
@@ -649,14 +615,6 @@ impl Drop for Invalidate<'_> {
 }
 
 impl<S> Mapper<S> {
-    /// Records in the read cache, if any, that the write `sent` of property `stored_as`
-    /// of the entity at `main` was confirmed (its value is the change it carried).
-    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
-        if let Some(cache) = &self.cache {
-            cache.confirm(main, stored_as, sent, self.write_window);
-        }
-    }
-
     /// A guard that drops the entity's cached snapshots once the write it covers is over
     /// (see [`Invalidate`]).
     pub(in crate::mapper) fn invalidating(&self, main: &Key) -> Invalidate<'_> {

@@ -1,36 +1,12 @@
-//! The dynamic-shard half of a load (paper, section 2.2): every dynamic shard document
-//! the entity has, each value once, while compaction moves them (the layout and the
-//! writer are in `write/dynamic.rs`).
+//! The dynamic-shard half of a load (paper, section 2.2): every dynamic shard document the
+//! entity has, each value once, while compaction moves them (the writer is in
+//! `write/dynamic.rs`). A load also folds shards of a former annotation (static shards of
+//! a now dynamic property, dynamic shards of a now static one).
 //!
-//! # Loads are consistent despite compaction
-//! A load reads the dynamic shards with a scan, concurrently with the `get_many` of the
-//! main document and the static shards (no extra sequential round trip). Compaction
-//! moves values between documents, so a scan racing it could see a value twice (in a
-//! shard read early and in the compacted document read later) or not at all. It relies
-//! on two promises of the [`DocumentStore`] contract, and on no scan order:
-//! - **one page is a snapshot of its group.** When the whole scan comes back in one page
-//!   (loads ask for everything at once), the page is one atomic read of the dynamic group:
-//!   every value is in it exactly once, whatever compaction did before or after.
-//! - **versions change on every write and are never reused.** When the store splits the
-//!   scan into pages anyway, the load reads the compacted document's version *before*
-//!   the first page and again *after* the last. Every compaction rewrites the compacted
-//!   document in the same commit that deletes the shards it folded, so equal versions
-//!   mean no compaction committed in between, and every value was seen exactly once;
-//!   otherwise it scans again (bounded; then [`Error::Contention`]).
-//!
-//! # Moving between static and dynamic sharding
-//! A load folds every shard document it finds, for every sharded property it holds,
-//! whatever the current annotation says:
-//! - every load of an entity with a sharded property scans the dynamic shards (one
-//!   concurrent request, which for a static-only entity finds just its empty compacted
-//!   document), so values written while a property was dynamic survive a switch to
-//!   static;
-//! - a load of an entity with a dynamic property also scans the static shards under the
-//!   main document (concurrently), so values in shards of an old static annotation
-//!   survive a switch to dynamic. Static shards beyond the current count are left in
-//!   place (they are no longer written); compaction folds only dynamic shards, since on
-//!   a cluster a static shard is in another slot than the compacted document.
-//!
+//! Invariant: a scan in one page is a snapshot of its group; a scan in several pages
+//! checks that the compacted document's version did not change across it, else scans again
+//! (bounded; then [`Error::Contention`]). The argument: `docs/design/resharding.md`,
+//! "Loads of dynamic shards".
 
 use crate::document::Versioned;
 use crate::entity::Entity;

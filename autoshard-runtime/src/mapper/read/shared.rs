@@ -13,26 +13,18 @@
 use crate::document::Versioned;
 use crate::error::Result;
 use crate::key::Key;
-use std::collections::HashMap;
+use crate::mapper::relay::{Joined, Relay};
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tokio::sync::oneshot;
+use std::sync::Arc;
 
 /// What one read of an entity found: the keys of its static documents, what was found
 /// at each, and the shard documents found by scanning.
 pub(in crate::mapper) type Found = Arc<(Vec<Key>, Vec<Option<Versioned>>, Vec<(Key, Versioned)>)>;
 
-enum Turn {
-    /// The read answering this load.
-    Done(Result<Found>),
-    /// This load reads now, for itself and these loads.
-    Lead(Vec<oneshot::Sender<Turn>>),
-}
-
 /// The entities with a read running, and the loads waiting for the next one.
 #[derive(Debug, Default)]
 pub(in crate::mapper) struct SharedReads {
-    running: Mutex<HashMap<Slot, Vec<WaitingLoad>>>,
+    running: Relay<Slot, (), Result<Found>>,
 }
 
 /// What loads share a read of: an entity, read as one entity type (two types declared
@@ -41,19 +33,7 @@ pub(in crate::mapper) struct SharedReads {
 /// never shares a read made without them).
 pub(in crate::mapper) type Slot = (Key, &'static str, bool);
 
-struct WaitingLoad(oneshot::Sender<Turn>);
-
-impl std::fmt::Debug for WaitingLoad {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("WaitingLoad")
-    }
-}
-
 impl SharedReads {
-    fn running(&self) -> MutexGuard<'_, HashMap<Slot, Vec<WaitingLoad>>> {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// The documents of the entity at `main`, from a read (`read()`) that started after
     /// this call, shared with the loads it answers.
     pub(in crate::mapper) async fn read<F, Fut>(&self, main: &Slot, read: F) -> Result<Found>
@@ -62,112 +42,20 @@ impl SharedReads {
         Fut: Future<Output = Result<Found>>,
     {
         loop {
-            let waiting = {
-                let mut running = self.running();
-                if let Some(queue) = running.get_mut(main) {
-                    let (tell, told) = oneshot::channel();
-                    queue.push(WaitingLoad(tell));
-                    Some(told)
-                } else {
-                    running.insert(main.clone(), Vec::new());
-                    None
-                }
+            let lead = match self.running.join(main.clone(), || ()).await {
+                Joined::Lead(lead) => lead,
+                Joined::Done(found) => return found,
+                // The read this load waited for was dropped: start over.
+                Joined::Abandoned => continue,
             };
-            let followers = match waiting {
-                None => Vec::new(),
-                Some(told) => {
-                    let mut wait = Wait {
-                        reads: self,
-                        main,
-                        told: Some(told),
-                    };
-                    match wait.turn().await {
-                        Some(Turn::Done(found)) => return found,
-                        Some(Turn::Lead(followers)) => followers,
-                        // The read this load waited for was dropped: start over.
-                        None => continue,
-                    }
-                }
-            };
-            let lead = Lead { reads: self, main };
+            // The loads queued now called before this read starts: it answers them all.
+            let followers = lead.take(usize::MAX);
             let found = read().await;
             for follower in followers {
-                let _ = follower.send(Turn::Done(share(&found)));
+                // The same error for every load that shared the read, as the leader got it.
+                follower.tell(found.clone());
             }
-            drop(lead);
             return found;
         }
-    }
-
-    /// Hands the lead of `main` to the first load still waiting, with the others as its
-    /// followers, or marks the entity as read by nobody.
-    fn hand_over(&self, main: &Slot) {
-        let mut running = self.running();
-        let Some(queue) = running.get_mut(main) else {
-            return;
-        };
-        let mut waiting: Vec<_> = std::mem::take(queue)
-            .into_iter()
-            .map(|WaitingLoad(tell)| tell)
-            .filter(|tell| !tell.is_closed())
-            .collect();
-        while !waiting.is_empty() {
-            let next = waiting.remove(0);
-            match next.send(Turn::Lead(waiting)) {
-                Err(Turn::Lead(rest)) => waiting = rest,
-                Ok(()) | Err(Turn::Done(_)) => return,
-            }
-        }
-        running.remove(main);
-    }
-}
-
-fn share(found: &Result<Found>) -> Result<Found> {
-    // The same error for every load that shared the read, as the leader got it.
-    found.clone()
-}
-
-/// A waiting load; dropped early, it makes sure a lead handed to it moves on.
-struct Wait<'r> {
-    reads: &'r SharedReads,
-    main: &'r Slot,
-    told: Option<oneshot::Receiver<Turn>>,
-}
-
-impl Wait<'_> {
-    async fn turn(&mut self) -> Option<Turn> {
-        let told = self.told.as_mut()?;
-        let turn = told.await.ok();
-        self.told = None;
-        turn
-    }
-}
-
-impl Drop for Wait<'_> {
-    fn drop(&mut self) {
-        if let Some(mut told) = self.told.take() {
-            told.close();
-            if let Ok(Turn::Lead(followers)) = told.try_recv() {
-                // Give the followers back to the queue, then pass the lead on.
-                let mut running = self.reads.running();
-                if let Some(queue) = running.get_mut(self.main) {
-                    queue.extend(followers.into_iter().map(WaitingLoad));
-                }
-                drop(running);
-                self.reads.hand_over(self.main);
-            }
-        }
-    }
-}
-
-/// The lead of a read of `main`; dropped, it hands the lead on.
-struct Lead<'r> {
-    reads: &'r SharedReads,
-    main: &'r Slot,
-}
-
-impl Drop for Lead<'_> {
-    fn drop(&mut self) {
-        self.reads.hand_over(self.main);
     }
 }

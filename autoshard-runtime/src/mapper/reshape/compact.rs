@@ -1,37 +1,13 @@
 //! `compact`: folds the dynamic shard documents of one entity back into its compacted
-//! document, in bounded batches.
+//! document, in bounded batches: each round reads a page, folds it, and commits ONE
+//! transaction in the entity's dynamic-shard group that expects every version it folded,
+//! deletes the folded shards and writes the compacted document with their write ids.
 //!
-//! One round reads the compacted document by its key and, concurrently, the first page of
-//! the entity's dynamic shards (in whatever order the store lists them; the compacted
-//! document, if the page holds it too, is skipped there), folds every value read, and
-//! commits ONE transaction in the entity's dynamic-shard group: expect the compacted
-//! document at the version read (absent if it was absent) and every folded shard at its
-//! version, delete those shards, put the folded value into the compacted document. The
-//! commit checks every version it folded, so the two reads need not be one snapshot.
-//! So:
-//! - a save racing compaction writes a new key, which the round did not read and does
-//!   not delete: it is never lost;
-//! - a second compactor racing the first conflicts on a version (the shards it read are
-//!   gone or the compacted document changed) and applies nothing: nothing is counted
-//!   twice; it scans again;
-//! - a crash (or an error, or a dropped future) before the commit changes nothing, and
-//!   after it the state is complete: there is no step in between.
-//!
-//! The compacted document also records the write id of every document it folded (the
-//! highest sequence number per writer, kept for the mapper's write window), so that a
-//! save that sends one of them again finds it applied (see `write_ids`).
-//!
-//! Every value folded is decoded with the property's fold (the first one folded with the
-//! neutral value): a value that does not decode fails the round with
-//! [`Error::Malformed`] naming the document that holds it, and the round commits nothing,
-//! so a bad value is never moved into the compacted document or deleted.
-//!
-//! A shard document holding a property `E` does not know (a field removed since it was
-//! written) is left in place rather than folded without its value; the compacted
-//! document keeps such properties as they are.
-//!
-//! This module only compacts one entity; sweeping a kind is [`crate::compaction`], which
-//! builds on it (never the reverse).
+//! Invariant: a save racing compaction writes a key the round did not read, a racing
+//! compactor conflicts, a value that does not decode stops the round before anything is
+//! committed; so nothing is lost or counted twice. Sweeping a kind is
+//! [`crate::compaction`], built on this. The argument: `docs/design/resharding.md`,
+//! "Compaction".
 
 use crate::document::{Document, Value};
 use crate::entity::Entity;
@@ -43,7 +19,7 @@ use crate::mapper::codec::{malformed, with_property};
 use crate::mapper::layout;
 use crate::mapper::write::write_ids;
 use crate::mapper::Mapper;
-use crate::store::{DocumentStore, Transaction};
+use crate::store::{DocumentStore, Transaction, WriteId};
 use std::ops::ControlFlow;
 
 /// What a compaction did.
@@ -275,7 +251,13 @@ impl<S: DocumentStore> Mapper<S> {
         let now = write_ids::now_ms();
         for (key, _) in &shards {
             if let Some((writer, seq)) = write_ids::parse_dynamic_name(key.name()) {
-                write_ids::record(&mut doc, writer, seq, now, self.write_window);
+                let folded = WriteId {
+                    writer: writer.into(),
+                    seq,
+                    at_ms: now,
+                    horizon_ms: write_ids::horizon(now, self.write_window),
+                };
+                write_ids::record(&mut doc, &folded);
             }
         }
         let mut txn = Transaction::new().expect(compacted.clone(), compacted_version);

@@ -1,53 +1,12 @@
-//! `reshard`: changing the number of static shards of one stored entity online, while
-//! other writers keep writing, through its recorded layout (`ShardCount`, see `layout`),
-//! and `drain`: moving the values of the shards a shrink retired into live ones.
+//! `reshard`: the number of static shards of one stored entity, changed online while other
+//! writers write, through its recorded layout (`layout`'s `ShardCount`); and `drain`:
+//! moving the values of the shards a shrink retired into live ones (seal, move, retire,
+//! one document per step, each step continuing what is stored).
 //!
-//! # The protocol
-//! Shard indexes are never reused. A **grow** creates the new shard documents (fresh
-//! indexes from `next` on, stamped with the incarnation) and then raises `shards` and
-//! `next` in one compare-and-set of the main document. A **shrink** lowers `shards` in
-//! one compare-and-set: the added shards it leaves out (`from..lo`) are *retired*:
-//! saves stop choosing them, loads keep reading them. Then each retired shard `r` is
-//! drained, one document at a time (on a Redis Cluster every shard has its own slot, so
-//! no step spans two documents):
-//! 1. **seal** `r` (compare-and-set): record the live shard `s` its value goes to and the
-//!    time, and replace its incarnation so that no merge applies to it any more; every
-//!    compare-and-set of a static shard checks the seal too. From here `r`'s value and
-//!    write record never change.
-//! 2. **move** (compare-and-set of `s`): fold `r`'s value into `s` and name `r` in `s`'s
-//!    moved list, in one commit; a move that finds `r` named already is done. When `s`
-//!    was sealed meanwhile, `r`'s seal is pointed at another live shard first.
-//! 3. **retire** once the write window has passed since the seal (so that no change sent
-//!    to `r` before its seal can be sent again, see below): raise `from` past `r` in the
-//!    main document, then delete `r`.
-//!
-//! A crash (or an error, or a dropped future) between any two steps leaves a state the
-//! next `drain` (run by every `reshard`, or by the caller) continues from: every step
-//! reads what is stored and does only what is missing.
-//!
-//! # Why a load counts every value once
-//! A load folds the shards its layout lists, except a shard that some shard it read
-//! names as moved. Since `r`'s value is frozen by the seal before the move, and the move
-//! adds it to `s` in the same commit that names `r`, whichever order the load reads `r`
-//! and `s` in: if `s` names `r`, `s` holds all of `r`'s value and `r` is skipped; if not,
-//! `s` holds none of it and `r` is counted. A retired shard the load finds deleted
-//! means its reads straddled a retire: it reads again with the newer layout. Deletions
-//! go in index order and a move target is always a base shard (never deleted) or a
-//! shard added after `r`, so `s` outlives `r`. Moved lists keep a name for two write
-//! windows after its shard was deleted, longer than any load's reads can straddle.
-//!
-//! # Why a write is applied once
-//! A merge into a sealed shard fails its incarnation guard and changes nothing; a
-//! compare-and-set that reads a sealed shard does not write it. Either way the change
-//! goes, under the same write id, to base shard `r mod base` instead: never retired, and
-//! the same for every sender of that write id (the saves of a coalesced batch each keep
-//! the batch's write id and first shard, and any of them may send it again), so the
-//! shard's write record applies it once. The entity's pending record names that shard
-//! before it is sent. A change sent to `r` with an unknown outcome is sent again to `r`
-//! first: while `r` exists its frozen write record says whether the change is in `r`'s
-//! value (then moved, exactly once); a change that finds `r` deleted was first sent
-//! after the seal (anything sent before is older than the write window by then, and
-//! fails with `Expired` instead of being sent), so it never applied to `r`.
+//! Invariants: a load counts every value once (a shard named as moved is skipped, and a
+//! sealed shard's value is frozen before the move); a write is applied once (a sealed shard
+//! refuses it, and every sender of its write id sends it to the same base shard). The
+//! protocol and the proofs: `docs/design/resharding.md`, "Resharding".
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, ShardCount, ShardCounts};

@@ -1,47 +1,12 @@
-//! Adoption: the value a field held before it was annotated `#[shardable]` moves from
-//! the main document into the shards, while writers run.
+//! Adoption: the value a field held before it was annotated `#[shardable]` moves from the
+//! main document into the shards, while writers run, in three compare-and-set steps of one
+//! document each: announce (main document), fold (the property's adoption target, with the
+//! adoption id recorded), settle (main document).
 //!
-//! An entity stored while `votes` was a plain field keeps `"votes": 76` in its main
-//! document. Once the field is sharded, every load counts that plain value as one more
-//! shard value (`cache::values_of`), so the 76 votes are never lost; the first save of an
-//! entity loaded that way moves it into the shards, in three compare-and-set steps that
-//! each touch one document (on a Redis Cluster the main document and the shards live in
-//! different slots, so no step may span two):
-//! 1. **announce** (main document): the plain value leaves its field for an entry of
-//!    [`layout::ADOPTING`] named by a fresh adoption id: `{"<id>": {"property": "votes",
-//!    "value": 76}}`.
-//! 2. **fold** (the property's adoption target, [`layout::adoption_target`]: static shard
-//!    0, which is never retired, or the compacted dynamic shard, which compaction keeps):
-//!    the value is folded into the document's value and the id recorded under
-//!    [`layout::ADOPTED`], in one commit. A fold that finds the id recorded is done.
-//! 3. **settle** (main document): the entry leaves [`layout::ADOPTING`] for the main
-//!    document's [`layout::ADOPTED`] record.
-//!
-//! # Why every value is counted once
-//! A load counts a plain field of the main document, and an entry of `~adopting` unless a
-//! document it read records that entry's id (then the value is in that document). Each
-//! step rewrites one document atomically, so a load that reads all documents in one
-//! snapshot (memory, PostgreSQL, standalone Redis) sees the value in exactly one place.
-//! A Redis Cluster reads the main document and the shards one by one, and a load's reads
-//! may straddle a step: a document read names an id the main document does not know yet
-//! (the main document was read before step 1), or the main document names an id as
-//! settled that no document read holds (the target was read before step 2). Both are
-//! detected ([`layout::adoption_torn`]) and the load reads again; ids stay recorded for
-//! the entity's life, so the check never goes stale.
-//!
-//! # Why no write is lost or doubled meanwhile
-//! Every step is a compare-and-set of one document that reads it first and does only
-//! what is missing, so a step repeated after a conflict, an error with an unknown outcome
-//! or a dropped future changes nothing twice, and any save may continue what another
-//! left. A save that rewrites the main document carries the plain values and the records
-//! over ([`layout::carry_over`]), expecting the version it read. Shard writes do not
-//! touch the main document and fold into the shards as always. A plain update of the
-//! main document by a type that does not shard the field conflicts with step 1 or is
-//! refused after it ([`crate::Error::StillSharded`]): it never overwrites a value in
-//! flight.
-//!
-//! Tests: `integration/tests/adoption.rs` (every store, writers running meanwhile, every
-//! step interrupted).
+//! Invariants: a load counts the value in exactly one place (a torn read on a Redis Cluster
+//! is detected by [`layout::adoption_torn`] and read again); each step does only what is
+//! missing, so a repeated or interrupted step changes nothing twice. The argument:
+//! `docs/design/layout.md`, "Adoption". Tests: `tests/it/adoption.rs`.
 
 use crate::document::{Document, Value, Version};
 use crate::entity::{Entity, EntityState};

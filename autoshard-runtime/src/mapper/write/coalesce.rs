@@ -1,43 +1,21 @@
-//! Write coalescing (group commit): concurrent saves of one sharded property of one
-//! entity, in one [`Mapper`](crate::mapper::Mapper) and its clones, fold their changes into one
-//! commit while a commit for that property is in flight.
+//! Write coalescing (group commit): concurrent saves of one sharded property of one entity,
+//! in one mapper and its clones, fold their changes into one commit while a commit for that
+//! property is in flight. The first save leads and sends at once; saves that arrive
+//! meanwhile queue, and the next leader sends up to [`MAX_BATCH`] of them as one fold.
 //!
-//! The first save of a property finds nothing in flight and sends its change at once
-//! (no added latency without contention); it is the *leader*. Saves that arrive while it
-//! is in flight queue. When the leader's commit is answered, it tells its batch the
-//! outcome and hands the lead to the first queued save, which takes every change queued
-//! then (up to [`MAX_BATCH`]), folds them with the property's fold (built-in or
-//! `#[shard_fold]`: folds are associative and commutative, so one commit of the fold
-//! equals the commits of its parts), and sends that as one change.
-//!
-//! # Why nothing is lost or counted twice
-//! Each save keeps its change pending in its own entity (see `write_ids`) and shares a
-//! [`Claim`] with whoever sends it:
-//! - a leader fixes its commit's write id, shard and value (the fold of its batch) and
-//!   marks every claim of the batch *taken* with them, under the claims' locks, before
-//!   it sends anything; every attempt of that commit (a merge, or compare-and-set
-//!   attempts after conflicts) sends exactly that, so however many times it is sent, by
-//!   the leader or later by a save of the batch, the shard applies it at most once;
-//! - after a definite answer the leader marks the claims *done* (applied or not);
-//! - a save resolves its claim when it returns or when its future is dropped: done and
-//!   applied (the change leaves the entity), done and not applied (the change stays,
-//!   unsent), or still taken: in doubt, the change stays and `Sent` records the batch's
-//!   write id, shard and value, so the next save sends the batch again first;
-//! - a save dropped while still queued withdraws its claim under the claim's lock, and
-//!   a leader takes only queued claims, so a change is never sent without its save (or
-//!   its entity, when the save is gone) knowing it.
-//!
-//! A leader whose future is dropped tells its batch the outcome is unknown and hands the
-//! lead on; a queued save that is handed the lead as its future is dropped hands it on in
-//! turn, so the property never stays "in flight" with nobody sending.
+//! The [`Claim`] of each save's change lives here, whole: a leader takes queued claims
+//! ([`take_claims`]), redirects them ([`moved`]) and settles them ([`settle`]); a save
+//! resolves its own when it returns or is dropped ([`Resolve`]). The lead passes on through
+//! the mapper's `relay`. Invariant: a change is sent only while its claim is taken, so never
+//! without its save (or its entity) knowing it, and a claim in doubt keeps the batch's write
+//! id for the next save. The argument: `docs/design/exactly-once.md`, "Coalescing".
 
 use crate::document::Value;
-use crate::entity::Sent;
+use crate::entity::{Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use std::collections::{HashMap, VecDeque};
+use crate::mapper::relay::{Follower, Joined, Relay};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use tokio::sync::oneshot;
 
 /// The most changes one commit carries.
 pub(in crate::mapper) const MAX_BATCH: usize = 256;
@@ -58,30 +36,19 @@ pub(in crate::mapper) enum Claim {
 
 pub(in crate::mapper) type ClaimRef = Arc<Mutex<Claim>>;
 
-pub(in crate::mapper) fn lock(claim: &ClaimRef) -> MutexGuard<'_, Claim> {
+fn lock(claim: &ClaimRef) -> MutexGuard<'_, Claim> {
     claim.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// What a queued save is told.
-enum Turn {
-    /// The batch holding its change was answered.
-    Done(Result<()>),
-    /// It leads now: send the queue.
-    Lead,
-}
-
-struct Waiter {
-    value: Value,
-    claim: ClaimRef,
-    turn: oneshot::Sender<Turn>,
-}
+/// A queued save's change, as the relay carries it to the leader.
+type Queued = (Value, ClaimRef);
 
 /// One change in a batch: its value and claim, and how to tell its save (`None`: the
 /// leader's own).
 pub(in crate::mapper) struct Member {
-    pub(in crate::mapper) value: Value,
-    pub(in crate::mapper) claim: ClaimRef,
-    turn: Option<oneshot::Sender<Turn>>,
+    value: Value,
+    claim: ClaimRef,
+    save: Option<Follower<Queued, Result<()>>>,
 }
 
 impl Member {
@@ -90,32 +57,19 @@ impl Member {
         Member {
             value,
             claim,
-            turn: None,
+            save: None,
         }
     }
 }
 
 /// The in-flight properties of one mapper: a property (main key, property index) is in
-/// flight while it has an entry, which holds the saves queued behind the commit.
+/// flight while the relay leads it, with the saves queued behind its commit.
 #[derive(Debug, Default)]
 pub(in crate::mapper) struct Coalescer {
-    slots: Mutex<HashMap<(Key, usize), VecDeque<WaiterEntry>>>,
-}
-
-/// A queued save (a newtype so the map can derive `Debug`).
-struct WaiterEntry(Waiter);
-
-impl std::fmt::Debug for WaiterEntry {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Waiter").finish_non_exhaustive()
-    }
+    slots: Relay<(Key, usize), Queued, Result<()>>,
 }
 
 impl Coalescer {
-    fn slots(&self) -> MutexGuard<'_, HashMap<(Key, usize), VecDeque<WaiterEntry>>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Sends `value` (with `claim`) for property `slot`, alone or in a batch: `send` is
     /// called by whichever save leads, with the members of its batch, and sends their
     /// fold as one change.
@@ -130,133 +84,96 @@ impl Coalescer {
         F: FnOnce(Vec<Member>) -> Fut,
         Fut: std::future::Future<Output = (Result<()>, Vec<Member>)>,
     {
-        let queued = {
-            let mut slots = self.slots();
-            if let Some(queue) = slots.get_mut(&slot) {
-                let (turn, told) = oneshot::channel();
-                queue.push_back(WaiterEntry(Waiter {
-                    value: value.clone(),
-                    claim: claim.clone(),
-                    turn,
-                }));
-                Some(told)
-            } else {
-                slots.insert(slot.clone(), VecDeque::new());
-                None
+        let lead = match self
+            .slots
+            .join(slot, || (value.clone(), claim.clone()))
+            .await
+        {
+            Joined::Lead(lead) => lead,
+            Joined::Done(result) => return result,
+            Joined::Abandoned => {
+                return Err(Error::backend(
+                    "coalesced save",
+                    "the save sending this change's batch was dropped; its outcome is unknown",
+                ))
             }
         };
-        if let Some(told) = queued {
-            let mut waiting = Waiting {
-                coalescer: self,
-                slot: &slot,
-                told: Some(told),
-            };
-            match waiting.turn().await {
-                Some(Turn::Done(result)) => return result,
-                Some(Turn::Lead) => {}
-                None => {
-                    return Err(Error::backend(
-                        "coalesced save",
-                        "the save sending this change's batch was dropped; its outcome is unknown",
-                    ))
-                }
-            }
-        }
         // Leading: this save's change and what is queued now. If this future is dropped
-        // while sending, the batch's queued saves see their channel close (their claims
-        // say whether the batch was sent), and `lead` hands the lead on.
-        let lead = Lead {
-            coalescer: self,
-            slot: &slot,
-        };
-        let mut members = vec![Member {
-            value,
-            claim,
-            turn: None,
-        }];
-        self.take_queued(&slot, &mut members);
-        let (result, members) = send(members).await;
-        for member in members {
-            if let Some(turn) = member.turn {
-                // A save that is gone resolves its claim from the claim alone.
-                let _ = turn.send(Turn::Done(duplicate(&result)));
-            }
-        }
-        drop(lead);
-        result
-    }
-
-    /// Moves up to a batch of queued changes of `slot` into `members`.
-    fn take_queued(&self, slot: &(Key, usize), members: &mut Vec<Member>) {
-        let mut slots = self.slots();
-        let Some(queue) = slots.get_mut(slot) else {
-            return;
-        };
-        while members.len() < MAX_BATCH {
-            let Some(WaiterEntry(waiter)) = queue.pop_front() else {
-                break;
-            };
+        // while sending, the batch's queued saves learn it (their claims say whether the
+        // batch was sent), and the lead passes on.
+        let mut members = vec![Member::own(value, claim)];
+        for save in lead.take(MAX_BATCH - 1) {
+            let (value, claim) = save.payload.clone();
             members.push(Member {
-                value: waiter.value,
-                claim: waiter.claim,
-                turn: Some(waiter.turn),
+                value,
+                claim,
+                save: Some(save),
             });
         }
-    }
-
-    /// Passes the lead of `slot` to the first queued save still waiting (it leads with
-    /// its own change, which it kept), or marks the property idle when none is.
-    fn hand_over(&self, slot: &(Key, usize)) {
-        let mut slots = self.slots();
-        let Some(queue) = slots.get_mut(slot) else {
-            return;
-        };
-        while let Some(WaiterEntry(waiter)) = queue.pop_front() {
-            if waiter.turn.send(Turn::Lead).is_ok() {
-                return;
+        let (result, members) = send(members).await;
+        for member in members {
+            if let Some(save) = member.save {
+                // A save that is gone resolves its claim from the claim alone; the others
+                // get the same error as the leader (errors share the backend's error).
+                save.tell(result.clone());
             }
         }
-        slots.remove(slot);
+        result
     }
 }
 
-/// A queued save's wait; dropped early, it makes sure a lead handed to it moves on.
-struct Waiting<'c> {
-    coalescer: &'c Coalescer,
-    slot: &'c (Key, usize),
-    told: Option<oneshot::Receiver<Turn>>,
-}
-
-impl Waiting<'_> {
-    async fn turn(&mut self) -> Option<Turn> {
-        let told = self.told.as_mut()?;
-        let turn = told.await.ok();
-        self.told = None;
-        turn
+/// Takes the claims of `members` that are still queued, folds their values with `fold`,
+/// and marks them taken with the write `sent(fold)` builds, all under the claims' locks:
+/// a save dropped meanwhile either withdrew first (left out) or finds its claim taken.
+/// `None` when no member is left.
+pub(in crate::mapper) fn take_claims(
+    members: &[Member],
+    fold: impl Fn(&Value, &Value) -> Result<Value>,
+    sent: impl FnOnce(Value) -> Sent,
+) -> Result<Option<Sent>> {
+    let mut claims: Vec<_> = members.iter().map(|m| lock(&m.claim)).collect();
+    let mut folded: Option<Value> = None;
+    for (member, claim) in members.iter().zip(&claims) {
+        if !matches!(**claim, Claim::Queued) {
+            continue;
+        }
+        folded = Some(match folded {
+            None => member.value.clone(),
+            Some(acc) => fold(&acc, &member.value)?,
+        });
     }
+    let Some(folded) = folded else {
+        return Ok(None);
+    };
+    let sent = sent(folded);
+    for claim in &mut claims {
+        if matches!(**claim, Claim::Queued) {
+            **claim = Claim::Taken(sent.clone());
+        }
+    }
+    Ok(Some(sent))
 }
 
-impl Drop for Waiting<'_> {
-    fn drop(&mut self) {
-        if let Some(mut told) = self.told.take() {
-            told.close();
-            if let Ok(Turn::Lead) = told.try_recv() {
-                self.coalescer.hand_over(self.slot);
+/// Tells the claims the batch took that its write went elsewhere: `to` names the shard
+/// now (before anything is sent there).
+pub(in crate::mapper) fn moved(members: &[Member], to: &Sent) {
+    for member in members {
+        if let Claim::Taken(taken) = &mut *lock(&member.claim) {
+            if taken.write == to.write {
+                taken.shard = to.shard.clone();
             }
         }
     }
 }
 
-/// The lead of a property; dropped (also with the leader's future), it hands the lead
-/// to the next queued save.
-struct Lead<'c> {
-    coalescer: &'c Coalescer,
-    slot: &'c (Key, usize),
-}
-
-impl Drop for Lead<'_> {
-    fn drop(&mut self) {
-        self.coalescer.hand_over(self.slot);
+/// Marks the claims the batch took done after a definite answer (`applied` or not); an
+/// answer in doubt leaves them taken.
+pub(in crate::mapper) fn settle(members: &[Member], applied: bool) {
+    for member in members {
+        let mut claim = lock(&member.claim);
+        if matches!(*claim, Claim::Taken(_)) {
+            *claim = Claim::Done(applied);
+        }
     }
 }
 
@@ -265,8 +182,23 @@ pub(in crate::mapper) fn in_doubt(error: &Error) -> bool {
     matches!(error, Error::Backend { .. })
 }
 
-/// The outcome of a batch for each of its saves: the same error, as informative as the
-/// one the leader got (errors share the backend's error behind an `Arc`).
-fn duplicate(result: &Result<()>) -> Result<()> {
-    result.clone()
+/// Resolves a save's pending change from its claim when the save returns or its future
+/// is dropped.
+pub(in crate::mapper) struct Resolve<'e> {
+    pub(in crate::mapper) pending: &'e mut Pending,
+    pub(in crate::mapper) claim: ClaimRef,
+}
+
+impl Drop for Resolve<'_> {
+    fn drop(&mut self) {
+        let mut claim = lock(&self.claim);
+        match &*claim {
+            Claim::Done(true) => *self.pending = Pending::default(),
+            Claim::Done(false) | Claim::Queued | Claim::Withdrawn => self.pending.sent = None,
+            Claim::Taken(sent) => self.pending.sent = Some(sent.clone()),
+        }
+        if matches!(*claim, Claim::Queued) {
+            *claim = Claim::Withdrawn;
+        }
+    }
 }

@@ -1,21 +1,13 @@
-//! The dynamic-shard writer (paper, section 2.2): a save adds a new shard document;
-//! loads fold every shard document that exists, and compaction (`reshape/compact.rs`)
-//! folds them back into one.
+//! The dynamic-shard writer (paper, section 2.2): a save adds a new shard document, named
+//! after its write id, in the entity's one dynamic-shard group (one Redis Cluster slot);
+//! loads fold every shard document there (`read/dynamic.rs`), and compaction
+//! (`reshape/compact.rs`, scheduled by [`crate::compaction`]) folds them back into the
+//! compacted document.
 //!
-//! # Layout
-//! All dynamic shards of an entity live in ONE entity group (`layout::dynamic_group`): on
-//! Redis Cluster they share one hash tag, so one slot, and compaction is a single commit.
-//! Inside it, one document per save, named after the save's write id (`<writer>.<seq>`,
-//! unique, so no other writer contends; see `write_ids`), holding `stored_as → change` of
-//! every dynamic property with a pending change: a read of the main and compacted
-//! documents, then one commit that creates it while the main document exists and the
-//! compacted document is unchanged; and the *compacted* document
-//! (`layout::compacted`), which `insert` creates (empty for an entity whose properties
-//! are all static) and compaction folds shards into.
-//!
-//! Loads of dynamic shards, and why they stay consistent while compaction runs, are in
-//! `read/dynamic.rs`. This module does not decide when to compact; see
-//! [`crate::compaction`].
+//! Invariant: the insert of a dynamic shard expects the compacted document's version and
+//! the main document, so a change is applied once even when an old request lands after its
+//! resend was compacted. The layout: `docs/design/exactly-once.md`, "The dynamic-shard
+//! writer".
 
 use crate::document::Document;
 use crate::entity::{Entity, Pending, Sent};
@@ -45,13 +37,11 @@ impl<S: DocumentStore> Mapper<S> {
         let mut writer = self.writers.take();
         let mut retrying = self.retrying("save dynamic shard");
         loop {
-            let (id, seq) = writer.begin();
-            let key = layout::dynamic_shard(main, &write_ids::dynamic_name(&id, seq));
+            let write = writer.begin(self.write_window);
+            let key = layout::dynamic_shard(main, &write_ids::dynamic_name(&write));
             let sent = Sent {
-                writer: id,
-                seq,
+                write,
                 shard: key,
-                at_ms: write_ids::now_ms(),
                 value: None,
             };
             let attempt = self.insert_dynamic_shard(entity, main, &doc, &props, &sent);
@@ -121,11 +111,7 @@ impl<S: DocumentStore> Mapper<S> {
             <[_; 3]>::try_from(self.get_exactly(&read).await?).unwrap_or_default();
         let main_version = check_same_entity(entity, main, main_doc.as_ref())?;
         let applied = shard.is_some()
-            || write_ids::applied(
-                compacted_doc.as_ref().map(|c| &c.doc),
-                &sent.writer,
-                sent.seq,
-            );
+            || write_ids::applied(compacted_doc.as_ref().map(|c| &c.doc), &sent.write);
         if !applied {
             let mut txn = Transaction::new();
             if self.store.cross_group_transactions() {

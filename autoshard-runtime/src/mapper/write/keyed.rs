@@ -1,22 +1,10 @@
-//! `update_once`: a change the caller names (`"vote:17:42"`), applied at most once
-//! however often, and from however many processes, it is run.
+//! `update_once`: a change the caller names (`"vote:17:42"`), applied at most once however
+//! often, and from however many processes, it is run.
 //!
-//! # Why a keyed operation applies once
-//! The operation's changes go to documents fixed by its name: for a statically sharded
-//! property, shard `hash(name, property) mod N` (`layout::op_shard`); for the dynamic
-//! properties, one new shard document. Next to each, in the same entity group, it leaves
-//! a *marker* (`layout::op_marker`), and the commit that folds the change also creates the
-//! marker, expecting it absent. So every run of the operation meets the markers of the
-//! runs before it: a commit finds its marker present and writes nothing, and two runs
-//! racing conflict on the marker; the loser reads again and finds it. Where the store
-//! commits across groups all of an operation's documents commit in one transaction; on a
-//! Redis Cluster each document commits with its own marker, so a run cut short leaves
-//! some applied and the next run applies the rest.
-//!
-//! Markers stay until the entity is deleted (`delete` removes them with the shards): an
-//! operation is applied once for the life of the entity, not only within a window. They
-//! cost one small document per operation. Their names carry the entity's incarnation, so
-//! a new entity under the same id starts with no operation applied.
+//! Invariant: the commit that folds the change also creates a marker next to each document
+//! it changes (`layout::op_marker`), expecting it absent, so every run meets the markers of
+//! the runs before it. Markers stay for the entity's life and carry its incarnation. The
+//! argument: `docs/design/exactly-once.md`, "Keyed operations".
 
 use crate::document::{Document, Value};
 use crate::entity::{Entity, EntityState};

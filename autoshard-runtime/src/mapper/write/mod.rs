@@ -2,11 +2,12 @@
 //! each change applied exactly once.
 //!
 //! - `insert`: `insert` and `delete`.
-//! - `save`: `save`, which stages each sharded change and writes it.
+//! - `save`: `save`, which stages each sharded change and writes it, and `apply`, a
+//!   sharded change without reading the shards.
 //! - `update`: `update` (load, change, save).
-//! - `apply`: `apply`, a sharded change without reading the shards.
 //! - `keyed`: `update_once`, a change applied once per operation name.
-//! - `static_shard`: the static-shard writer (one property's change into one shard).
+//! - `static_shard`: the static-shard writer (one property's change into one shard), and
+//!   the one fold of a change into a static shard.
 //! - `dynamic`: the dynamic-shard writer (a new shard document per change).
 //! - `coalesce`: concurrent saves of one shard folded into one commit.
 //! - `shard_choice`: which shard a write goes to, its lane, and the writer id it sends under.
@@ -14,7 +15,6 @@
 //! - `adopt`: values stored before a field was sharded move into its shards.
 
 pub(in crate::mapper) mod adopt;
-pub(in crate::mapper) mod apply;
 pub(in crate::mapper) mod coalesce;
 pub(in crate::mapper) mod dynamic;
 pub(in crate::mapper) mod insert;

@@ -1,44 +1,35 @@
-//! `save`: the main document when it changed, and each sharded property's change folded
-//! into one uniformly random shard of that property, inside optimistic transactions
-//! (paper, section 4, "Saving", and Figure 5): one transaction for everything on a store
-//! with cross-group transactions, one per entity group (the main document, then each
-//! property's shard) on a Redis Cluster.
+//! `save` and `apply`: the main document when it changed, and each sharded property's
+//! change folded into one uniformly random shard of that property, in optimistic
+//! transactions (paper, section 4, "Saving", and Figure 5): one transaction for everything
+//! on a store with cross-group transactions, one per entity group on a Redis Cluster.
+//! `apply` saves an entity built from its main document alone (a vote that needs no
+//! count), from a small cache of main documents ([`MAIN_CACHE_CAPACITY`] entries for
+//! [`MAIN_CACHE_TTL`]).
 //!
-//! # Why a save neither loses nor doubles a change
-//! - A save first *stages* each shadow: it moves the change into the entity's pending
-//!   state ([`crate::EntityState`]), folded into what is pending already. A pending change
-//!   is dropped only after the commit that folded it was answered `Committed`; a conflict
-//!   or an error keeps it for the next save.
-//! - A retry happens only after a `Conflict`, which by the store contract applied
-//!   nothing; it then reads again, so it folds into the shard as it is now.
-//! - A commit whose answer is unknown (`Error::Backend`, or the save's future dropped
-//!   while it was in flight) may have been applied. Its pending change then carries the
-//!   write id and the shard it was sent to, and the shard records the ids it applied in
-//!   the same commit as the fold; the next save sends it again to that shard first, and
-//!   folds it only if the shard does not record it (`write_ids` explains the ids and their
-//!   window).
-//! - Each attempt reads the main document and fails with `NotFound` when it is absent.
-//!   Where the commit spans groups it also expects the main document's version, so a
-//!   delete racing the save makes it conflict instead of writing into a deleted entity.
+//! Invariant: a change leaves the entity only after the commit that folded it was answered
+//! `Committed`; a change whose commit has an unknown outcome is sent again first, under its
+//! write id, to the shard it went to, and applied only if that shard does not record it.
+//! Every attempt checks that the entity exists (a stale cached main document changes
+//! nothing stored). The argument: `docs/design/exactly-once.md`, "Saving" and "Applying".
 //!
-//! Tests: `integration/tests/exactly_once.rs` (dropped futures, replies lost at random, keyed
-//! operations), `integration/tests/multi_property.rs` (a fault at every call of a two-property save
-//! leaves neither or both), `integration/tests/lifecycle.rs`, and the concurrency tests (exact
-//! totals); on Redis, `integration/tests/redis_faults.rs` kills and restarts the server under writers.
+//! Tests: `tests/it/exactly_once.rs`, `multi_property.rs`, `lifecycle.rs`, the concurrency
+//! and fault tests.
 
-use crate::document::{Document, Value, Versioned};
+use crate::document::{Document, Versioned};
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::{fold_value, malformed};
+use crate::mapper::codec::{from_main, malformed, Folds};
 use crate::mapper::layout::{self, static_properties, StaticProperty};
 use crate::mapper::write::shard_choice;
+use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
 use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -144,9 +135,14 @@ impl<S: DocumentStore> Mapper<S> {
         for p in static_properties(entity) {
             self.resend_single(entity, &main, p).await?;
         }
-        self.resend_dynamic(entity, &main).await?;
-        // Values the main document holds from before a field was sharded.
-        self.adopt(entity, &main).await?;
+        let dynamic = layout::has_dynamic::<E>();
+        if dynamic {
+            self.resend_dynamic(entity, &main).await?;
+        }
+        if entity.state().is_some_and(EntityState::adoption_pending) {
+            // Values the main document holds from before a field was sharded.
+            self.adopt(entity, &main).await?;
+        }
         stage(entity, &main)?;
         let touched: Vec<StaticProperty> = static_properties(entity)
             .into_iter()
@@ -173,12 +169,23 @@ impl<S: DocumentStore> Mapper<S> {
                 state.set_saved_main(doc);
             }
         }
-        self.save_dynamic(entity, &main).await
+        if dynamic {
+            self.save_dynamic(entity, &main).await?;
+        }
+        Ok(())
+    }
+
+    /// Records in the read cache, if any, that the write `sent` of property `stored_as`
+    /// of the entity at `main` was confirmed (its value is the change it carried).
+    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
+        if let Some(cache) = &self.cache {
+            cache.confirm(main, stored_as, sent, self.write_window);
+        }
     }
 
     /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
     pub(in crate::mapper) fn check_window(&self, sent: &Sent) -> Result<()> {
-        let age = Duration::from_millis(write_ids::now_ms().saturating_sub(sent.at_ms));
+        let age = Duration::from_millis(write_ids::now_ms().saturating_sub(sent.write.at_ms));
         if age > self.write_window {
             return Err(Error::Expired {
                 key: sent.shard.clone(),
@@ -293,36 +300,39 @@ impl<S: DocumentStore> Mapper<S> {
             }
             return Ok(Attempt::Conflict(retired.clone()));
         }
+        let folds = Folds::of::<E>();
+        let incarnation = entity
+            .state()
+            .and_then(EntityState::incarnation)
+            .map(str::to_owned);
         let mut shards = Vec::with_capacity(props.len());
         for ((key, current), p) in keys.iter().zip(found).zip(props) {
             tracing::trace!(key = %key, version = ?current.as_ref().map(|c| c.version), "save: shard read");
             let Some(value) = pending(entity, p.index).value else {
                 continue;
             };
-            let (mut doc, version) = fold_into::<E>(key, current, *p, &value)?;
-            let incarnation = entity.state().and_then(EntityState::incarnation);
-            if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
-                // A shard created here, or stored before shards recorded incarnations.
-                doc.entry(layout::INCARNATION.to_owned())
-                    .or_insert_with(|| incarnation.into());
-            }
+            let (doc, version) = fold_into_shard(
+                &folds,
+                key,
+                current,
+                p.index,
+                &value,
+                incarnation.as_deref(),
+            )?;
             shards.push((key, (doc, version)));
         }
         // Everything that can fail before sending has; from here the writer is in doubt
         // until the store answers.
-        let (id, seq) = writer.begin();
-        let at_ms = write_ids::now_ms();
+        let write = writer.begin(self.write_window);
         for (key, (mut doc, version)) in shards {
-            write_ids::record(&mut doc, &id, seq, at_ms, self.write_window);
+            write_ids::record(&mut doc, &write);
             txn = txn.expect(key.clone(), version).put(key.clone(), doc);
         }
         let state = state_of(entity, main)?;
         for (key, p) in keys.iter().zip(props) {
             state.pending_mut(p.index).sent = Some(Sent {
-                writer: id.clone(),
-                seq,
+                write: write.clone(),
                 shard: key.clone(),
-                at_ms,
                 value: None,
             });
         }
@@ -337,10 +347,8 @@ impl<S: DocumentStore> Mapper<S> {
             match answer {
                 Commit::Committed => {
                     let sent = Sent {
-                        writer: id.clone(),
-                        seq,
+                        write: write.clone(),
                         shard: key.clone(),
-                        at_ms,
                         value: pending.value.take(),
                     };
                     self.confirmed(main, p.property.stored_as, &sent);
@@ -353,18 +361,120 @@ impl<S: DocumentStore> Mapper<S> {
     }
 }
 
-/// The shard document at `key` (as read: `current`) with `change` of `p` folded into its
-/// value, and the version to expect for it.
-fn fold_into<E: Entity>(
-    key: &Key,
-    current: Option<Versioned>,
-    p: StaticProperty,
-    change: &Value,
-) -> Result<(Document, Option<crate::Version>)> {
-    let (mut doc, version) = match current {
-        Some(current) => (current.doc, Some(current.version)),
-        None => (Document::new(), None),
-    };
-    fold_value::<E>(key, &mut doc, p.index, change)?;
-    Ok((doc, version))
+/// How many main documents a mapper keeps for [`Mapper::apply`].
+pub(in crate::mapper) const MAIN_CACHE_CAPACITY: u64 = 10_000;
+
+/// How long a main document stays in that cache.
+pub(in crate::mapper) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
+
+/// The main documents `apply` reuses, shared by a mapper's clones.
+pub(in crate::mapper) type MainCache = moka::sync::Cache<Key, Arc<Versioned>>;
+
+pub(in crate::mapper) fn main_cache() -> MainCache {
+    moka::sync::Cache::builder()
+        .max_capacity(MAIN_CACHE_CAPACITY)
+        .time_to_live(MAIN_CACHE_TTL)
+        .build()
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Applies `change` to the sharded properties of the entity with this id without
+    /// loading their values: `change` runs on the entity built from its main document,
+    /// whose sharded fields hold their neutral values (so what it reads of them is not
+    /// the aggregate) and whose other fields may be up to a second old (the mapper
+    /// reuses main documents of entities it applied to recently; the entity's existence
+    /// is still checked by the write), and the save writes only the changes of the
+    /// shadows. With a
+    /// built-in fold (`#[shardable(fold = sum)]`) that is one merge: one round trip, no
+    /// read, no conflict, coalesced with concurrent saves of the property.
+    ///
+    /// The entity must exist: [`Error::NotFound`] when it does not (nothing written). A
+    /// change to an unsharded field fails with [`Error::Invalid`] before anything is
+    /// written. An error from the store leaves the outcome unknown, as for any write
+    /// that fails ([`Error::Backend`]); to apply a change exactly once across retries,
+    /// use [`Mapper::update_once`] with an operation key.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// impl Question {
+    ///     #[shard_method]
+    ///     fn vote_up(&mut self) {
+    ///         self.votes += 1;
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Question::new(1, "Why?".into(), 41)).await?;
+    /// db.apply(&1, Question::vote_up).await?; // one merge; the count is not read
+    /// assert_eq!(db.load::<Question>(&1).await?.votes, 42);
+    /// assert!(matches!(db.apply(&2, Question::vote_up).await, Err(Error::NotFound { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[tracing::instrument(name = "autoshard.apply", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
+    pub async fn apply<E, F>(
+        &self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+        change: F,
+    ) -> Result<()>
+    where
+        E: Root,
+        F: FnOnce(&mut E),
+    {
+        let id = &id.to_owned();
+        let main = E::key_for(id);
+        let cached = self.main_cache.get(&main);
+        let from_cache = cached.is_some();
+        let stored = match cached {
+            Some(stored) => stored,
+            None => self.fetch_main(&main).await?,
+        };
+        let mut entity = from_main::<E>(id, &main, &stored)?;
+        change(&mut entity);
+        let unchanged = entity.to_document().map_err(malformed(&main))?;
+        if entity.state().and_then(|s| s.saved_main()) != Some(&unchanged) {
+            return Err(Error::Invalid(format!(
+                "`apply` to `{main}` changed an unsharded field; it changes sharded \
+                 properties only (use `update` for the others)"
+            )));
+        }
+        match self.save(&mut entity).await {
+            Err(Error::NotFound { .. }) if from_cache => {
+                // The cached document was of an entity deleted or replaced since, and
+                // nothing was written: the change goes to the entity stored now.
+                self.main_cache.invalidate(&main);
+                let stored = self.fetch_main(&main).await?;
+                let mut fresh = from_main::<E>(id, &main, &stored)?;
+                if let (Some(from), Some(to)) = (entity.state_mut(), fresh.state_mut()) {
+                    to.take_pending_from(from);
+                }
+                self.save(&mut fresh).await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Reads the main document at `main` and caches it; [`Error::NotFound`] when absent.
+    async fn fetch_main(&self, main: &Key) -> Result<Arc<Versioned>> {
+        let Some(stored) = self.store.get(main).await? else {
+            self.main_cache.invalidate(main);
+            return Err(Error::NotFound { key: main.clone() });
+        };
+        let stored = Arc::new(stored);
+        self.main_cache.insert(main.clone(), stored.clone());
+        Ok(stored)
+    }
 }

@@ -1,39 +1,28 @@
-//! The save of one statically sharded property: the change is coalesced with concurrent
-//! saves of the same property (`coalesce`), and the batch is sent as one write with a
-//! fixed write id, shard and value:
-//! - with a built-in fold (`#[shardable(fold = sum)]`) and a value the store folds
-//!   exactly, as one [`Merge`]: one round trip, no read, no conflict. The merge is
-//!   guarded by the entity's incarnation, which insert records in every static shard,
-//!   so it never lands in a deleted entity or in another incarnation under the same id;
-//! - otherwise (a `#[shard_fold]` function, a value the store does not fold, a shard
-//!   the merge did not find) by read, fold and compare-and-set on that shard, retried on
-//!   conflicts with the same write id: the commit checks the main document like every
-//!   other save, and stamps the incarnation into a shard that lacks it. A stored value
-//!   the merge refused as not of the property's type (`Unsupported`) fails there to
-//!   decode as the type: `Malformed` naming the shard, and nothing is written.
+//! The static-shard writer: the one change a save makes to one statically sharded
+//! property, coalesced with concurrent saves of it (`coalesce`), sent as one write with a
+//! write id, shard and value fixed before the first send: a guarded [`Merge`] where the
+//! property's fold is built in (one round trip, no read, no conflict), else read, fold and
+//! compare-and-set on that shard. [`fold_into_shard`] is the one fold of a change into a
+//! static shard, for every save.
 //!
-//! Fixing the write id and value before the first send is what lets any number of sends
-//! of the batch (the leader's attempts, and later a save of the batch sending it again
-//! after an unknown outcome, [`Mapper::resend_single`]) apply it at most once: the shard
-//! records the id in the same atomic step as the fold (`write_ids`). The shard changes only
-//! when a shrink sealed it (a definite "not applied"), to the base shard its index maps
-//! to, which every sender of the write id picks alike; the pending record names it
-//! before anything is sent there. So a send in doubt is always sent again to the shards
-//! that may hold it, in the same order. Every change of a static
-//! property in doubt is sent again that way, whichever save sent it first.
+//! Invariant: however many times a fixed write is sent (the leader's attempts, a later save
+//! of the batch after an unknown outcome), its shard applies it at most once; a shard a
+//! shrink sealed sends it, under the same id, to the base shard every sender picks alike.
+//! The argument: `docs/design/exactly-once.md`, "The static-shard writer".
 
-use crate::document::{Document, Value};
+use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::with_property;
+use crate::mapper::codec::Folds;
 use crate::mapper::layout::{self, StaticProperty};
 use crate::mapper::write::coalesce::{self, Claim, ClaimRef, Member};
 use crate::mapper::write::shard_choice;
 use crate::mapper::write::write_ids::{self, check_incarnation, state_of};
 use crate::mapper::Mapper;
-use crate::store::{Commit, DocumentStore, Merge, Merged, Transaction, WriteId};
+use crate::store::{Commit, DocumentStore, Merge, Merged, Transaction};
+use crate::Version;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
@@ -43,8 +32,7 @@ struct Target<'a> {
     /// The incarnation of the entity the saves wrote to (`None`: built in code).
     incarnation: Option<String>,
     p: StaticProperty,
-    fold_values: fn(usize, &Value, &Value) -> Result<Value, FieldError>,
-    neutral: fn(usize) -> Result<Value, FieldError>,
+    folds: Folds,
 }
 
 impl<'a> Target<'a> {
@@ -56,8 +44,7 @@ impl<'a> Target<'a> {
                 .and_then(EntityState::incarnation)
                 .map(str::to_owned),
             p,
-            fold_values: E::fold_values,
-            neutral: E::neutral_value,
+            folds: Folds::of::<E>(),
         }
     }
 }
@@ -77,7 +64,7 @@ impl<S: DocumentStore> Mapper<S> {
             return Ok(());
         };
         let claim: ClaimRef = Arc::new(Mutex::new(Claim::Queued));
-        let resolve = Resolve {
+        let resolve = coalesce::Resolve {
             pending,
             claim: claim.clone(),
         };
@@ -125,7 +112,7 @@ impl<S: DocumentStore> Mapper<S> {
         };
         self.send_fixed(&target, &mut sent, &mut moved).await?;
         self.confirmed(main, p.property.stored_as, &sent);
-        tracing::debug!(key = %sent.shard, seq = sent.seq, "save: change sent before is stored");
+        tracing::debug!(key = %sent.shard, seq = sent.write.seq, "save: change sent before is stored");
         *state_of(entity, main)?.pending_mut(p.index) = Pending::default();
         Ok(())
     }
@@ -144,12 +131,11 @@ impl<S: DocumentStore> Mapper<S> {
         let (keys, mut held) =
             shard_choice::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
         let writer = held.writer();
-        let (id, seq) = writer.begin();
-        let taken = take_claims(target, &members, |value| Sent {
-            writer: id.clone(),
-            seq,
+        let write = writer.begin(self.write_window);
+        let fold = |a: &Value, b: &Value| target.folds.fold(target.main, p.index, a, b);
+        let taken = coalesce::take_claims(&members, fold, |value| Sent {
+            write,
             shard: keys[0].clone(),
-            at_ms: write_ids::now_ms(),
             value: Some(value),
         });
         let mut sent = match taken {
@@ -163,15 +149,7 @@ impl<S: DocumentStore> Mapper<S> {
                 return (Err(e), members);
             }
         };
-        let mut moved = |to: &Sent| {
-            for member in &members {
-                if let Claim::Taken(taken) = &mut *coalesce::lock(&member.claim) {
-                    if taken.writer == to.writer && taken.seq == to.seq {
-                        taken.shard = to.shard.clone();
-                    }
-                }
-            }
-        };
+        let mut moved = |to: &Sent| coalesce::moved(&members, to);
         let result = self.send_fixed(target, &mut sent, &mut moved).await;
         if result.is_ok() {
             self.confirmed(target.main, p.property.stored_as, &sent);
@@ -183,12 +161,7 @@ impl<S: DocumentStore> Mapper<S> {
         };
         if let Some(applied) = done {
             writer.settle();
-            for member in &members {
-                let mut claim = coalesce::lock(&member.claim);
-                if matches!(*claim, Claim::Taken(_)) {
-                    *claim = Claim::Done(applied);
-                }
-            }
+            coalesce::settle(&members, applied);
         }
         (result, members)
     }
@@ -243,19 +216,13 @@ impl<S: DocumentStore> Mapper<S> {
         let Some(incarnation) = &target.incarnation else {
             return Ok(false);
         };
-        let write = WriteId {
-            writer: sent.writer.to_string(),
-            seq: sent.seq,
-            at_ms: sent.at_ms,
-            horizon_ms: write_ids::horizon(sent.at_ms, self.write_window),
-        };
         let expected = (!incarnation.is_empty()).then(|| incarnation.clone());
         let merge = Merge::new(
             sent.shard.clone(),
             p.property.stored_as,
             fold,
             value.clone(),
-            write,
+            sent.write.clone(),
         )
         .only_if(layout::INCARNATION, expected);
         self.metrics.attempt(false);
@@ -289,7 +256,7 @@ impl<S: DocumentStore> Mapper<S> {
             target.main,
             main_doc.as_ref(),
         )?;
-        if write_ids::applied(shard.as_ref().map(|s| &s.doc), &sent.writer, sent.seq) {
+        if write_ids::applied(shard.as_ref().map(|s| &s.doc), &sent.write) {
             return Ok(Attempt::Committed(None));
         }
         let p = target.p;
@@ -313,32 +280,15 @@ impl<S: DocumentStore> Mapper<S> {
                 })?;
             return Ok(Attempt::Committed(Some(heir)));
         }
-        let (mut doc, version) = match shard {
-            Some(shard) => (shard.doc, Some(shard.version)),
-            None => (Document::new(), None),
-        };
-        let stored_as = p.property.stored_as;
-        let malformed =
-            |e: FieldError| Error::malformed(&sent.shard, with_property(e, p.property.name));
-        let folded = match doc.get(stored_as) {
-            Some(stored) => (target.fold_values)(p.index, stored, value),
-            None => {
-                (target.neutral)(p.index).and_then(|n| (target.fold_values)(p.index, &n, value))
-            }
-        }
-        .map_err(malformed)?;
-        doc.insert(stored_as.to_owned(), folded);
-        if let Some(incarnation) = target.incarnation.as_deref().filter(|i| !i.is_empty()) {
-            doc.entry(layout::INCARNATION.to_owned())
-                .or_insert_with(|| incarnation.into());
-        }
-        write_ids::record(
-            &mut doc,
-            &sent.writer,
-            sent.seq,
-            sent.at_ms,
-            self.write_window,
-        );
+        let (mut doc, version) = fold_into_shard(
+            &target.folds,
+            &sent.shard,
+            shard,
+            p.index,
+            value,
+            target.incarnation.as_deref(),
+        )?;
+        write_ids::record(&mut doc, &sent.write);
         let mut txn = Transaction::new();
         if self.store.cross_group_transactions() {
             txn = txn.expect(target.main.clone(), Some(main_version));
@@ -353,59 +303,27 @@ impl<S: DocumentStore> Mapper<S> {
     }
 }
 
-/// Takes the claims of `members` that are still queued, folds their values, and marks
-/// them taken with the write `sent(fold)` builds, all under the claims' locks: a save
-/// dropped meanwhile either withdrew first (left out) or finds its claim taken. `None`
-/// when no member is left.
-fn take_claims(
-    target: &Target<'_>,
-    members: &[Member],
-    sent: impl FnOnce(Value) -> Sent,
-) -> Result<Option<Sent>> {
-    let mut claims: Vec<_> = members.iter().map(|m| coalesce::lock(&m.claim)).collect();
-    let mut folded: Option<Value> = None;
-    for (member, claim) in members.iter().zip(&claims) {
-        if !matches!(**claim, Claim::Queued) {
-            continue;
-        }
-        folded = Some(match folded {
-            None => member.value.clone(),
-            Some(acc) => {
-                (target.fold_values)(target.p.index, &acc, &member.value).map_err(|e| {
-                    Error::malformed(target.main, with_property(e, target.p.property.name))
-                })?
-            }
-        });
-    }
-    let Some(folded) = folded else {
-        return Ok(None);
+/// The shard document at `key` (as read: `current`) with `change` of property `index`
+/// folded into its value and, when it lacks one, the entity's `incarnation` stamped in (a
+/// shard created here, or stored before shards recorded incarnations); and the version
+/// to expect for it. The one fold of a change into a static shard, for every save; the
+/// caller records the write id once it has one.
+pub(in crate::mapper) fn fold_into_shard(
+    folds: &Folds,
+    key: &Key,
+    current: Option<Versioned>,
+    index: usize,
+    change: &Value,
+    incarnation: Option<&str>,
+) -> Result<(Document, Option<Version>)> {
+    let (mut doc, version) = match current {
+        Some(current) => (current.doc, Some(current.version)),
+        None => (Document::new(), None),
     };
-    let sent = sent(folded);
-    for claim in &mut claims {
-        if matches!(**claim, Claim::Queued) {
-            **claim = Claim::Taken(sent.clone());
-        }
+    folds.fold_into(key, &mut doc, index, change)?;
+    if let Some(incarnation) = incarnation.filter(|i| !i.is_empty()) {
+        doc.entry(layout::INCARNATION.to_owned())
+            .or_insert_with(|| incarnation.into());
     }
-    Ok(Some(sent))
-}
-
-/// Resolves a save's pending change from its claim when the save returns or its future
-/// is dropped (see `coalesce`).
-struct Resolve<'e> {
-    pending: &'e mut Pending,
-    claim: ClaimRef,
-}
-
-impl Drop for Resolve<'_> {
-    fn drop(&mut self) {
-        let mut claim = coalesce::lock(&self.claim);
-        match &*claim {
-            Claim::Done(true) => *self.pending = Pending::default(),
-            Claim::Done(false) | Claim::Queued | Claim::Withdrawn => self.pending.sent = None,
-            Claim::Taken(sent) => self.pending.sent = Some(sent.clone()),
-        }
-        if matches!(*claim, Claim::Queued) {
-            *claim = Claim::Withdrawn;
-        }
-    }
+    Ok((doc, version))
 }

@@ -1,51 +1,17 @@
-//! Pending changes and write ids: why a change that is sent again is applied at most
-//! once.
+//! Pending changes and write ids: why a change sent again is applied at most once.
 //!
-//! A save takes each change out of its shadow into the entity's pending state
-//! ([`crate::EntityState`]) and sends it under a *write id* `(writer, seq)`. Just before
-//! the commit is sent, the pending change records the write id and the document it goes
-//! to; the record is cleared only when the store answers. So after an error
-//! (`Error::Backend`: a lost reply, a dead server) or a dropped future, the entity still
-//! knows what it sent, where, and under which id, and the next save sends exactly that
-//! again, to that document, before anything new.
+//! A save moves each change from its shadow into the entity's pending state and sends it
+//! under one [`WriteId`] fixed just before the first send ([`Writer::begin`]); the pending
+//! change keeps that id and the document it went to until the store answers. A document
+//! records the ids it applied in the same commit as the fold (`~w` of a static shard or the
+//! compacted document; a dynamic shard is named after its id), so a resend finds its change
+//! applied or applies it.
 //!
-//! The store applies a write id at most once because the record of applied ids lives in
-//! the document the change folds into, written in the same commit as the fold:
-//! - a **static shard** keeps, in its reserved property `~w`, the highest sequence number
-//!   it applied from each writer (with the time it did), so a resend first reads the
-//!   shard: if it records `seq` or later for the writer, the change is already in, and
-//!   nothing is written; otherwise it folds the change and records it, in one commit
-//!   that expects the version read;
-//! - a **dynamic shard** is named after its write id (`<writer>.<seq>`), and compaction
-//!   folds the highest sequence number of each writer it folded into the compacted
-//!   document's `~w`; a resend finds the change applied when the named document exists
-//!   or the compacted record covers it. Every dynamic insert also expects the compacted
-//!   document's version, so an old request that reaches the store after its change was
-//!   resent and compacted conflicts instead of adding it again.
-//!
-//! "Highest sequence number" stands for "every write of this writer up to it" because
-//! of two rules of [`Writer`]:
-//! 1. a writer is used by one save at a time (a shard lane's writer while the lane is
-//!    held, or a writer taken out of the mapper's [`Pool`]), and its sequence numbers
-//!    grow, so its writes to any one document are sent one after the other;
-//! 2. a writer whose last commit has an unknown outcome is *in doubt* and never sends
-//!    again: its next write takes a fresh writer id. So no later write of that writer can
-//!    land in a document after a write that is still unresolved.
-//!
-//! Optimistic commits do the rest: every write expects the versions it read, so a late
-//! request with an old version conflicts and applies nothing.
-//!
-//! # The window
-//! Records are kept for [`DEFAULT_WRITE_WINDOW`] (10 minutes, like `DynamoDB`'s client
-//! tokens; [`Mapper::with_write_window`](crate::mapper::Mapper::with_write_window) changes it):
-//! every write to a document drops the entries of writers that have not written to it
-//! for longer. A pending change first sent longer ago than the window is not sent again
-//! blindly: the save fails with [`Error::Expired`](crate::Error::Expired) and keeps it.
-//! Clocks of the processes sharing a store are assumed to agree to well within the window.
-//!
-//! Space: one entry per writer that wrote to a document within the window. With shard
-//! lanes, one process writes a given shard under one writer (the lane's), so a shard
-//! holds about one entry per process, plus one per unresolved failure.
+//! Invariants (the rules of [`Writer`]): one save at a time uses a writer, its sequence
+//! numbers grow, and a writer in doubt never sends again. Records are kept for the write
+//! window ([`DEFAULT_WRITE_WINDOW`]); a change first sent longer ago fails with
+//! [`crate::Error::Expired`]. The argument, the window and the space it
+//! takes: `docs/design/exactly-once.md`, "Pending changes and write ids".
 
 use crate::document::Document;
 use crate::entity::{Entity, EntityState, Pending};
@@ -53,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::codec::with_property;
 use crate::mapper::layout::{self, has_change};
+use crate::store::WriteId;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -81,15 +48,22 @@ impl Writer {
         }
     }
 
-    /// The write id of a commit about to be sent. The writer is in doubt until
-    /// [`Writer::settle`]; a writer still in doubt takes a fresh id first.
-    pub(in crate::mapper) fn begin(&mut self) -> (Arc<str>, u64) {
+    /// The write id of a commit about to be sent now, whose record documents keep for
+    /// `window`. The writer is in doubt until [`Writer::settle`]; a writer still in doubt
+    /// takes a fresh id first.
+    pub(in crate::mapper) fn begin(&mut self, window: Duration) -> WriteId {
         if self.in_doubt {
             *self = Writer::new();
         }
         self.last_seq += 1;
         self.in_doubt = true;
-        (self.id.clone(), self.last_seq)
+        let at_ms = now_ms();
+        WriteId {
+            writer: self.id.clone(),
+            seq: self.last_seq,
+            at_ms,
+            horizon_ms: horizon(at_ms, window),
+        }
     }
 
     /// The store answered the commit begun last (committed or conflict).
@@ -164,28 +138,25 @@ pub(in crate::mapper) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-pub(in crate::mapper) use crate::store::merge::applied;
+/// Whether `doc` records `write` (or a later write of its writer) as applied.
+pub(in crate::mapper) fn applied(doc: Option<&Document>, write: &WriteId) -> bool {
+    crate::store::merge::applied(doc, &write.writer, write.seq)
+}
 
 /// The oldest time (ms) a record written at `now` keeps for a window of `window`.
 pub(in crate::mapper) fn horizon(now: u64, window: Duration) -> u64 {
     now.saturating_sub(u64::try_from(window.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// Records `(writer, seq)` in `doc` (keeping the higher sequence number if one is there)
-/// and drops the entries older than `window`.
-pub(in crate::mapper) fn record(
-    doc: &mut Document,
-    writer: &str,
-    seq: u64,
-    now: u64,
-    window: Duration,
-) {
-    crate::store::merge::record(doc, writer, seq, now, horizon(now, window));
+/// Records `write` in `doc` (keeping the higher sequence number if one is there) and
+/// drops the entries older than its horizon.
+pub(in crate::mapper) fn record(doc: &mut Document, write: &WriteId) {
+    crate::store::merge::record(doc, &write.writer, write.seq, write.at_ms, write.horizon_ms);
 }
 
-/// The name of the dynamic shard document written under `(writer, seq)`.
-pub(in crate::mapper) fn dynamic_name(writer: &str, seq: u64) -> String {
-    format!("{writer}.{seq}")
+/// The name of the dynamic shard document written under `write`.
+pub(in crate::mapper) fn dynamic_name(write: &WriteId) -> String {
+    format!("{}.{}", write.writer, write.seq)
 }
 
 /// The write id of a dynamic shard document named by [`dynamic_name`].
@@ -282,19 +253,26 @@ mod tests {
 
     #[test]
     fn a_writer_in_doubt_takes_a_fresh_id() {
+        let window = DEFAULT_WRITE_WINDOW;
         let mut writer = Writer::new();
-        let (first, one) = writer.begin();
+        let first = writer.begin(window);
         writer.settle();
-        let (same, two) = writer.begin();
-        assert_eq!((first.clone(), one, two), (same, 1, 2));
-        let (fresh, seq) = writer.begin();
-        assert_ne!(fresh, first);
-        assert_eq!(seq, 1);
+        let same = writer.begin(window);
+        assert_eq!((&first.writer, first.seq, same.seq), (&same.writer, 1, 2));
+        let fresh = writer.begin(window);
+        assert_ne!(fresh.writer, first.writer);
+        assert_eq!(fresh.seq, 1);
     }
 
     #[test]
     fn dynamic_names_carry_their_write_id() {
-        let name = dynamic_name("0af3", 17);
+        let write = WriteId {
+            writer: "0af3".into(),
+            seq: 17,
+            at_ms: 0,
+            horizon_ms: 0,
+        };
+        let name = dynamic_name(&write);
         assert_eq!(parse_dynamic_name(&name), Some(("0af3", 17)));
         assert_eq!(parse_dynamic_name("not-a-write-id"), None);
     }

@@ -25,7 +25,7 @@ BEGIN
         SELECT p.proname, obj_description(p.oid, 'pg_proc')
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = '{schema}'
-          AND p.proname IN ('autoshard_put', 'autoshard_insert', 'autoshard_delete',
+          AND p.proname IN ('autoshard_write', 'autoshard_delete',
                             'autoshard_commit', 'autoshard_in_range', 'autoshard_merge')
     LOOP
         IF found.note IS DISTINCT FROM 'autoshard store object' THEN
@@ -47,26 +47,26 @@ CREATE INDEX IF NOT EXISTS autoshard_documents_scan
 COMMENT ON INDEX "{schema}".autoshard_documents_scan IS 'autoshard store object';
 CREATE SEQUENCE IF NOT EXISTS "{schema}".autoshard_versions;
 COMMENT ON SEQUENCE "{schema}".autoshard_versions IS 'autoshard store object';
-CREATE OR REPLACE FUNCTION "{schema}".autoshard_put(k text, p text, n text, d jsonb)
+-- Writes document `d` at key `k` (parent `p`, kind `n`): over a present one when
+-- `overwrite`, else only when absent. The new version, or NULL when `k` was present and
+-- not overwritten.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_write(k text, p text, n text, d jsonb,
+    overwrite boolean)
 RETURNS bigint LANGUAGE plpgsql AS $f$
 DECLARE v bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
-    INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
-    VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
-    ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc
-    RETURNING version INTO v;
-    RETURN v;
-END $f$;
-CREATE OR REPLACE FUNCTION "{schema}".autoshard_insert(k text, p text, n text, d jsonb)
-RETURNS bigint LANGUAGE plpgsql AS $f$
-DECLARE v bigint;
-BEGIN
-    PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
-    INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
-    VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
-    ON CONFLICT (key) DO NOTHING
-    RETURNING version INTO v;
+    IF overwrite THEN
+        INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
+        VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
+        ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc
+        RETURNING version INTO v;
+    ELSE
+        INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
+        VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
+        ON CONFLICT (key) DO NOTHING
+        RETURNING version INTO v;
+    END IF;
     RETURN v;
 END $f$;
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_delete(k text)
@@ -235,8 +235,8 @@ BEGIN
     WHERE key = k;
     RETURN 'applied';
 END $f$;
-COMMENT ON FUNCTION "{schema}".autoshard_put(text, text, text, jsonb) IS 'autoshard store object';
-COMMENT ON FUNCTION "{schema}".autoshard_insert(text, text, text, jsonb) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_write(text, text, text, jsonb, boolean)
+    IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[])
     IS 'autoshard store object';

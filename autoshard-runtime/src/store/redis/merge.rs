@@ -32,7 +32,7 @@ impl RedisStore {
             .arg(encode(&merge.operand)?)
             .arg(min)
             .arg(max)
-            .arg(&merge.write.writer)
+            .arg(&*merge.write.writer)
             .arg(merge.write.seq)
             .arg(merge.write.at_ms)
             .arg(merge.write.horizon_ms)
