@@ -1,8 +1,10 @@
 //! Measurement, not a check: the conflict rate of the naive entity versus the 10-shard
 //! one under the same concurrent workload on a store with a modelled commit latency.
-//! Run with `cargo test -p autoshard-runtime --test contention -- --ignored --nocapture`.
+//! Run with `cargo bench -p autoshard-integration --bench contention` (about a minute).
 
-use autoshard_runtime::{Error, LatencyStore, Mapper, MemoryStore, MetricsSnapshot, RetryPolicy};
+use autoshard::metrics::MetricsSnapshot;
+use autoshard::store::{LatencyStore, MemoryStore};
+use autoshard::{Error, Mapper, RetryPolicy};
 use autoshard_test_support::entities::{NaiveQuestion, Question};
 use std::time::{Duration, Instant};
 
@@ -68,9 +70,8 @@ async fn run(sharded: bool, policy: RetryPolicy) -> (MetricsSnapshot, i64, usize
     (db.metrics().snapshot(), total, saved, elapsed)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "measurement; prints a table, takes about a minute"]
-async fn naive_versus_sharded_conflict_rates() {
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
     println!(
         "{TASKS} tasks x {VOTES_PER_TASK} votes (update per vote), commit latency {COMMIT_LATENCY:?} per entity group"
     );

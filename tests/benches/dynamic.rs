@@ -1,5 +1,5 @@
-//! Measurement, not a test (ignored; it asserts nothing about speed), on a standalone
-//! Redis started here:
+//! Measurement, not a test (it asserts nothing about speed), on a standalone Redis started
+//! here:
 //! 1. save throughput of 64 concurrent tasks for a few seconds: a dynamic property (one
 //!    insert per save) versus a 10-shard static property (read a random shard, commit,
 //!    retry on conflict); each task saves one loaded entity over and over. Then the same
@@ -8,7 +8,7 @@
 //!    compacting them, and how long the compaction took.
 //!
 //! ```sh
-//! cargo test --release --test dynamic_bench -- --ignored --nocapture
+//! cargo bench -p autoshard-integration --bench dynamic
 //! ```
 
 use autoshard::compaction::Compactor;
@@ -91,9 +91,8 @@ async fn load_latency(
     (times.iter().sum::<f64>() / n as f64, times[n / 2])
 }
 
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "measurement; run in release with --ignored --nocapture"]
-async fn dynamic_vs_static_on_redis() {
+#[tokio::main]
+async fn main() {
     let server = Standalone::start();
     let url = server.url();
     let patient =

@@ -1,0 +1,32 @@
+//! autoshard's integration tests, one binary with a module per feature (as cargo's own
+//! `tests/testsuite/main.rs`): every store (memory, standalone Redis, a Redis Cluster,
+//! PostgreSQL), faults, concurrency. Each test starts the servers it needs
+//! (`autoshard-test-support`) on free loopback ports and stops them afterwards.
+//!
+//! ```sh
+//! ./scripts/test                                # the whole workspace, servers found or installed
+//! cargo test -p autoshard-integration --test it exactly_once::   # one module
+//! ```
+
+mod adaptive;
+mod adoption;
+mod builtin_folds;
+mod dynamic_sharding;
+mod entity_groups;
+mod exactly_once;
+mod lifecycle;
+mod mapper;
+mod multi_property;
+mod observability;
+mod postgres_store;
+mod read_cache;
+mod redis_concurrency;
+mod redis_conformance;
+mod redis_failover;
+mod redis_faults;
+mod redis_store;
+mod resharding;
+mod sharded_entity;
+mod shared_reads;
+mod store_contract;
+mod stored_values;
