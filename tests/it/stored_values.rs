@@ -339,7 +339,8 @@ async fn postgres_never_touches_the_applications_objects() {
     client
         .batch_execute(
             "CREATE SCHEMA taken;
-             CREATE FUNCTION taken.autoshard_put(k text, p text, n text, d jsonb)
+             CREATE FUNCTION taken.autoshard_write(k text, p text, n text, d jsonb,
+                 overwrite boolean)
                  RETURNS bigint LANGUAGE sql AS $$ SELECT 7::bigint $$;",
         )
         .await
@@ -348,12 +349,15 @@ async fn postgres_never_touches_the_applications_objects() {
     let refused = PostgresStore::connect_with(&server.url(), options).await;
     match refused {
         Err(Error::Invalid(message)) => {
-            assert!(message.contains("autoshard_put"), "{message}");
+            assert!(message.contains("autoshard_write"), "{message}");
         }
         other => panic!("expected Invalid, got {other:?}"),
     }
     let row = client
-        .query_one("SELECT taken.autoshard_put('a', '', 'b', '{}')", &[])
+        .query_one(
+            "SELECT taken.autoshard_write('a', '', 'b', '{}', true)",
+            &[],
+        )
         .await
         .unwrap();
     assert_eq!(row.get::<_, i64>(0), 7, "left as it was");
