@@ -71,12 +71,18 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
     db.insert(&mut Counter::new(1, 0)).await.unwrap();
 
     let tally = Arc::new(Tally::default());
+    // Each writer casts a quarter of its votes, waits at this gate while the replica is
+    // cut off, and casts the rest after the cut (however fast the machine is).
+    let (open, gate) = tokio::sync::watch::channel(false);
     let writers: Vec<_> = (0..WRITERS)
         .map(|_| {
-            let (db, tally) = (db.clone(), tally.clone());
+            let (db, tally, mut gate) = (db.clone(), tally.clone(), gate.clone());
             tokio::spawn(async move {
                 let mut counter: Counter = db.load(&1).await.unwrap();
-                for _ in 0..VOTES {
+                for vote in 0..VOTES {
+                    if vote == VOTES / 4 {
+                        gate.wait_for(|open| *open).await.unwrap();
+                    }
                     counter.add();
                     save_until_answered(&db, &mut counter, &tally).await;
                 }
@@ -85,7 +91,7 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
         .collect();
 
     // Under load: a quarter of the votes are in when the replica stops receiving.
-    wait_until("the writers", || tally.acked() >= WRITERS * VOTES / 4).await;
+    wait_until("the writers", || tally.acked() >= WRITERS * (VOTES / 4)).await;
     let main = <Counter as Entity>::key_for(&1);
     let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
     let (cluster, victim, replica) = tokio::task::spawn_blocking(move || {
@@ -99,6 +105,7 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
     // Votes go on: without waiting for replicas they are acknowledged, and those in the
     // victim's slots exist only there; waiting for a replica, they fail.
     let (cast, failed) = (tally.acked(), tally.failed());
+    open.send(true).unwrap();
     wait_until("votes after the cut", || {
         tally.acked() >= cast + 100 || tally.failed() >= failed + WRITERS
     })
