@@ -11,7 +11,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    merge, Commit, DocumentStore, Merge, Merged, Scan, ScanPage, Transaction, Write,
+    merge, Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction, Write,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -118,6 +118,48 @@ impl DocumentStore for MemoryStore {
         tracing::trace!(keys = keys.len(), "memory get_many");
         let state = self.lock();
         Ok(keys.iter().map(|k| state.docs.get(k).cloned()).collect())
+    }
+
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        tracing::trace!(
+            keys = lookup.keys.len(),
+            scans = lookup.scans.len(),
+            "memory lookup"
+        );
+        // Without records, a document is copied without its write record: a load never
+        // copies the entries of the writers a shard remembers.
+        let copy = |doc: &Versioned| {
+            if lookup.records {
+                doc.clone()
+            } else {
+                Versioned {
+                    doc: doc
+                        .doc
+                        .iter()
+                        .filter(|(name, _)| name.as_str() != merge::RECORD)
+                        .map(|(name, value)| (name.clone(), value.clone()))
+                        .collect(),
+                    version: doc.version,
+                }
+            }
+        };
+        let mut pages = Vec::with_capacity(lookup.scans.len());
+        for scan in &lookup.scans {
+            let mut page = self.scan(scan).await?;
+            if !lookup.records {
+                for (_, doc) in &mut page.items {
+                    *doc = copy(doc);
+                }
+            }
+            pages.push(page);
+        }
+        let state = self.lock();
+        let docs = lookup
+            .keys
+            .iter()
+            .map(|k| state.docs.get(k).map(copy))
+            .collect();
+        Ok(Found { docs, pages })
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {

@@ -106,6 +106,22 @@ impl Backend {
         }
     }
 
+    /// The command-line flags that name this store to another process (`--redis URL`,
+    /// ...); `None` for the embedded stores, which live in one process.
+    #[must_use]
+    pub fn flags(&self) -> Option<Vec<String>> {
+        match self {
+            Backend::Memory | Backend::Modelled(_) => None,
+            Backend::Redis(url) => Some(vec!["--redis".into(), url.clone()]),
+            Backend::RedisCluster(urls) => Some(
+                std::iter::once("--redis-cluster".to_owned())
+                    .chain(urls.iter().cloned())
+                    .collect(),
+            ),
+            Backend::Postgres(url) => Some(vec!["--postgres".into(), url.clone()]),
+        }
+    }
+
     /// A fresh store. On Redis every key lives under `namespace`, on PostgreSQL every
     /// document in a schema named after it, so runs never see each other's data; the
     /// embedded stores are new and empty.

@@ -12,6 +12,12 @@
 //!   (as if each client were its own process), and one shared `Mapper` with coalescing
 //!   and shared reads off.
 //!
+//! With `processes`, the naive and autoshard targets with one `Mapper` each also run as
+//! `C` operating-system processes, each one client with its own `Mapper` and connections
+//! (rows `..., processes`): the deployment of several application servers on one store.
+//! Every process starts voting at the same moment, and the total read back must equal the
+//! sum of what they committed.
+//!
 //! The ratio of each target's throughput to the raw store's says what the mapper costs on
 //! a hot spot. On the embedded stores there is no raw baseline, and the ratio is left out.
 //! Each row also reports the process's resident memory after it ran.
@@ -36,6 +42,10 @@ pub struct HotspotConfig {
     pub retry: RetryPolicy,
     /// Run only the targets whose name contains one of these (all when empty).
     pub only: Vec<String>,
+    /// Also run the naive and `mapper/client` targets as one process per client, through
+    /// this program (the path of the `moderator` binary), on a store other processes can
+    /// reach.
+    pub processes: Option<std::path::PathBuf>,
 }
 
 impl Default for HotspotConfig {
@@ -45,6 +55,7 @@ impl Default for HotspotConfig {
             duration: Duration::from_secs(3),
             retry: RetryPolicy::default(),
             only: Vec::new(),
+            processes: None,
         }
     }
 }
@@ -209,8 +220,217 @@ pub async fn run(
                 ..row
             });
         }
+        let (Some(program), Some(flags)) = (&config.processes, backend.flags()) else {
+            continue;
+        };
+        for &(name, target) in &chosen {
+            let per_client = matches!(
+                target,
+                Target::Naive
+                    | Target::Sharded {
+                        mapper_per_client: true,
+                        ..
+                    }
+            );
+            if !per_client {
+                continue;
+            }
+            let name = format!("{}, processes", name.trim_end_matches(" mapper/client"));
+            let bar = progress.bar(
+                secs(config.duration),
+                &format!("{clients:>2} processes: {name}"),
+            );
+            let ns = format!(
+                "{namespace}-p{clients}-{}",
+                name.replace([' ', ',', '/'], "_")
+            );
+            let store = backend.connect(&ns).await?;
+            let spawn = Spawn {
+                program,
+                flags: &flags,
+                namespace: &ns,
+                target: name_of(target),
+            };
+            let row = run_processes(store, target, clients, config, &spawn, &bar).await?;
+            rows.push(HotspotRow {
+                target: name,
+                ratio_to_raw: raw_rate.map(|raw| row.per_sec / raw),
+                ..row
+            });
+        }
     }
     Ok(rows)
+}
+
+/// The name of `target` in [`TARGETS`].
+fn name_of(target: Target) -> &'static str {
+    TARGETS
+        .iter()
+        .find(|(_, t)| *t == target)
+        .map_or("", |(name, _)| name)
+}
+
+/// How to start a worker process.
+struct Spawn<'a> {
+    program: &'a std::path::Path,
+    flags: &'a [String],
+    namespace: &'a str,
+    target: &'static str,
+}
+
+/// What one worker process did: votes committed and failed, attempts and conflicts of
+/// its `Mapper`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerTally {
+    /// Votes that committed.
+    pub committed: u64,
+    /// Votes given up.
+    pub failed: u64,
+    /// The mapper's optimistic attempts.
+    pub attempts: u64,
+    /// Of those, the ones that conflicted.
+    pub conflicts: u64,
+}
+
+impl WorkerTally {
+    /// The line a worker prints.
+    #[must_use]
+    pub fn line(&self) -> String {
+        format!(
+            "{} {} {} {}",
+            self.committed, self.failed, self.attempts, self.conflicts
+        )
+    }
+
+    fn parse(line: &str) -> Option<Self> {
+        let mut n = line.split_whitespace().map(str::parse::<u64>);
+        let tally = WorkerTally {
+            committed: n.next()?.ok()?,
+            failed: n.next()?.ok()?,
+            attempts: n.next()?.ok()?,
+            conflicts: n.next()?.ok()?,
+        };
+        n.next().is_none().then_some(tally)
+    }
+}
+
+/// Runs `clients` worker processes of `target` (inserted here first), each voting from
+/// the same moment for the configured duration, and sums what they report.
+async fn run_processes(
+    store: Arc<dyn DocumentStore>,
+    target: Target,
+    clients: usize,
+    config: &HotspotConfig,
+    spawn: &Spawn<'_>,
+    bar: &indicatif::ProgressBar,
+) -> Result<HotspotRow> {
+    let first = Mapper::new(store).with_retry(config.retry);
+    insert(&first, target).await?;
+    // Time for every process to start and connect before the first vote.
+    let start_ms = now_ms() + 1_000 + 50 * u64::try_from(clients).unwrap_or(u64::MAX);
+    let mut children = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let child = tokio::process::Command::new(spawn.program)
+            .arg("hotspot-worker")
+            .args(spawn.flags)
+            .args([
+                "--namespace",
+                spawn.namespace,
+                "--keep",
+                "--target",
+                spawn.target,
+            ])
+            .arg("--start-ms")
+            .arg(start_ms.to_string())
+            .arg("--duration")
+            .arg(config.duration.as_secs_f64().to_string())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| Error::Invalid(format!("cannot start a worker process: {e}")))?;
+        children.push(child);
+    }
+    let mut total = WorkerTally::default();
+    for child in children {
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|e| Error::Invalid(format!("a worker process failed: {e}")))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let tally = text
+            .lines()
+            .last()
+            .and_then(WorkerTally::parse)
+            .filter(|_| out.status.success())
+            .ok_or_else(|| {
+                Error::Invalid(format!(
+                    "a worker process ended with {} and printed {text:?}",
+                    out.status
+                ))
+            })?;
+        total.committed += tally.committed;
+        total.failed += tally.failed;
+        total.attempts += tally.attempts;
+        total.conflicts += tally.conflicts;
+    }
+    bar.finish_and_clear();
+    let found = votes(&first, target).await?;
+    #[allow(clippy::cast_precision_loss)]
+    let (per_sec, conflict_pct, writes_per_vote) = (
+        total.committed as f64 / config.duration.as_secs_f64(),
+        (total.attempts > 0).then(|| 100.0 * total.conflicts as f64 / total.attempts as f64),
+        (total.committed > 0)
+            .then(|| (total.attempts - total.conflicts) as f64 / total.committed as f64),
+    );
+    Ok(HotspotRow {
+        clients,
+        target: String::new(),
+        committed: total.committed,
+        failed: total.failed,
+        per_sec,
+        ratio_to_raw: None,
+        conflict_pct,
+        writes_per_vote,
+        total_matches: u64::try_from(found).ok() == Some(total.committed),
+        rss_mib: None,
+    })
+}
+
+/// One worker process of `hotspot` with processes: one client with its own `Mapper` on
+/// `store`, voting on `target` (a name in [`TARGETS`]) from `start_ms` (milliseconds since
+/// the Unix epoch) for `duration`.
+pub async fn worker(
+    store: Arc<dyn DocumentStore>,
+    target: &str,
+    start_ms: u64,
+    duration: Duration,
+) -> Result<WorkerTally> {
+    let Some(&(_, target)) = TARGETS.iter().find(|(name, _)| *name == target) else {
+        return Err(Error::Invalid(format!("no hot-spot target `{target}`")));
+    };
+    let db = Mapper::new(store).with_retry(RetryPolicy::default());
+    tokio::time::sleep(Duration::from_millis(start_ms.saturating_sub(now_ms()))).await;
+    let start = Instant::now();
+    let mut tally = WorkerTally::default();
+    while start.elapsed() < duration {
+        match vote(&db, target).await {
+            Ok(()) => tally.committed += 1,
+            Err(e) => {
+                tracing::debug!(error = %e, "hot-spot vote failed");
+                tally.failed += 1;
+            }
+        }
+    }
+    let m = db.metrics().snapshot();
+    tally.attempts = m.attempts;
+    tally.conflicts = m.conflicts;
+    Ok(tally)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 async fn run_raw(

@@ -44,6 +44,9 @@ enum Command {
     Leaderboard(LeaderboardArgs),
     /// Delete what runs with `--keep` left under a namespace (Redis keys, a PostgreSQL schema).
     Clean(CleanArgs),
+    /// One process of `hotspot --processes` (started by it, not by hand).
+    #[command(hide = true)]
+    HotspotWorker(WorkerArgs),
 }
 
 impl Command {
@@ -56,6 +59,7 @@ impl Command {
             Command::Latency(a) => &mut a.store,
             Command::Leaderboard(a) => &mut a.store,
             Command::Clean(a) => &mut a.store,
+            Command::HotspotWorker(a) => &mut a.store,
         }
     }
 }
@@ -81,6 +85,21 @@ struct StoreArgs {
     /// deletes it later).
     #[arg(long)]
     keep: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+struct WorkerArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The hot-spot target to vote through.
+    #[arg(long)]
+    target: String,
+    /// When to start voting, in milliseconds since the Unix epoch.
+    #[arg(long)]
+    start_ms: u64,
+    /// Seconds to vote.
+    #[arg(long)]
+    duration: f64,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -164,6 +183,10 @@ struct HotspotArgs {
     /// Run only the targets whose name contains one of these (e.g. `--only raw,apply`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
+    /// Also run the naive and `mapper/client` targets as one operating-system process
+    /// per client, each with its own `Mapper` and connections (Redis and PostgreSQL).
+    #[arg(long)]
+    processes: bool,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -302,6 +325,19 @@ async fn run(command: Command) -> Result<bool, String> {
             Ok(results.iter().all(bench::VariantResult::totals_match))
         }
         Command::Hotspot(args) => run_hotspot(args, progress).await,
+        Command::HotspotWorker(args) => {
+            let backend = backend(&args.store, None)?;
+            let store = backend
+                .connect(&namespace(&args.store))
+                .await
+                .map_err(chain)?;
+            let tally =
+                hotspot::worker(store, &args.target, args.start_ms, seconds(args.duration)?)
+                    .await
+                    .map_err(chain)?;
+            println!("{}", tally.line());
+            Ok(true)
+        }
         Command::Clean(args) => {
             let deleted = clean_up(&args.store).await?;
             println!(
@@ -329,10 +365,21 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         return run_adaptive(args, progress).await;
     }
     let backend = backend(&args.store, Some(&args.model))?;
+    let processes = if args.processes {
+        if backend.flags().is_none() {
+            return Err("--processes needs a store other processes reach (--redis, \
+                        --redis-cluster or --postgres)"
+                .to_owned());
+        }
+        Some(std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?)
+    } else {
+        None
+    };
     let config = HotspotConfig {
         clients: args.clients,
         duration: seconds(args.duration.unwrap_or(3.0))?,
         only: args.only,
+        processes,
         ..HotspotConfig::default()
     };
     let format = args.out.as_deref().map(report::Format::of).transpose()?;

@@ -5,8 +5,12 @@
 //! Only names are computed here; nothing talks to a server.
 //!
 //! Every name is the namespace prefix followed by text built from [`Key::encode`], whose
-//! `{…}` is exactly the key's entity group. Three shapes, none of which can equal another:
+//! `{…}` is exactly the key's entity group. Four shapes, none of which can equal another:
 //! - document `ns{group}` or `ns{group}/rest`: after the `}` comes nothing or `/`;
+//! - the record hash of a document (its write record, apart from its values)
+//!   `<document>/~w`: its last segment, `~w`, holds no `:`, which every document's last
+//!   segment (`Kind:name`, with `:` escaped in both) does, and it is in the document's
+//!   slot;
 //! - version counter of an entity group `ns{group}#v`: after the `}` comes `#`;
 //! - scan index of the children of `parent` of one kind `ns<parent.encode()>#i:<kind>`
 //!   (in the parent's entity group), and of root documents of one kind
@@ -67,6 +71,15 @@ impl Layout {
     }
 }
 
+/// The Redis key of the record hash of the document whose Redis key is `doc` (module
+/// docs; the scripts append the same suffix).
+pub(super) fn record_of(doc: &str) -> String {
+    format!("{doc}{RECORD_SUFFIX}")
+}
+
+/// What follows a document's Redis key in the name of its record hash.
+pub(super) const RECORD_SUFFIX: &str = "/~w";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +108,7 @@ mod tests {
         let slot_q = slot(&layout.doc(&q));
         assert_eq!(slot(&layout.doc(&child)), slot_q);
         assert_eq!(slot(&layout.counter(&child)), slot_q);
+        assert_eq!(slot(&record_of(&layout.doc(&child))), slot_q);
         let (index, same) = layout.index_of(&child);
         assert!(same);
         assert_eq!(slot(&index), slot_q);
@@ -115,13 +129,15 @@ mod tests {
     fn names_never_collide() {
         let layout = Layout::new("ns:").unwrap();
         let mut seen = std::collections::HashSet::new();
-        for id in ["1", "1#v", "1}#v", "#root:Q", "x#i:Q", "a:b"] {
+        for id in ["1", "1#v", "1}#v", "#root:Q", "x#i:Q", "a:b", "1/~w", "~w"] {
             for kind in ["Q", "Q#i", "#root", "a:b"] {
                 let key = Key::new(kind, id);
                 let child = key.child(kind, id);
                 for name in [
                     layout.doc(&key),
                     layout.doc(&child),
+                    record_of(&layout.doc(&key)),
+                    record_of(&layout.doc(&child)),
                     layout.counter(&key),
                     layout.index(None, kind),
                     layout.index(Some(&key), kind),
@@ -130,8 +146,9 @@ mod tests {
                 }
             }
         }
-        // 6 ids x 4 kinds: 2 documents, 1 counter, 1 child index each, plus 4 root indexes.
-        assert_eq!(seen.len(), 6 * 4 * 4 + 4);
+        // 8 ids x 4 kinds: 2 documents, their 2 record hashes, 1 counter, 1 child index
+        // each, plus 4 root indexes.
+        assert_eq!(seen.len(), 8 * 4 * 6 + 4);
         assert!(Layout::new("a{b").is_none());
     }
 }

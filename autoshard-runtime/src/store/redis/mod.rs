@@ -4,14 +4,20 @@
 //! scripts. It does not know about entities, shards or retries (the mapper does).
 //!
 //! # Layout
-//! - A document is a Redis **hash**: field `v` holds its version (decimal), each
-//!   property `name` is a field `p:name` holding that property's JSON, and each entry of
-//!   the write record `~w` (see [`crate::store::merge`]) is a field `w:<writer>` holding
-//!   `[seq,at_ms]`. A script reads and compares the version with one `HGET` and never
-//!   decodes a document in Lua (whose numbers are doubles: it would round large
-//!   integers); a merge (`lua/merge.lua`) touches only the property it folds and its
-//!   writer's record entry, with integers kept as decimal text, whatever the number of
-//!   writers the document records. A foreign value at one of our keys is easy to tell apart (another type,
+//! - A document is a Redis **hash**: field `v` holds its version (decimal) and each
+//!   property `name` is a field `p:name` holding that property's JSON. Its write record
+//!   `~w` (see [`crate::store::merge`]) lives apart, in the document's *record hash*
+//!   (`<document key>/~w`, same slot): a field `w:<writer>` holding `[seq,at_ms]` per
+//!   writer. A load without records reads the document's hash alone, however many
+//!   writers its record remembers. A script reads and compares the version with one
+//!   `HGET` and never decodes a document in Lua (whose numbers are doubles: it would
+//!   round large integers); a merge (`lua/merge.lua`) touches only the property it folds
+//!   and its writer's record entry, on Lua numbers for integers of up to 15 characters
+//!   and decimal text beyond, whatever the number of writers the document records. The
+//!   scripts name a document's record hash from the document's key rather than taking it
+//!   in `KEYS` (as a scan page reads the documents its index lists): Redis lets a script
+//!   touch keys of its own slot that it was not given; a proxy that insists on declared
+//!   keys is not supported. A foreign value at one of our keys is easy to tell apart (another type,
 //!   or a hash with other fields) and is reported as [`Error::Malformed`] naming the key,
 //!   never overwritten.
 //! - The Redis key of a document is the namespace prefix followed by [`Key::encode`]:

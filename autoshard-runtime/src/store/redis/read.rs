@@ -4,7 +4,7 @@
 //! pages, one read script per slot lists and reads atomically (`lua/read.lua`). Both
 //! replies are decoded here.
 
-use super::{reply, RedisStore, WHOLE_DOCUMENT};
+use super::{layout, reply, RedisStore, WHOLE_DOCUMENT};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -143,13 +143,19 @@ impl RedisStore {
             Some(first) => format!("read of `{first}`"),
             None => "read".to_owned(),
         };
+        // A document, and its record hash when the records are read (module docs).
+        let per_document = if records { 2 } else { 1 };
+        let commands = per_document * names.len() + indexes.len();
         let mut pipe = ::redis::pipe();
-        if names.len() + indexes.len() > 1 {
+        if commands > 1 {
             pipe.atomic();
         }
         pipe.ignore_errors();
         for name in names {
             pipe.cmd("HGETALL").arg(name);
+            if records {
+                pipe.cmd("HGETALL").arg(layout::record_of(name));
+            }
         }
         for (index, scan) in indexes {
             pipe.cmd("ZRANGEBYLEX")
@@ -165,20 +171,20 @@ impl RedisStore {
             .query_async(&mut conn)
             .await
             .map_err(|e| self.backend(what(), e))?;
-        if replies.len() != names.len() + indexes.len() {
+        if replies.len() != commands {
             return Err(self.backend(
                 what(),
-                format!(
-                    "{} replies to {} commands",
-                    replies.len(),
-                    names.len() + indexes.len()
-                ),
+                format!("{} replies to {commands} commands", replies.len()),
             ));
         }
-        let (hashes, pages) = replies.split_at(names.len());
+        let (hashes, pages) = replies.split_at(per_document * names.len());
         let mut docs = Vec::with_capacity(keys.len());
-        for ((key, name), reply) in keys.iter().zip(names).zip(hashes) {
-            docs.push(self.decode_hash(key, name, reply, records).await?);
+        for ((key, name), replies) in keys.iter().zip(names).zip(hashes.chunks(per_document)) {
+            let doc = self.decode_hash(key, name, &replies[0], records).await?;
+            docs.push(match (doc, replies.get(1)) {
+                (Some(doc), Some(entries)) => Some(self.with_record(key, name, doc, entries)?),
+                (doc, _) => doc,
+            });
         }
         let pages = pages
             .iter()
@@ -237,6 +243,66 @@ impl RedisStore {
                 reply::unexpected("HGETALL", other),
             )),
         }
+    }
+
+    /// `doc` with the entries of its record hash (`entries`: its `HGETALL` reply) in its
+    /// write record.
+    fn with_record(
+        &self,
+        key: &Key,
+        name: &str,
+        mut doc: Versioned,
+        entries: &Value,
+    ) -> Result<Versioned> {
+        let fields: Vec<Value> = match entries {
+            Value::Array(fields) => fields.clone(),
+            Value::Map(pairs) => pairs
+                .iter()
+                .flat_map(|(field, value)| [field.clone(), value.clone()])
+                .collect(),
+            Value::ServerError(e) if e.code() == "WRONGTYPE" => {
+                return Err(Error::Malformed {
+                    key: key.clone(),
+                    field: RECORD.to_owned(),
+                    reason: "a write record that is not a Redis hash".to_owned(),
+                })
+            }
+            other => {
+                return Err(self.backend(
+                    format!("read of `{}`", layout::record_of(name)),
+                    reply::unexpected("HGETALL", other),
+                ))
+            }
+        };
+        if fields.is_empty() {
+            return Ok(doc);
+        }
+        // The record hash holds `w:` fields only: decoded as the entries of a document.
+        let mut all = vec![
+            Value::BulkString(b"v".to_vec()),
+            Value::BulkString(b"0".to_vec()),
+        ];
+        all.extend(fields);
+        let entries = self.decode_fields(key, &all, true)?;
+        if let Some(serde_json::Value::Object(found)) = entries.doc.get(RECORD) {
+            let record = doc
+                .doc
+                .entry(RECORD.to_owned())
+                .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+            if let serde_json::Value::Object(record) = record {
+                for (writer, entry) in found {
+                    record.insert(writer.clone(), entry.clone());
+                }
+            }
+        }
+        if let Some(extra) = entries.doc.keys().find(|name| *name != RECORD) {
+            return Err(Error::Malformed {
+                key: key.clone(),
+                field: RECORD.to_owned(),
+                reason: format!("the write record holds a value `{extra}`"),
+            });
+        }
+        Ok(doc)
     }
 
     /// One scan page: one read script that lists the page and reads, atomically, the

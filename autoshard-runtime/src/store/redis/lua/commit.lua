@@ -2,8 +2,11 @@
 --
 -- A document is a Redis hash: field `v` holds its version, each property `name` is a
 -- field `p:name` holding that property's JSON, except the write record `~w`, whose entry
--- for each writer is a field `w:<writer>` holding `[seq,at_ms]` (so a merge reads and
--- writes one entry, not the whole record).
+-- for each writer is a field `w:<writer>` holding `[seq,at_ms]` in the document's
+-- *record hash*, the document's key followed by `/~w` (the same hash tag, so the same
+-- cluster slot): a load reads the values without the records, and a merge reads and
+-- writes one entry, not the whole record. A document written by an earlier layout may
+-- still hold `w:` fields itself; they are read, and dropped at its next put.
 --
 -- KEYS: every Redis key the call touches (documents, version counters, scan indexes),
 -- each once; ARGV refers to them by 1-based position.
@@ -14,6 +17,8 @@
 --                key position, counter position, op ('p' put | 'd' delete),
 --                index position (0: none here), number of fields P (0 for a
 --                delete), then P pairs: field name (`p:...` or `w:...`), its JSON.
+--              A `w:` field goes to the document's record hash, which the script names
+--              (KEYS[key position] .. '/~w', in the document's slot).
 -- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
 --              Redis key without the namespace (its `Key::encode()`).
 --
@@ -98,19 +103,34 @@ end
 local out = { 'ok' }
 for _, w in ipairs(writes) do
   local existed = redis.call('DEL', w.key)
+  local record = w.key .. '/~w'
+  redis.call('DEL', record)
   local member = string.sub(w.key, ns_len + 1)
   if w.op == 'p' then
     local version = redis.call('INCR', KEYS[w.counter_at])
     redis.call('HSET', w.key, 'v', version)
-    -- In slices, so that no call gets more arguments than Lua's stack allows.
-    local batch = {}
+    -- In slices, so that no call gets more arguments than Lua's stack allows; `w:`
+    -- fields into the record hash.
+    local values, entries = {}, {}
     for i = 0, w.props - 1 do
-      batch[#batch + 1] = ARGV[w.first + 2 * i]
+      local field = ARGV[w.first + 2 * i]
+      local batch = string.sub(field, 1, 2) == 'w:' and entries or values
+      batch[#batch + 1] = field
       batch[#batch + 1] = ARGV[w.first + 2 * i + 1]
-      if #batch >= 200 or i == w.props - 1 then
-        redis.call('HSET', w.key, unpack(batch))
-        batch = {}
+      if #batch >= 200 then
+        redis.call('HSET', batch == entries and record or w.key, unpack(batch))
+        if batch == entries then
+          entries = {}
+        else
+          values = {}
+        end
       end
+    end
+    if #values > 0 then
+      redis.call('HSET', w.key, unpack(values))
+    end
+    if #entries > 0 then
+      redis.call('HSET', record, unpack(entries))
     end
     if w.index > 0 and existed == 0 then
       redis.call('ZADD', KEYS[w.index], 0, member)

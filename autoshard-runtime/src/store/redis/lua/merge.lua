@@ -18,14 +18,22 @@
 -- text serde_json wrote (equal values, equal texts). Only the write record's sequence
 -- numbers and times are Lua numbers; they stay far below 2^53.
 --
--- The record entry of the merge's writer is one field `w:<writer>` = `[seq,at_ms]`; the
--- entries of other writers older than the horizon are dropped on one merge in 16 (by
--- sequence number), so a merge costs the same however many writers a document records.
+-- The record entry of the merge's writer is one field `w:<writer>` = `[seq,at_ms]` of the
+-- document's record hash (its key followed by `/~w`, same slot; see `commit.lua`): the
+-- merge reads that one entry (and the writer's field of the document itself, where an
+-- earlier layout kept it) and writes it back; the entries of other writers older than the
+-- horizon are dropped on one merge in 16 (by sequence number), so a merge costs the same
+-- however many writers a document records.
+--
+-- A sum or comparison of integers of at most 15 characters (below 2^53 in magnitude)
+-- runs on Lua numbers, which are exact there; anything longer goes through the decimal
+-- text arithmetic below.
 --
 -- Reply: {'applied'} | {'already'} | {'missing'} | {'unsupported'} | {'overflow'}
 --        | {'malformed', reason}
 
 local key, counter = KEYS[1], KEYS[2]
+local record = key .. '/~w'
 local property, fold, operand = ARGV[1], ARGV[2], ARGV[3]
 local type_min, type_max = ARGV[4], ARGV[5]
 local writer, seq, at_ms, horizon = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
@@ -55,9 +63,55 @@ if guard ~= '' then
 end
 
 -- This writer's entry of the write record.
-local mine = entry and tonumber(string.match(entry, '^%[(%d+),'))
+local function seq_of(text)
+  return text and tonumber(string.match(text, '^%[(%d+),'))
+end
+local mine = seq_of(redis.call('HGET', record, 'w:' .. writer)) or seq_of(entry)
 if mine and mine >= seq then
   return { 'already' }
+end
+
+-- Writes the folded value with a new version and this writer's record entry.
+local function write(folded)
+  local new_version = redis.call('INCR', counter)
+  redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded)
+  redis.call('HSET', record, 'w:' .. writer, '[' .. ARGV[7] .. ',' .. ARGV[8] .. ']')
+  if seq % 16 == 0 then
+    local entries = redis.call('HGETALL', record)
+    for i = 1, #entries, 2 do
+      local at = tonumber(string.match(entries[i + 1], ',(%d+)%]$'))
+      if at and at < horizon then
+        redis.call('HDEL', record, entries[i])
+      end
+    end
+  end
+  return { 'applied' }
+end
+
+-- Integers short enough to be exact as Lua numbers.
+local function small(x)
+  return x and #x < 16 and (string.match(x, '^-?[1-9]%d*$') or x == '0') and tonumber(x)
+end
+if stored and (fold == 'sum' or fold == 'max' or fold == 'min') then
+  local a, b = small(stored), small(operand)
+  if a and b then
+    local lo, hi = tonumber(type_min), tonumber(type_max)
+    if a < lo or a > hi or (fold ~= 'sum' and (b < lo or b > hi)) then
+      return { 'unsupported' }
+    end
+    local n
+    if fold == 'sum' then
+      n = a + b
+      if n < lo or n > hi then
+        return { 'overflow' }
+      end
+    elseif fold == 'max' then
+      n = math.max(a, b)
+    else
+      n = math.min(a, b)
+    end
+    return write(string.format('%.0f', n))
+  end
 end
 
 -- Signed decimal integers as text.
@@ -256,18 +310,4 @@ else
   end
 end
 
-local new_version = redis.call('INCR', counter)
-redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded,
-  'w:' .. writer, '[' .. string.format('%.0f', math.max(seq, mine or 0)) .. ',' .. string.format('%.0f', at_ms) .. ']')
-if seq % 16 == 0 then
-  local fields = redis.call('HGETALL', key)
-  for i = 1, #fields, 2 do
-    if string.sub(fields[i], 1, 2) == 'w:' then
-      local at = tonumber(string.match(fields[i + 1], ',(%d+)%]$'))
-      if at and at < horizon then
-        redis.call('HDEL', key, fields[i])
-      end
-    end
-  end
-end
-return { 'applied' }
+return write(folded)

@@ -21,7 +21,8 @@
 --   {1, {field_1, value_1, ...}}
 --                            a Redis hash: its fields (`v`, `p:` and `w:` ones for an
 --                            autoshard document, see `commit.lua`; the caller checks
---                            them), without the `w:` ones when ARGV[1] is `0`
+--                            them), followed by the `w:` fields of its record hash when
+--                            ARGV[1] is `1`, and without any `w:` field when it is `0`
 --   {2, reason}              a value that is not ours
 --   {3}                      not read here (another hash tag; the caller reads it)
 
@@ -38,6 +39,13 @@ local function entry(key)
   elseif #fields == 0 then
     return { 0 }
   elseif records then
+    local entries = redis.pcall('HGETALL', key .. '/~w')
+    if entries.err then
+      return { 2, 'a write record that is not a Redis hash' }
+    end
+    for i = 1, #entries do
+      fields[#fields + 1] = entries[i]
+    end
     return { 1, fields }
   end
   local out, n = {}, 0
