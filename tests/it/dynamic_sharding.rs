@@ -12,8 +12,8 @@ use autoshard::compaction::Compactor;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::Scan;
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::Backend;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -444,33 +444,9 @@ async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     loads_race_compaction(store, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory() {
-    all(MemoryStore::new(), "memory").await;
+/// Every case on one store of the backend.
+async fn on(backend: &Backend, label: &str) {
+    all(backend.store("dyn").await, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("dyn"));
-    let store = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    all(Arc::new(store), "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("dyn"));
-    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
-        .await
-        .unwrap();
-    all(Arc::new(store), "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres() {
-    let server = Postgres::start();
-    all(Arc::new(server.store("dyn").await), "postgres").await;
-}
+autoshard_test_support::every_store!(on);

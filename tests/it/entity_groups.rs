@@ -13,8 +13,7 @@ use autoshard::metrics::MetricsSnapshot;
 use autoshard::prelude::*;
 use autoshard::store::{LatencyStore, Scan};
 use autoshard::Child;
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::{Backend, Kind};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,7 +98,7 @@ fn patient() -> RetryPolicy {
         .with_max_elapsed(Duration::from_mins(2))
 }
 
-fn memory() -> Arc<dyn DocumentStore> {
+fn modelled_memory() -> Arc<dyn DocumentStore> {
     // A slow, serialized commit log per entity group (Datastore-like, scaled down).
     Arc::new(LatencyStore::new(
         MemoryStore::new(),
@@ -407,72 +406,41 @@ async fn all_semantics(connect: impl AsyncFn(&str) -> Arc<dyn DocumentStore>, la
     lifecycle::<HotResponse>(connect("life-k8").await, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_with_latency() {
-    let (plain, sharded) = insert_variants(async |_| memory(), "memory").await;
-    // The model serializes commits per (sub-)group: one log is the bottleneck, eight
-    // are not. Counts, not timings.
-    assert!(
-        plain.metrics.conflicts > sharded.metrics.conflicts,
-        "K=8 did not reduce conflicts: {} vs {}",
-        plain.metrics.conflicts,
-        sharded.metrics.conflicts
-    );
-    all_semantics(async |_| memory(), "memory").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn standalone_redis() {
-    let server = Standalone::start();
-    let url = server.url();
-    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
-        let store =
-            RedisStore::connect_with(&url, RedisOptions::default().namespace(namespace(case)))
-                .await
-                .unwrap();
-        let store: Arc<dyn DocumentStore> = Arc::new(store);
-        store
+/// Inserts with one and with eight sub-groups, then the group semantics; on memory behind
+/// a modelled commit log per group, on a Redis Cluster with the slots of the sub-groups.
+async fn on(backend: &Backend, label: &str) {
+    let connect = async |case: &str| match backend.kind() {
+        Kind::Memory => modelled_memory(),
+        _ => backend.store(case).await,
     };
-    insert_variants(connect, "standalone").await;
-    all_semantics(connect, "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let urls = cluster.urls();
-    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
-        let store = RedisStore::connect_cluster_with(
-            &urls,
-            RedisOptions::default().namespace(namespace(case)),
-        )
-        .await
-        .unwrap();
-        let store: Arc<dyn DocumentStore> = Arc::new(store);
-        store
-    };
-    insert_variants(connect, "cluster").await;
-    all_semantics(connect, "cluster").await;
-
-    // Hash tags: the members of one sub-group share a slot; the sub-groups of one root
-    // spread over slots.
-    let slot = |key: &Key| cluster.nodes[0].cli(&["cluster", "keyslot", &key.encode()]);
-    let root = HotQuestion::key_for(&42);
-    let mut slots = std::collections::BTreeSet::new();
-    for k in 0..HotQuestion::GROUP_SHARDS {
-        let anchor = autoshard::layout::sub_group(&root, k);
-        let member = anchor.child("HotResponse", Uuid::new_v4().to_string());
-        assert_eq!(slot(&anchor), slot(&member));
-        slots.insert(slot(&anchor));
+    let (plain, sharded) = insert_variants(connect, label).await;
+    if backend.kind() == Kind::Memory {
+        // The model serializes commits per (sub-)group: one log is the bottleneck, eight
+        // are not. Counts, not timings.
+        assert!(
+            plain.metrics.conflicts > sharded.metrics.conflicts,
+            "K=8 did not reduce conflicts: {} vs {}",
+            plain.metrics.conflicts,
+            sharded.metrics.conflicts
+        );
     }
-    assert!(slots.len() > 1, "8 sub-groups in one slot: {slots:?}");
-    assert_ne!(slot(&root), slot(&autoshard::layout::sub_group(&root, 0)));
+    all_semantics(connect, label).await;
+
+    if let Backend::Cluster(cluster) = backend {
+        // Hash tags: the members of one sub-group share a slot; the sub-groups of one root
+        // spread over slots.
+        let slot = |key: &Key| cluster.nodes[0].cli(&["cluster", "keyslot", &key.encode()]);
+        let root = HotQuestion::key_for(&42);
+        let mut slots = std::collections::BTreeSet::new();
+        for k in 0..HotQuestion::GROUP_SHARDS {
+            let anchor = autoshard::layout::sub_group(&root, k);
+            let member = anchor.child("HotResponse", Uuid::new_v4().to_string());
+            assert_eq!(slot(&anchor), slot(&member));
+            slots.insert(slot(&anchor));
+        }
+        assert!(slots.len() > 1, "8 sub-groups in one slot: {slots:?}");
+        assert_ne!(slot(&root), slot(&autoshard::layout::sub_group(&root, 0)));
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    let connect = async |case: &str| server.shared_store(case).await;
-    insert_variants(connect, "postgres").await;
-    all_semantics(connect, "postgres").await;
-}
+autoshard_test_support::every_store!(on);

@@ -6,8 +6,8 @@
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard::store::LatencyStore;
+use autoshard_test_support::every_store::{Backend, Kind};
 use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,47 +140,24 @@ async fn failed_save_writes_no_property(store: Arc<dyn DocumentStore>, label: &s
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    let latency = autoshard::store::LatencyStore::new(MemoryStore::new(), Duration::from_millis(1));
-    let latency: Arc<dyn DocumentStore> = Arc::new(latency);
-    writers_on_two_properties(latency.clone(), 1, "memory").await;
-    writers_on_two_properties(latency, 4, "memory").await;
-    failed_save_writes_no_property(Arc::new(MemoryStore::new()), "memory").await;
+/// Writers on two properties (one and four at a time; on memory behind a modelled
+/// latency, so that saves overlap), and a save failing at every call.
+async fn on(backend: &Backend, label: &str) {
+    let kind = backend.kind();
+    if kind == Kind::Memory {
+        let latency = LatencyStore::new(MemoryStore::new(), Duration::from_millis(1));
+        let latency: Arc<dyn DocumentStore> = Arc::new(latency);
+        writers_on_two_properties(latency.clone(), 1, label).await;
+        writers_on_two_properties(latency, 4, label).await;
+    } else {
+        writers_on_two_properties(backend.store("multi-1").await, 1, label).await;
+        if kind != Kind::Cluster {
+            writers_on_two_properties(backend.store("multi-4").await, 4, label).await;
+        }
+    }
+    if kind != Kind::Cluster {
+        failed_save_writes_no_property(backend.store("multi-fail").await, label).await;
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let connect = async |case: &str| -> Arc<dyn DocumentStore> {
-        let options = RedisOptions::default().namespace(namespace(case));
-        let store = RedisStore::connect_with(&server.url(), options)
-            .await
-            .unwrap();
-        let store: Arc<dyn DocumentStore> = Arc::new(store);
-        store
-    };
-    writers_on_two_properties(connect("multi-1").await, 1, "standalone").await;
-    writers_on_two_properties(connect("multi-4").await, 4, "standalone").await;
-    failed_save_writes_no_property(connect("multi-fail").await, "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("multi"));
-    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
-        .await
-        .unwrap();
-    let store: Arc<dyn DocumentStore> = Arc::new(store);
-    writers_on_two_properties(store, 1, "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    let connect = async |case: &str| server.shared_store(case).await;
-    writers_on_two_properties(connect("multi-1").await, 1, "postgres").await;
-    writers_on_two_properties(connect("multi-4").await, 4, "postgres").await;
-    failed_save_writes_no_property(connect("multi-fail").await, "postgres").await;
-}
+autoshard_test_support::every_store!(on);

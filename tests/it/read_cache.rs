@@ -10,8 +10,8 @@
 use autoshard::prelude::*;
 use autoshard::{Key, ReadCache};
 use autoshard_test_support::entities::Question;
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::every_store::{Backend, Kind};
+
 use autoshard_test_support::store::{Knobs, ReadGate, TestStore};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -594,43 +594,22 @@ async fn soak(store: Arc<dyn DocumentStore>, label: &str, run: Duration, faults:
     largest
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory() {
-    let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
-    every_case(store.clone(), "memory").await;
-    soak(store.clone(), "memory", Duration::from_secs(2), false).await;
-    soak(store, "memory, faults", Duration::from_secs(2), true).await;
+/// Every case on one store of the backend, then writers and readers with a cache for a
+/// while (longest on standalone Redis, with injected faults on memory and standalone).
+async fn on(backend: &Backend, label: &str) {
+    let store = backend.store("read-cache").await;
+    every_case(store.clone(), label).await;
+    let (soak_for, faults_for) = match backend.kind() {
+        Kind::Memory => (2, Some(2)),
+        Kind::Standalone => (10, Some(5)),
+        Kind::Cluster => (3, None),
+        Kind::Postgres => return,
+    };
+    soak(store.clone(), label, Duration::from_secs(soak_for), false).await;
+    if let Some(secs) = faults_for {
+        let faulty = format!("{label}, faults");
+        soak(store, &faulty, Duration::from_secs(secs), true).await;
+    }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("read-cache"));
-    let store: Arc<dyn DocumentStore> = Arc::new(
-        RedisStore::connect_with(&server.url(), options)
-            .await
-            .unwrap(),
-    );
-    every_case(store.clone(), "standalone").await;
-    soak(store.clone(), "standalone", Duration::from_secs(10), false).await;
-    soak(store, "standalone, faults", Duration::from_secs(5), true).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("read-cache"));
-    let store: Arc<dyn DocumentStore> = Arc::new(
-        RedisStore::connect_cluster_with(&cluster.urls(), options)
-            .await
-            .unwrap(),
-    );
-    every_case(store.clone(), "cluster").await;
-    soak(store, "cluster", Duration::from_secs(3), false).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres() {
-    let server = Postgres::start();
-    every_case(server.shared_store("read_cache").await, "postgres").await;
-}
+autoshard_test_support::every_store!(on);

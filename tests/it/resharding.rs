@@ -20,9 +20,8 @@ use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::latency::LatencyStore;
 use autoshard::{layout, Key};
-use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
-use std::sync::Arc;
+use autoshard_test_support::every_store::Backend;
+
 use std::time::Duration;
 
 /// The write window of the drain scenarios: retired shards are deleted this long (and a
@@ -579,33 +578,9 @@ async fn all<S: DocumentStore + Clone + 'static>(store: S, label: &str) {
     interrupted_saves_across_reshards_count_once(store, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn memory() {
-    all(MemoryStore::new(), "memory").await;
+/// Every case on one store of the backend.
+async fn on(backend: &Backend, label: &str) {
+    all(backend.store("reshard").await, label).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redis_standalone() {
-    let server = Standalone::start();
-    let options = RedisOptions::default().namespace(namespace("reshard"));
-    let store = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    all(Arc::new(store), "standalone").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn redis_cluster() {
-    let cluster = Cluster::start();
-    let options = RedisOptions::default().namespace(namespace("reshard"));
-    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
-        .await
-        .unwrap();
-    all(Arc::new(store), "cluster").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres() {
-    let server = Postgres::start();
-    all(Arc::new(server.store("reshard").await), "postgres").await;
-}
+autoshard_test_support::every_store!(on);
