@@ -1,67 +1,22 @@
 //! [`PostgresStore`]: documents as JSONB rows of one PostgreSQL table (feature
-//! `postgres`).
+//! `postgres`), through `tokio-postgres` and a `deadpool-postgres` pool.
 //!
-//! # Driver and pool
-//! `tokio-postgres` with a `deadpool-postgres` pool: the asynchronous driver most of the
-//! Rust PostgreSQL ecosystem builds on (sqlx and diesel-async aside), with prepared
-//! statements and explicit transactions, and a small pool that hands out its
-//! connections without a background task. sqlx would bring its macros, migrations and
-//! drivers for other databases, none of which a store of four statements needs.
+//! - One table, `<schema>.autoshard_documents` (schema `autoshard` unless
+//!   [`PostgresOptions::schema`] says otherwise; key, parent, kind, version from one
+//!   sequence, JSONB document), created on first use or by [`PostgresStore::migrate`]. Every
+//!   object it creates is named `autoshard_*` and marked; one of those names taken by an
+//!   object it did not create fails the migration with [`Error::Invalid`].
+//! - Invariant: every write is one call of a PL/pgSQL function (`autoshard_commit`,
+//!   `autoshard_write`, `autoshard_delete`, `autoshard_merge`) that takes the advisory locks
+//!   of its keys (in id order) before it checks and writes, so a commit applies all or
+//!   nothing against the latest versions, across any groups, and a merge folds on the
+//!   server as [`merge::apply`] does, exactly (numbers as `numeric`), without conflicts.
+//! - Limits: a key of at most [`MAX_KEY_BYTES`] bytes encoded ([`Error::TooLarge`] before
+//!   sending); a document of at most 255 MiB; a stored number `serde_json` cannot hold is
+//!   [`Error::Malformed`].
 //!
-//! # Layout
-//! One table, `<schema>.autoshard_documents` (schema `autoshard` unless
-//! [`PostgresOptions::schema`] says otherwise), created on first use or by
-//! [`PostgresStore::migrate`]. Every object the store creates (the table, its index, the
-//! version sequence `autoshard_versions`, the functions below) is named `autoshard_*`
-//! and carries the comment `autoshard store object`: in a schema the application also
-//! uses, the store never touches the application's objects, and when one of these names
-//! is taken by an object it did not create, [`PostgresStore::migrate`] fails with
-//! [`Error::Invalid`] naming it instead of taking it over. The table's columns:
-//! - `key`: the document's [`Key::encode`] text, the primary key (`COLLATE "C"`, so that
-//!   keys compare byte by byte);
-//! - `parent` and `kind`: the encoded parent key (`''` for a root) and the kind, indexed
-//!   with `key` for scans, which page by key (`key > cursor ORDER BY key LIMIT n`);
-//! - `version`: from one sequence of the schema, so a version is never handed out twice,
-//!   also not after a delete and re-insert;
-//! - `doc`: the document as JSONB.
-//!
-//! # Why commits are atomic and optimistic
-//! Every write is one call of a PL/pgSQL function that [`PostgresStore::migrate`]
-//! creates beside the table (`autoshard_commit`, `autoshard_write`,
-//! `autoshard_delete`): one prepared statement, one round trip, its own transaction.
-//! Before it writes a key, a function takes the transaction-scoped advisory lock of
-//! that key (`pg_advisory_xact_lock` on the key's 64-bit hash); `autoshard_commit`
-//! takes all of its locks in the order of their ids (so two commits never deadlock):
-//! exclusive for a key it writes, shared for one it only expects. Reads take none.
-//! Under these locks the versions a commit reads are the latest committed ones (each
-//! statement of a PL/pgSQL function sees what committed before it started, in the
-//! default `READ COMMITTED` isolation) and stay so until it commits: it checks every
-//! expectation (an expected version, or an absent key, whose creation also takes the
-//! lock), and either writes everything or answers the 1-based index of the expectation
-//! that failed, which the store reports as a conflict on that key. It checks the
-//! expectations once without locks first, so the losers of a race on a hot document
-//! give up at once instead of queueing behind its lock. Any entity group, one or
-//! several, commits this way: the store commits across groups.
-//!
-//! A merge is one call of `autoshard_merge`, which takes the key's lock, reads the
-//! document and folds on the server with the same rules as [`merge::apply`] (the
-//! reference: the conformance suite checks that every answer equals it), records the
-//! write id and writes, all in its transaction. Holding the lock from the read to the
-//! write, it never meets a concurrent write: a merge costs one round trip and never
-//! answers a conflict. Numbers travel as text into `numeric`, so sums are exact over
-//! the whole range of `i64` and `u64` and the bounds check happens before anything is
-//! written.
-//!
-//! Statements are prepared once per pooled connection (`prepare_cached`).
-//!
-//! # Limits
-//! - A key, encoded ([`Key::encode`]: kind, id and parent), is at most [`MAX_KEY_BYTES`]
-//!   bytes: it is the table's primary key and, with its parent, in the scan index, and a
-//!   B-tree index entry holds at most about 2.7 kB. A write of a longer key fails with
-//!   [`Error::TooLarge`] before anything is sent (a read of one finds nothing).
-//! - A document is a `jsonb` value: at most 255 MiB; PostgreSQL refuses a larger one.
-//! - Numbers are kept exactly as `numeric`; a read of one `serde_json` cannot hold (out
-//!   of `f64`'s range, such as `1e400`) is [`Error::Malformed`] naming the key.
+//! Why the driver, the columns, and why commits are atomic and optimistic: the repository's
+//! `docs/design/postgres.md`.
 
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};

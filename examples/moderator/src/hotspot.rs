@@ -12,11 +12,12 @@
 //!   (as if each client were its own process), and one shared `Mapper` with coalescing
 //!   and shared reads off.
 //!
-//! With `processes`, the naive and autoshard targets with one `Mapper` each also run as
-//! `C` operating-system processes, each one client with its own `Mapper` and connections
-//! (rows `..., processes`): the deployment of several application servers on one store.
-//! Every process starts voting at the same moment, and the total read back must equal the
-//! sum of what they committed.
+//! With `processes`, the raw store, naive and autoshard targets with one `Mapper` each
+//! also run as `C` operating-system processes, each one client with its own `Mapper` and
+//! connections (rows `..., processes`): the deployment of several application servers on
+//! one store. Every process starts voting at the same moment, the total read back must
+//! equal the sum of what they committed, and the ratios of these rows are to the raw
+//! command sent by as many processes.
 //!
 //! The ratio of each target's throughput to the raw store's says what the mapper costs on
 //! a hot spot. On the embedded stores there is no raw baseline, and the ratio is left out.
@@ -42,7 +43,7 @@ pub struct HotspotConfig {
     pub retry: RetryPolicy,
     /// Run only the targets whose name contains one of these (all when empty).
     pub only: Vec<String>,
-    /// Also run the naive and `mapper/client` targets as one process per client, through
+    /// Also run the raw, naive and `mapper/client` targets as one process per client, through
     /// this program (the path of the `moderator` binary), on a store other processes can
     /// reach.
     pub processes: Option<std::path::PathBuf>,
@@ -170,14 +171,7 @@ pub async fn run(
     config: &HotspotConfig,
     progress: Progress,
 ) -> Result<Vec<HotspotRow>> {
-    let raw = match backend {
-        Backend::Redis(url) => Some(Raw::Redis(RawRedis::connect_standalone(url).await?)),
-        Backend::RedisCluster(urls) => Some(Raw::Redis(RawRedis::connect_cluster(urls).await?)),
-        Backend::Postgres(url) => Some(Raw::Postgres(
-            RawPostgres::connect(url, &crate::backend::schema_of(namespace)).await?,
-        )),
-        Backend::Memory | Backend::Modelled(_) => None,
-    };
+    let raw = Raw::connect(backend, namespace).await?;
     let chosen: Vec<(&str, Target)> = TARGETS
         .iter()
         .filter_map(|&(name, target)| match (target, &raw) {
@@ -223,10 +217,13 @@ pub async fn run(
         let (Some(program), Some(flags)) = (&config.processes, backend.flags()) else {
             continue;
         };
+        // With processes, the ratio is to the raw command sent by as many processes.
+        let mut raw_rate = None;
         for &(name, target) in &chosen {
             let per_client = matches!(
                 target,
-                Target::Naive
+                Target::Raw
+                    | Target::Naive
                     | Target::Sharded {
                         mapper_per_client: true,
                         ..
@@ -251,7 +248,14 @@ pub async fn run(
                 namespace: &ns,
                 target: name_of(target),
             };
-            let row = run_processes(store, target, clients, config, &spawn, &bar).await?;
+            let raw = match target {
+                Target::Raw => Raw::connect(backend, &ns).await?,
+                _ => None,
+            };
+            let row = run_processes(store, raw, target, clients, config, &spawn, &bar).await?;
+            if target == Target::Raw {
+                raw_rate = Some(row.per_sec);
+            }
             rows.push(HotspotRow {
                 target: name,
                 ratio_to_raw: raw_rate.map(|raw| row.per_sec / raw),
@@ -314,10 +318,12 @@ impl WorkerTally {
     }
 }
 
-/// Runs `clients` worker processes of `target` (inserted here first), each voting from
-/// the same moment for the configured duration, and sums what they report.
+/// Runs `clients` worker processes of `target` (inserted here first; `raw`: the raw
+/// counter, for the raw target), each voting from the same moment for the configured
+/// duration, and sums what they report.
 async fn run_processes(
     store: Arc<dyn DocumentStore>,
+    raw: Option<Raw>,
     target: Target,
     clients: usize,
     config: &HotspotConfig,
@@ -374,7 +380,10 @@ async fn run_processes(
         total.conflicts += tally.conflicts;
     }
     bar.finish_and_clear();
-    let found = votes(&first, target).await?;
+    let found = match &raw {
+        Some(raw) => raw.total(spawn.namespace).await?,
+        None => votes(&first, target).await?,
+    };
     #[allow(clippy::cast_precision_loss)]
     let (per_sec, conflict_pct, writes_per_vote) = (
         total.committed as f64 / config.duration.as_secs_f64(),
@@ -396,11 +405,12 @@ async fn run_processes(
     })
 }
 
-/// One worker process of `hotspot` with processes: one client with its own `Mapper` on
-/// `store`, voting on `target` (a name in [`TARGETS`]) from `start_ms` (milliseconds since
-/// the Unix epoch) for `duration`.
+/// One worker process of `hotspot` with processes: one client with its own `Mapper` (or
+/// the raw counter) on `backend` under `namespace`, voting on `target` (a name in
+/// [`TARGETS`]) from `start_ms` (milliseconds since the Unix epoch) for `duration`.
 pub async fn worker(
-    store: Arc<dyn DocumentStore>,
+    backend: &Backend,
+    namespace: &str,
     target: &str,
     start_ms: u64,
     duration: Duration,
@@ -408,12 +418,22 @@ pub async fn worker(
     let Some(&(_, target)) = TARGETS.iter().find(|(name, _)| *name == target) else {
         return Err(Error::Invalid(format!("no hot-spot target `{target}`")));
     };
-    let db = Mapper::new(store).with_retry(RetryPolicy::default());
+    let raw = match target {
+        Target::Raw => Some(Raw::connect(backend, namespace).await?.ok_or_else(|| {
+            Error::Invalid("the raw target needs Redis or PostgreSQL".to_owned())
+        })?),
+        _ => None,
+    };
+    let db = Mapper::new(backend.connect(namespace).await?).with_retry(RetryPolicy::default());
     tokio::time::sleep(Duration::from_millis(start_ms.saturating_sub(now_ms()))).await;
     let start = Instant::now();
     let mut tally = WorkerTally::default();
     while start.elapsed() < duration {
-        match vote(&db, target).await {
+        let outcome = match &raw {
+            Some(raw) => raw.increment(namespace).await,
+            None => vote(&db, target).await,
+        };
+        match outcome {
             Ok(()) => tally.committed += 1,
             Err(e) => {
                 tracing::debug!(error = %e, "hot-spot vote failed");
@@ -644,6 +664,19 @@ enum Raw {
 }
 
 impl Raw {
+    /// The raw counter of `backend` (its PostgreSQL table in `namespace`'s schema); `None`
+    /// on the embedded stores.
+    async fn connect(backend: &Backend, namespace: &str) -> Result<Option<Raw>> {
+        Ok(match backend {
+            Backend::Redis(url) => Some(Raw::Redis(RawRedis::connect_standalone(url).await?)),
+            Backend::RedisCluster(urls) => Some(Raw::Redis(RawRedis::connect_cluster(urls).await?)),
+            Backend::Postgres(url) => Some(Raw::Postgres(
+                RawPostgres::connect(url, &crate::backend::schema_of(namespace)).await?,
+            )),
+            Backend::Memory | Backend::Modelled(_) => None,
+        })
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Raw::Redis(_) => "raw HINCRBY",

@@ -183,8 +183,9 @@ struct HotspotArgs {
     /// Run only the targets whose name contains one of these (e.g. `--only raw,apply`).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// Also run the naive and `mapper/client` targets as one operating-system process
-    /// per client, each with its own `Mapper` and connections (Redis and PostgreSQL).
+    /// Also run the raw, naive and `mapper/client` targets as one operating-system process
+    /// per client, each with its own `Mapper` and connections (Redis and PostgreSQL); their
+    /// ratios are to the raw command sent by as many processes.
     #[arg(long)]
     processes: bool,
     /// Write the results to this file (.csv or .json).
@@ -327,14 +328,15 @@ async fn run(command: Command) -> Result<bool, String> {
         Command::Hotspot(args) => run_hotspot(args, progress).await,
         Command::HotspotWorker(args) => {
             let backend = backend(&args.store, None)?;
-            let store = backend
-                .connect(&namespace(&args.store))
-                .await
-                .map_err(chain)?;
-            let tally =
-                hotspot::worker(store, &args.target, args.start_ms, seconds(args.duration)?)
-                    .await
-                    .map_err(chain)?;
+            let tally = hotspot::worker(
+                &backend,
+                &namespace(&args.store),
+                &args.target,
+                args.start_ms,
+                seconds(args.duration)?,
+            )
+            .await
+            .map_err(chain)?;
             println!("{}", tally.line());
             Ok(true)
         }

@@ -125,25 +125,31 @@ impl<S: DocumentStore> Mapper<S> {
     pub async fn save<E: Root>(&self, entity: &mut E) -> Result<()> {
         let main = entity.key();
         let doc = entity.to_document().map_err(malformed(&main))?;
+        self.save_as(entity, &main, doc).await
+    }
+
+    /// [`Mapper::save`] of `entity`, stored at `main`, whose main document encodes as
+    /// `doc` (`apply` has encoded it already).
+    async fn save_as<E: Root>(&self, entity: &mut E, main: &Key, doc: Document) -> Result<()> {
         let dirty = entity
             .state()
             .is_none_or(|state| state.saved_main() != Some(&doc));
         // Writes a snapshot cannot take in (module docs of `cache`): the main document,
         // dynamic shards.
-        let _invalidate = (dirty || layout::has_dynamic::<E>()).then(|| self.invalidating(&main));
+        let _invalidate = (dirty || layout::has_dynamic::<E>()).then(|| self.invalidating(main));
         // Changes sent before with an unknown outcome go first, each to where it was sent.
         for p in static_properties(entity) {
-            self.resend_single(entity, &main, p).await?;
+            self.resend_single(entity, main, p).await?;
         }
         let dynamic = layout::has_dynamic::<E>();
         if dynamic {
-            self.resend_dynamic(entity, &main).await?;
+            self.resend_dynamic(entity, main).await?;
         }
         if entity.state().is_some_and(EntityState::adoption_pending) {
             // Values the main document holds from before a field was sharded.
-            self.adopt(entity, &main).await?;
+            self.adopt(entity, main).await?;
         }
-        stage(entity, &main)?;
+        stage(entity, main)?;
         let touched: Vec<StaticProperty> = static_properties(entity)
             .into_iter()
             .filter(|p| pending(entity, p.index).value.is_some())
@@ -152,16 +158,16 @@ impl<S: DocumentStore> Mapper<S> {
         if self.store.cross_group_transactions() && (put_main.is_some() || touched.len() > 1) {
             // One commit: the main document (expected present; rewritten when dirty) and
             // a shard of every touched static property.
-            self.save_shadows(entity, &main, put_main, &touched).await?;
+            self.save_shadows(entity, main, put_main, &touched).await?;
         } else {
             // The main document first, then each property on its own (coalesced with
             // concurrent saves of it, merged by the store where its fold allows: see
             // `static_shard`); each write checks that the entity exists.
             if put_main.is_some() {
-                self.save_shadows(entity, &main, put_main, &[]).await?;
+                self.save_shadows(entity, main, put_main, &[]).await?;
             }
             for &p in &touched {
-                self.save_single(entity, &main, p).await?;
+                self.save_single(entity, main, p).await?;
             }
         }
         if dirty {
@@ -170,7 +176,7 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         if dynamic {
-            self.save_dynamic(entity, &main).await?;
+            self.save_dynamic(entity, main).await?;
         }
         Ok(())
     }
@@ -451,7 +457,7 @@ impl<S: DocumentStore> Mapper<S> {
                  properties only (use `update` for the others)"
             )));
         }
-        match self.save(&mut entity).await {
+        match self.save_as(&mut entity, &main, unchanged).await {
             Err(Error::NotFound { .. }) if from_cache => {
                 // The cached document was of an entity deleted or replaced since, and
                 // nothing was written: the change goes to the entity stored now.

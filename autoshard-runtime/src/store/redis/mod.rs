@@ -1,96 +1,23 @@
-//! [`RedisStore`]: the [`DocumentStore`] on a standalone Redis server or a Redis Cluster.
+//! [`RedisStore`]: the [`DocumentStore`] on a standalone Redis server or a Redis Cluster. It
+//! maps the store's operations onto Redis hashes and server-side Lua scripts and knows
+//! nothing of entities, shards or retries (the mapper does).
 //!
-//! This module maps the trait's operations onto Redis data structures and server-side Lua
-//! scripts. It does not know about entities, shards or retries (the mapper does).
+//! - A document is a hash (`v`: its version, `p:<name>`: each property's JSON) at the
+//!   namespace followed by [`Key::encode`], whose `{…}` is the entity group: one group, one
+//!   cluster slot. Its write record lives apart, in its record hash (`<key>/~w`, same slot),
+//!   so a load reads values only. Versions come from one counter per group, never reused.
+//! - Invariant: every write (`commit`, `insert`, `put`, `delete`: `lua/commit.lua`; `merge`:
+//!   `lua/merge.lua`) is one script that checks every expectation and that every key it
+//!   touches is ours before its first write, so it applies all or nothing, atomically,
+//!   without WATCH. Scan indexes in another slot are kept around the script in an order that
+//!   never hides a live document.
+//! - Limits: Redis's own (512 MB per key and per property's JSON text); keep ids short and
+//!   hot documents small.
 //!
-//! # Layout
-//! - A document is a Redis **hash**: field `v` holds its version (decimal) and each
-//!   property `name` is a field `p:name` holding that property's JSON. Its write record
-//!   `~w` (see [`crate::store::merge`]) lives apart, in the document's *record hash*
-//!   (`<document key>/~w`, same slot): a field `w:<writer>` holding `[seq,at_ms]` per
-//!   writer. A load without records reads the document's hash alone, however many
-//!   writers its record remembers. A script reads and compares the version with one
-//!   `HGET` and never decodes a document in Lua (whose numbers are doubles: it would
-//!   round large integers); a merge (`lua/merge.lua`) touches only the property it folds
-//!   and its writer's record entry, on Lua numbers for integers of up to 15 characters
-//!   and decimal text beyond, whatever the number of writers the document records. The
-//!   scripts name a document's record hash from the document's key rather than taking it
-//!   in `KEYS` (as a scan page reads the documents its index lists): Redis lets a script
-//!   touch keys of its own slot that it was not given; a proxy that insists on declared
-//!   keys is not supported. A foreign value at one of our keys is easy to tell apart (another type,
-//!   or a hash with other fields) and is reported as [`Error::Malformed`] naming the key,
-//!   never overwritten.
-//! - The Redis key of a document is the namespace prefix followed by [`Key::encode`]:
-//!   `autoshard:{Question:42}`, `autoshard:{Question:42/~shard:votes.3}`. The `{…}` is the
-//!   key's entity group, so on a cluster one group lives in one slot (a group transaction
-//!   is one script on one node) while the static shards of a hot entity, each a group of
-//!   its own, spread over slots and nodes. Escaping in [`Key::encode`] keeps any id from
-//!   moving the hash tag or colliding with another key.
-//! - Versions come from one counter per entity group, `prefix{group}#v`, `INCR`ed by the
-//!   script that writes. A counter only grows and is never deleted, so a version is never
-//!   handed out twice for a key, even across delete and re-insert (no ABA). The cost is
-//!   one small key per entity group ever written.
-//! - Scans read a sorted set per (parent, kind), all scores 0, members the encoded keys,
-//!   paged with `ZRANGEBYLEX` from an exclusive cursor (the last member returned): a
-//!   document listed for the whole scan is returned exactly once. Children's index lives
-//!   under the parent's key, in the parent's entity group. Root documents' index is
-//!   `prefix{#root:Kind}#i`, a hash tag of its own.
-//!
-//! # Writes are scripts, not WATCH
-//! `commit`, `insert`, `put` and `delete` all run one Lua script (`lua/commit.lua`), and
-//! `merge` runs `lua/merge.lua` (one round trip, in the document's slot, no conflict): it
-//! checks every expected version and that every key it touches is ours, and only then
-//! writes (a script error does not roll back earlier writes, so nothing may fail after the
-//! first write). A script runs atomically on the server, so it needs no WATCH, cannot lose
-//! its guard to a reconnect or to another task's `EXEC` on a shared connection, and has no
-//! nil `EXEC` reply to misread. Therefore requests of any number of tasks share a small
-//! pool of multiplexed connections (standalone) or one cluster connection.
-//!
-//! # Scan indexes on a cluster
-//! On a standalone server the script also updates the scan index, atomically. On a
-//! cluster it does so whenever the index shares the document's entity group (children,
-//! dynamic shards). The index of a document that starts an entity group (root documents,
-//! static shards, sub-group anchors) lives in another slot, so it is updated around the
-//! script, in this order:
-//! 1. a write that may create the document: `ZADD` before the script, and `ZADD` again
-//!    after it if the script created the document;
-//! 2. a delete: after the script, `ZREM`, then `EXISTS`, and `ZADD` back if the document
-//!    was re-created meanwhile.
-//!
-//! So a live document always has its index entry, except for one round trip after a
-//! concurrent delete of the same key when it was re-created at once; index entries whose
-//! document is gone (a crash between the steps, a conflicting transaction) are skipped by
-//! the scan. An update of a document that the transaction expects to exist (the hot path
-//! of a sharded save) touches no index at all.
-//!
-//! # Round trips
-//! `get`, `insert`, `put`, `delete` and `commit` are one script call each (plus the index
-//! steps above on a cluster); on a standalone server `get` is one `HGETALL` and `get_many`
-//! one `HGETALL` per document inside `MULTI`/`EXEC` (atomic, and several times cheaper for
-//! the server than the same reads inside a script); on a cluster `get_many` is one read
-//! script per slot, in parallel. A lookup on a standalone server lists its scan pages in
-//! the same `MULTI`, with the documents it asks to prefetch, and is answered from that
-//! one step when every listed document was read in it (a load's dynamic-shard scan
-//! mostly lists just the compacted document, which it prefetches); otherwise, and on a
-//! cluster, the read script reads it. A scan page is one read script that lists the
-//! page and reads its documents in one atomic step; on a cluster it reads there only the
-//! documents in the index's own entity group (children of the parent's group, dynamic
-//! shards), and those in groups of their own (root documents, static shards) with a
-//! `get_many` after it, which is not atomic with the listing (the store contract promises
-//! a snapshot only for the former).
-//!
-//! # Limits
-//! Redis's own: a key (the namespace and [`Key::encode`]) and each property's JSON text
-//! are at most 512 MB; no limit of the store's own comes first. Large keys and documents
-//! still cost every call that reads them: keep ids short and hot documents small.
-//!
-//! # Where things are
-//! `options` ([`RedisOptions`]), `connection` (pooled standalone and cluster
-//! connections), `durability` (running a write script, and waiting for replicas when
-//! asked), `layout` (the names of documents, counters and indexes; slots), `read`
-//! (`get_many`, lookups and scan pages: `MULTI` reads and `lua/read.lua`), `commit` (planning and running
-//! `lua/commit.lua`), `merge` (`lua/merge.lua`), `index` (scan-index upkeep around the script on a cluster), `reply`
-//! (decoding script replies).
+//! Files: `options`, `connection`, `durability` (write scripts, waiting for replicas),
+//! `layout` (names and slots), `read`, `commit`, `merge`, `index`, `reply`. The full layout,
+//! the scan-index protocol and the round trips of each call: the repository's
+//! `docs/design/redis.md`.
 
 mod commit;
 mod connection;
