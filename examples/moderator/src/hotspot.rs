@@ -388,8 +388,13 @@ async fn run_processes(
     let (per_sec, conflict_pct, writes_per_vote) = (
         total.committed as f64 / config.duration.as_secs_f64(),
         (total.attempts > 0).then(|| 100.0 * total.conflicts as f64 / total.attempts as f64),
-        (total.committed > 0)
-            .then(|| (total.attempts - total.conflicts) as f64 / total.committed as f64),
+        // A raw increment is one write; the mapper counts its own.
+        if raw.is_some() {
+            Some(1.0)
+        } else {
+            (total.committed > 0)
+                .then(|| (total.attempts - total.conflicts) as f64 / total.committed as f64)
+        },
     );
     Ok(HotspotRow {
         clients,
