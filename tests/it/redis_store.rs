@@ -3,8 +3,8 @@
 //! concurrent optimistic commits through shared connections.
 
 use autoshard::store::{
-    Commit, Document, DocumentStore, Fold, Merge, RedisOptions, RedisStore, Scan, Transaction,
-    WriteId,
+    merge, Commit, Document, DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, Scan,
+    Transaction, WriteId,
 };
 use autoshard::{Error, Key};
 use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
@@ -25,7 +25,8 @@ fn redis_key(ns: &str, key: &Key) -> String {
 }
 
 /// Documents are hashes `{v, p:<property>...}` at `namespace:` + `Key::encode()`, one
-/// field of JSON per property.
+/// field of JSON per property; their write records are apart, in `<document>/~w`, written
+/// by merges and commits alike, so the document's hash holds values only.
 async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str) {
     let key = Key::new("Question", "a{b}:c/d");
     let version = store.insert(&key, doc(7)).await.unwrap();
@@ -37,6 +38,39 @@ async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str
     );
     assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "7");
     assert_eq!(server.cli(&["HLEN", &name]).trim(), "2");
+
+    let record = format!("{name}/~w");
+    let write = WriteId {
+        writer: "w".into(),
+        seq: 3,
+        at_ms: 1,
+        horizon_ms: 0,
+    };
+    let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 2.into(), write);
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+    assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "9");
+    assert_eq!(server.cli(&["HLEN", &name]).trim(), "2", "values only");
+    assert_eq!(server.cli(&["HGET", &record, "w:w"]).trim(), "[3,1]");
+
+    // A commit carries the record it read over, into the record hash.
+    let read = store.get(&key).await.unwrap().unwrap();
+    assert!(
+        merge::applied(Some(&read.doc), "w", 3),
+        "a read with records"
+    );
+    let mut rewritten = read.doc.clone();
+    rewritten.insert("n".to_owned(), 10.into());
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(read.version))
+        .put(key.clone(), rewritten);
+    assert_eq!(store.commit(&txn).await.unwrap(), Commit::Committed);
+    assert_eq!(server.cli(&["HLEN", &name]).trim(), "2", "values only");
+    assert_eq!(server.cli(&["HGET", &record, "w:w"]).trim(), "[3,1]");
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::AlreadyApplied);
+
+    // A delete removes both.
+    assert!(store.delete(&key).await.unwrap());
+    assert_eq!(server.cli(&["EXISTS", &name, &record]).trim(), "0");
 }
 
 /// A value that is not ours at one of our keys is a typed error naming the key, on every

@@ -4,7 +4,7 @@
 //!
 //! A call on a slot that nobody leads leads it at once. Calls that arrive while it leads
 //! queue with a payload. The leader takes queued calls ([`Lead::take`]), does the work
-//! for them and tells each its outcome ([`Follower::tell`]). When its [`Lead`] is dropped,
+//! for them and tells each its outcome ([`Caller::tell`]). When its [`Lead`] is dropped,
 //! after the work or with the leader's future, the lead passes to the first queued call
 //! still waiting, or the slot goes idle. A queued call whose future is dropped just as it
 //! is handed the lead passes it on in turn. So a slot never stays led by nobody while
@@ -47,10 +47,15 @@ enum Turn<R> {
 /// A queued call, as its leader takes it: its payload, and how to tell it the outcome.
 pub(in crate::mapper) struct Follower<W, R> {
     pub(in crate::mapper) payload: W,
+    pub(in crate::mapper) caller: Caller<R>,
+}
+
+/// How to tell a queued call its outcome.
+pub(in crate::mapper) struct Caller<R> {
     turn: oneshot::Sender<Turn<R>>,
 }
 
-impl<W, R> Follower<W, R> {
+impl<R> Caller<R> {
     /// Tells the call its outcome (nothing happens when its future is gone).
     pub(in crate::mapper) fn tell(self, outcome: R) {
         let _ = self.turn.send(Turn::Done(outcome));
@@ -80,7 +85,7 @@ impl<K: Eq + Hash, W, R> Relay<K, W, R> {
             return;
         };
         while let Some(next) = queue.pop_front() {
-            if next.turn.send(Turn::Lead).is_ok() {
+            if next.caller.turn.send(Turn::Lead).is_ok() {
                 return;
             }
         }
@@ -105,7 +110,7 @@ impl<K: Eq + Hash + Clone, W, R> Relay<K, W, R> {
                 let (turn, told) = oneshot::channel();
                 led.get_mut().push_back(Follower {
                     payload: payload(),
-                    turn,
+                    caller: Caller { turn },
                 });
                 Some(told)
             }
@@ -144,7 +149,7 @@ impl<K: Eq + Hash, W, R> Lead<'_, K, W, R> {
             let Some(next) = queue.pop_front() else {
                 break;
             };
-            if !next.turn.is_closed() {
+            if !next.caller.turn.is_closed() {
                 taken.push(next);
             }
         }
@@ -204,7 +209,7 @@ mod tests {
         let taken = lead.take(usize::MAX);
         assert_eq!(taken.iter().map(|f| f.payload).collect::<Vec<_>>(), [7]);
         for f in taken {
-            f.tell(42);
+            f.caller.tell(42);
         }
         assert!(matches!(
             futures::poll!(follower.as_mut()),

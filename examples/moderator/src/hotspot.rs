@@ -423,20 +423,25 @@ pub async fn worker(
     let Some(&(_, target)) = TARGETS.iter().find(|(name, _)| *name == target) else {
         return Err(Error::Invalid(format!("no hot-spot target `{target}`")));
     };
-    let raw = match target {
-        Target::Raw => Some(Raw::connect(backend, namespace).await?.ok_or_else(|| {
-            Error::Invalid("the raw target needs Redis or PostgreSQL".to_owned())
-        })?),
-        _ => None,
-    };
-    let db = Mapper::new(backend.connect(namespace).await?).with_retry(RetryPolicy::default());
+    // The raw counter, or a `Mapper` of this process's own.
+    let voter =
+        if target == Target::Raw {
+            Voter::Raw(Raw::connect(backend, namespace).await?.ok_or_else(|| {
+                Error::Invalid("the raw target needs Redis or PostgreSQL".to_owned())
+            })?)
+        } else {
+            let store = backend.connect(namespace).await?;
+            Voter::Mapped(Box::new(
+                Mapper::new(store).with_retry(RetryPolicy::default()),
+            ))
+        };
     tokio::time::sleep(Duration::from_millis(start_ms.saturating_sub(now_ms()))).await;
     let start = Instant::now();
     let mut tally = WorkerTally::default();
     while start.elapsed() < duration {
-        let outcome = match &raw {
-            Some(raw) => raw.increment(namespace).await,
-            None => vote(&db, target).await,
+        let outcome = match &voter {
+            Voter::Raw(raw) => raw.increment(namespace).await,
+            Voter::Mapped(db) => vote(db, target).await,
         };
         match outcome {
             Ok(()) => tally.committed += 1,
@@ -446,10 +451,18 @@ pub async fn worker(
             }
         }
     }
-    let m = db.metrics().snapshot();
-    tally.attempts = m.attempts;
-    tally.conflicts = m.conflicts;
+    if let Voter::Mapped(db) = &voter {
+        let m = db.metrics().snapshot();
+        tally.attempts = m.attempts;
+        tally.conflicts = m.conflicts;
+    }
     Ok(tally)
+}
+
+/// What a worker process votes through.
+enum Voter {
+    Raw(Raw),
+    Mapped(Box<Mapper<Arc<dyn DocumentStore>>>),
 }
 
 fn now_ms() -> u64 {

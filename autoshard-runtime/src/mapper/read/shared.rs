@@ -53,7 +53,7 @@ impl SharedReads {
             let found = read().await;
             for follower in followers {
                 // The same error for every load that shared the read, as the leader got it.
-                follower.tell(found.clone());
+                follower.caller.tell(found.clone());
             }
             return found;
         }

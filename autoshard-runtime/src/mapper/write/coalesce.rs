@@ -14,7 +14,7 @@ use crate::document::Value;
 use crate::entity::{Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::mapper::relay::{Follower, Joined, Relay};
+use crate::mapper::relay::{Caller, Joined, Relay};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// The most changes one commit carries.
@@ -48,7 +48,7 @@ type Queued = (Value, ClaimRef);
 pub(in crate::mapper) struct Member {
     value: Value,
     claim: ClaimRef,
-    save: Option<Follower<Queued, Result<()>>>,
+    save: Option<Caller<Result<()>>>,
 }
 
 impl Member {
@@ -103,11 +103,11 @@ impl Coalescer {
         // batch was sent), and the lead passes on.
         let mut members = vec![Member::own(value, claim)];
         for save in lead.take(MAX_BATCH - 1) {
-            let (value, claim) = save.payload.clone();
+            let (value, claim) = save.payload;
             members.push(Member {
                 value,
                 claim,
-                save: Some(save),
+                save: Some(save.caller),
             });
         }
         let (result, members) = send(members).await;
