@@ -1,11 +1,13 @@
 //! PostgreSQL, on servers the tests start (see `autoshard_test_support::postgres`): the
 //! whole store conformance suite (twice on the same data, since every case uses fresh
-//! kinds, and in another schema of the same database), connect errors, and the
-//! concurrency scenario every real store runs.
+//! kinds, and in another schema of the same database), the layout of write records,
+//! connect errors, and the concurrency scenario every real store runs.
 
-use autoshard::store::postgres::{PostgresOptions, PostgresStore};
-use autoshard::store::DocumentStore;
-use autoshard::{conformance, Error};
+use autoshard::store::postgres::{tokio_postgres, PostgresOptions, PostgresStore};
+use autoshard::store::{
+    merge, Commit, Document, DocumentStore, Fold, Merge, Merged, Transaction, WriteId,
+};
+use autoshard::{conformance, Error, Key};
 use autoshard_test_support::postgres::Postgres;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,4 +106,153 @@ async fn concurrent_votes_are_exact() {
             .unwrap()
     };
     autoshard_test_support::concurrency::all_variants(connect, "postgres").await;
+}
+
+/// The row of `key` in the documents table, as stored.
+async fn stored(client: &tokio_postgres::Client, key: &Key) -> serde_json::Value {
+    let row = client
+        .query_one(
+            "SELECT doc FROM t_layout.autoshard_documents WHERE key = $1",
+            &[&key.encode()],
+        )
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+fn merge_as(key: &Key, writer: &str, seq: u64) -> Merge {
+    let write = WriteId {
+        writer: writer.into(),
+        seq,
+        at_ms: 1,
+        horizon_ms: 0,
+    };
+    Merge::new(key.clone(), "n", Fold::SUM_I64, 2.into(), write)
+}
+
+/// The write records of `key`, from the records table: `(writer, seq, at_ms)`.
+async fn records(client: &tokio_postgres::Client, key: &Key) -> Vec<(String, String, String)> {
+    client
+        .query(
+            "SELECT writer, seq::text, at_ms::text FROM t_layout.autoshard_records \
+             WHERE key = $1 ORDER BY writer",
+            &[&key.encode()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1), row.get(2)))
+        .collect()
+}
+
+/// Write records live in a table of their own, written by merges and commits alike, so a
+/// document's row holds its values only; a document that still holds a `~w` property of
+/// its own (written by an earlier build) is read with it joined and keeps guarding its
+/// writers until its next write moves it into the table; a delete removes both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_records_live_apart_from_documents() {
+    let server = Postgres::start();
+    let store =
+        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema("t_layout"))
+            .await
+            .unwrap();
+    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let key = Key::new("Question", "1");
+    let mut doc = Document::new();
+    doc.insert("n".to_owned(), 7.into());
+    store.insert(&key, doc).await.unwrap();
+    assert_eq!(
+        store.merge(&merge_as(&key, "w", 3)).await.unwrap(),
+        Merged::Applied
+    );
+    assert_eq!(
+        stored(&client, &key).await,
+        serde_json::json!({"n": 9}),
+        "values only"
+    );
+    assert_eq!(
+        records(&client, &key).await,
+        [("w".into(), "3".into(), "1".into())]
+    );
+
+    // A read with records answers the entry; a commit carries it over into the table.
+    let read = store.get(&key).await.unwrap().unwrap();
+    assert!(
+        merge::applied(Some(&read.doc), "w", 3),
+        "a read with records"
+    );
+    let mut rewritten = read.doc.clone();
+    rewritten.insert("n".to_owned(), 10.into());
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(read.version))
+        .put(key.clone(), rewritten);
+    assert_eq!(store.commit(&txn).await.unwrap(), Commit::Committed);
+    assert_eq!(
+        stored(&client, &key).await,
+        serde_json::json!({"n": 10}),
+        "values only"
+    );
+    assert_eq!(
+        records(&client, &key).await,
+        [("w".into(), "3".into(), "1".into())]
+    );
+    assert_eq!(
+        store.merge(&merge_as(&key, "w", 3)).await.unwrap(),
+        Merged::AlreadyApplied
+    );
+
+    an_own_record_is_joined_and_moved(&store, &client, &key).await;
+
+    // A delete removes both.
+    assert!(store.delete(&key).await.unwrap());
+    assert!(records(&client, &key).await.is_empty());
+    assert!(store.get(&key).await.unwrap().is_none());
+}
+
+/// A document that still holds a `~w` property of its own (from an earlier build): read
+/// joined with the table's entries, guarding its writers, moved by the next write.
+async fn an_own_record_is_joined_and_moved(
+    store: &PostgresStore,
+    client: &tokio_postgres::Client,
+    key: &Key,
+) {
+    client
+        .execute(
+            "UPDATE t_layout.autoshard_documents \
+             SET doc = doc || '{\"~w\": {\"old\": [5, 2], \"w\": [1, 1]}}' WHERE key = $1",
+            &[&key.encode()],
+        )
+        .await
+        .unwrap();
+    let read = store.get(key).await.unwrap().unwrap();
+    assert!(merge::applied(Some(&read.doc), "old", 5), "its own entry");
+    assert!(
+        merge::applied(Some(&read.doc), "w", 3),
+        "the table's entry wins"
+    );
+    assert_eq!(
+        store.merge(&merge_as(key, "old", 5)).await.unwrap(),
+        Merged::AlreadyApplied
+    );
+    assert_eq!(
+        store.merge(&merge_as(key, "old", 6)).await.unwrap(),
+        Merged::Applied
+    );
+    let read = store.get(key).await.unwrap().unwrap();
+    store.put(key, read.doc).await.unwrap();
+    assert_eq!(
+        stored(client, key).await,
+        serde_json::json!({"n": 12}),
+        "moved"
+    );
+    assert_eq!(
+        records(client, key).await,
+        [
+            ("old".into(), "6".into(), "1".into()),
+            ("w".into(), "3".into(), "1".into())
+        ]
+    );
 }

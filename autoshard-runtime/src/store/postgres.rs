@@ -1,9 +1,11 @@
 //! [`PostgresStore`]: documents as JSONB rows of one PostgreSQL table (feature
 //! `postgres`), through `tokio-postgres` and a `deadpool-postgres` pool.
 //!
-//! - One table, `<schema>.autoshard_documents` (schema `autoshard` unless
+//! - One table of documents, `<schema>.autoshard_documents` (schema `autoshard` unless
 //!   [`PostgresOptions::schema`] says otherwise; key, parent, kind, version from one
-//!   sequence, JSONB document), created on first use or by [`PostgresStore::migrate`]. Every
+//!   sequence, JSONB values) and one of write records, `autoshard_records` (a row per
+//!   document and writer, so loads and merges never carry a hot shard's whole record),
+//!   created on first use or by [`PostgresStore::migrate`]. Every
 //!   object it creates is named `autoshard_*` and marked; one of those names taken by an
 //!   object it did not create fails the migration with [`Error::Invalid`].
 //! - Invariant: every write is one call of a PL/pgSQL function (`autoshard_commit`,
@@ -383,19 +385,26 @@ impl Sql {
                 "SELECT {s}.autoshard_merge($1, $2, $3, $4, $5::text::numeric, $6::text::numeric, \
                  $7, $8::text::numeric, $9::text::numeric, $10::text::numeric, $11, $12)"
             ),
-            get: format!("SELECT version, doc FROM {t} WHERE key = $1"),
-            get_many: format!("SELECT key, version, doc FROM {t} WHERE key = ANY($1)"),
+            get: format!(
+                "SELECT version, {s}.autoshard_with_records(key, doc) FROM {t} WHERE key = $1"
+            ),
+            get_many: format!(
+                "SELECT key, version, {s}.autoshard_with_records(key, doc) FROM {t} \
+                 WHERE key = ANY($1)"
+            ),
             write: format!("SELECT {s}.autoshard_write($1, $2, $3, $4, $5)"),
             delete: format!("SELECT {s}.autoshard_delete($1)"),
             commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6)"),
             // Part 0: the documents by key; part i: the first page of scan i (its
             // parent '' for roots). `$1` says whether documents keep their write record.
             lookup: format!(
-                "SELECT 0::bigint, key, version, CASE WHEN $1 THEN doc ELSE doc - '{record}' END \
+                "SELECT 0::bigint, key, version, \
+                        CASE WHEN $1 THEN {s}.autoshard_with_records(key, doc) ELSE doc - '{record}' END \
                  FROM {t} WHERE key = ANY($2) \
                  UNION ALL \
                  SELECT s.i, d.key, d.version, \
-                        CASE WHEN $1 THEN d.doc ELSE d.doc - '{record}' END \
+                        CASE WHEN $1 THEN {s}.autoshard_with_records(d.key, d.doc) \
+                             ELSE d.doc - '{record}' END \
                  FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) \
                       WITH ORDINALITY AS s(parent, kind, after, lim, i) \
                  CROSS JOIN LATERAL ( \
@@ -406,11 +415,11 @@ impl Sql {
                 record = merge::RECORD
             ),
             scan: format!(
-                "SELECT key, version, doc FROM {t} \
+                "SELECT key, version, {s}.autoshard_with_records(key, doc) FROM {t} \
                  WHERE parent = $1 AND kind = $2 AND key > $3 ORDER BY key LIMIT $4"
             ),
             scan_roots: format!(
-                "SELECT key, version, doc FROM {t} \
+                "SELECT key, version, {s}.autoshard_with_records(key, doc) FROM {t} \
                  WHERE parent = '' AND kind = $1 AND key > $2 ORDER BY key LIMIT $3"
             ),
         }

@@ -20,13 +20,15 @@ BEGIN
         SELECT c.relname AS name, obj_description(c.oid, 'pg_class') AS note
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = '{schema}'
-          AND c.relname IN ('autoshard_documents', 'autoshard_documents_scan', 'autoshard_versions')
+          AND c.relname IN ('autoshard_documents', 'autoshard_documents_scan', 'autoshard_versions',
+                            'autoshard_records')
         UNION ALL
         SELECT p.proname, obj_description(p.oid, 'pg_proc')
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = '{schema}'
-          AND p.proname IN ('autoshard_write', 'autoshard_delete',
-                            'autoshard_commit', 'autoshard_in_range', 'autoshard_merge')
+          AND p.proname IN ('autoshard_write', 'autoshard_delete', 'autoshard_commit',
+                            'autoshard_in_range', 'autoshard_merge', 'autoshard_keep',
+                            'autoshard_with_records')
     LOOP
         IF found.note IS DISTINCT FROM 'autoshard store object' THEN
             RAISE EXCEPTION 'autoshard: "{schema}".% exists and was not created by autoshard; it is left as it is (use another schema with PostgresOptions::schema)', found.name
@@ -47,6 +49,55 @@ CREATE INDEX IF NOT EXISTS autoshard_documents_scan
 COMMENT ON INDEX "{schema}".autoshard_documents_scan IS 'autoshard store object';
 CREATE SEQUENCE IF NOT EXISTS "{schema}".autoshard_versions;
 COMMENT ON SEQUENCE "{schema}".autoshard_versions IS 'autoshard store object';
+-- The write records, one row per document and writer: a document's `~w` property lives
+-- here, so that a merge writes two small rows instead of a document that holds one entry
+-- per writer, and a load reads the values only. Documents written by an earlier build may
+-- still hold a `~w` property of their own; reads join the two (this table's entries win)
+-- and the next write of the document moves it here.
+CREATE TABLE IF NOT EXISTS "{schema}".autoshard_records (
+    key text COLLATE "C",
+    writer text COLLATE "C",
+    seq numeric NOT NULL,
+    at_ms numeric NOT NULL,
+    CONSTRAINT autoshard_records_pkey PRIMARY KEY (key, writer)
+);
+COMMENT ON TABLE "{schema}".autoshard_records IS 'autoshard store object';
+-- Whether `v` is an integer within `lo..=hi` (the range of the property's type).
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_in_range(v jsonb, lo numeric, hi numeric)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
+    SELECT jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$'
+       AND v::text::numeric BETWEEN lo AND hi
+$f$;
+-- Document `d` of key `k` as a read with records answers it: its `~w` property joined
+-- with the key's rows of `autoshard_records` (which win). A document that is not an
+-- object, or whose own `~w` is not an object, is answered as stored.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_with_records(k text, d jsonb)
+RETURNS jsonb LANGUAGE sql STABLE AS $f$
+    SELECT CASE
+        WHEN r IS NULL OR jsonb_typeof(d) IS DISTINCT FROM 'object' THEN d
+        WHEN NOT d ? '~w' THEN d || jsonb_build_object('~w', r)
+        WHEN jsonb_typeof(d -> '~w') = 'object' THEN d || jsonb_build_object('~w', (d -> '~w') || r)
+        ELSE d
+    END
+    FROM (SELECT jsonb_object_agg(writer, jsonb_build_array(seq, at_ms)) AS r
+          FROM "{schema}".autoshard_records WHERE key = k) AS records
+$f$;
+-- Replaces the records of key `k` by the entries of document `d`'s `~w` property and
+-- answers `d` without it: what a write stores. Called under the key's lock.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_keep(k text, d jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $f$
+BEGIN
+    DELETE FROM "{schema}".autoshard_records WHERE key = k;
+    IF jsonb_typeof(d) <> 'object' OR NOT d ? '~w' THEN
+        RETURN d;
+    END IF;
+    INSERT INTO "{schema}".autoshard_records (key, writer, seq, at_ms)
+    SELECT k, e.key, (e.value ->> 0)::numeric, (e.value ->> 1)::numeric
+    FROM jsonb_each(CASE WHEN jsonb_typeof(d -> '~w') = 'object' THEN d -> '~w' ELSE '{}' END) AS e
+    WHERE "{schema}".autoshard_in_range(e.value -> 0, 0, 18446744073709551615)
+      AND "{schema}".autoshard_in_range(e.value -> 1, 0, 18446744073709551615);
+    RETURN d - '~w';
+END $f$;
 -- Writes document `d` at key `k` (parent `p`, kind `n`): over a present one when
 -- `overwrite`, else only when absent. The new version, or NULL when `k` was present and
 -- not overwritten.
@@ -58,13 +109,12 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
     IF overwrite THEN
         INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
-        VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
+        VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), "{schema}".autoshard_keep(k, d))
         ON CONFLICT (key) DO UPDATE SET version = EXCLUDED.version, doc = EXCLUDED.doc
         RETURNING version INTO v;
-    ELSE
+    ELSIF NOT EXISTS (SELECT 1 FROM "{schema}".autoshard_documents WHERE key = k) THEN
         INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
-        VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), d)
-        ON CONFLICT (key) DO NOTHING
+        VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), "{schema}".autoshard_keep(k, d))
         RETURNING version INTO v;
     END IF;
     RETURN v;
@@ -73,6 +123,7 @@ CREATE OR REPLACE FUNCTION "{schema}".autoshard_delete(k text)
 RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
+    DELETE FROM "{schema}".autoshard_records WHERE key = k;
     DELETE FROM "{schema}".autoshard_documents WHERE key = k;
     RETURN FOUND;
 END $f$;
@@ -112,22 +163,18 @@ BEGIN
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(wk, 1), 0) LOOP
         IF wd[i] IS NULL THEN
+            DELETE FROM "{schema}".autoshard_records WHERE key = wk[i];
             DELETE FROM "{schema}".autoshard_documents WHERE key = wk[i];
         ELSE
             INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
-            VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".autoshard_versions'), wd[i])
+            VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".autoshard_versions'),
+                    "{schema}".autoshard_keep(wk[i], wd[i]))
             ON CONFLICT (key) DO UPDATE
             SET version = EXCLUDED.version, doc = EXCLUDED.doc;
         END IF;
     END LOOP;
     RETURN 0;
 END $f$;
--- Whether `v` is an integer within `lo..=hi` (the range of the property's type).
-CREATE OR REPLACE FUNCTION "{schema}".autoshard_in_range(v jsonb, lo numeric, hi numeric)
-RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
-    SELECT jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$'
-       AND v::text::numeric BETWEEN lo AND hi
-$f$;
 -- The store contract's merge (store/merge.rs; `merge::apply` is the reference this
 -- must equal): fold `operand` into property `prop` of document `k` with `fold`
 -- ('sum', 'max' or 'min' of integers within `lo..=hi`, the property type's range;
@@ -136,9 +183,9 @@ $f$;
 -- the property's type is answered 'unsupported'. `guard_prop` NULL: no guard; else the
 -- property must hold the string `guard_value` (NULL: must be absent). Answers
 -- 'applied', 'already', 'missing', 'unsupported', 'overflow' or 'malformed' (a stored
--- document that is not an object; nothing written but for 'applied'). Record entries older than `horizon_ms` are dropped on the merges
--- whose `seq` is a multiple of 16, as the contract allows, so most merges do not visit
--- the whole record.
+-- document that is not an object; nothing written but for 'applied'). The write id is
+-- recorded in `autoshard_records`; the key's entries older than `horizon_ms` are dropped
+-- on the merges whose `seq` is a multiple of 16, as the contract allows.
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_merge(
     k text, prop text, fold text, operand jsonb, lo numeric, hi numeric,
     writer text, seq numeric, at_ms numeric, horizon_ms numeric, guard_prop text, guard_value text)
@@ -148,7 +195,6 @@ DECLARE
     stored jsonb;
     folded jsonb;
     total numeric;
-    entries jsonb;
     element_kind text;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
@@ -169,8 +215,10 @@ BEGIN
             RETURN 'missing';
         END IF;
     END IF;
-    IF "{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
-       AND (d -> '~w' -> writer ->> 0)::numeric >= seq THEN
+    IF (SELECT r.seq FROM "{schema}".autoshard_records AS r
+        WHERE r.key = k AND r.writer = autoshard_merge.writer) >= seq
+       OR ("{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
+           AND (d -> '~w' -> writer ->> 0)::numeric >= seq) THEN
         RETURN 'already';
     END IF;
     IF d ? prop THEN
@@ -222,15 +270,13 @@ BEGIN
                     FROM jsonb_array_elements(operand) WITH ORDINALITY AS o(x, n)) AS items
               GROUP BY x) AS distinct_items;
     END IF;
-    entries := CASE WHEN jsonb_typeof(d -> '~w') = 'object' THEN d -> '~w' ELSE '{}' END;
     IF seq % 16 = 0 THEN
-        SELECT coalesce(jsonb_object_agg(w, e), '{}') INTO entries
-        FROM jsonb_each(entries) AS r(w, e)
-        WHERE "{schema}".autoshard_in_range(e -> 1, 0, 18446744073709551615)
-          AND (e ->> 1)::numeric >= horizon_ms;
+        DELETE FROM "{schema}".autoshard_records AS r WHERE r.key = k AND r.at_ms < horizon_ms;
     END IF;
-    entries := entries || jsonb_build_object(writer, jsonb_build_array(seq, at_ms));
-    d := d || jsonb_build_object(prop, folded, '~w', entries);
+    INSERT INTO "{schema}".autoshard_records AS r (key, writer, seq, at_ms)
+    VALUES (k, writer, seq, at_ms)
+    ON CONFLICT ON CONSTRAINT autoshard_records_pkey DO UPDATE SET seq = EXCLUDED.seq, at_ms = EXCLUDED.at_ms;
+    d := d || jsonb_build_object(prop, folded);
     UPDATE "{schema}".autoshard_documents SET version = nextval('"{schema}".autoshard_versions'), doc = d
     WHERE key = k;
     RETURN 'applied';
@@ -241,5 +287,7 @@ COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object
 COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[])
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_in_range(jsonb, numeric, numeric) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_with_records(text, jsonb) IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_keep(text, jsonb) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_merge(text, text, text, jsonb, numeric, numeric, text,
     numeric, numeric, numeric, text, text) IS 'autoshard store object';
