@@ -32,7 +32,7 @@ pub enum Backend {
 ///
 /// The default, 100 ms per commit and 20 ms per read, is the low end of what the paper's
 /// store reports: Cloud Datastore's High Replication Datastore runs on Megastore, whose
-/// paper (the AutoShard paper's reference [1]) gives average reads of tens of
+/// paper (the AutoShard paper's reference \[1\]) gives average reads of tens of
 /// milliseconds and average writes of 100 to 400 ms; the low end fits clients in the same
 /// region as the store, as App Engine apps are. With a 100 ms commit one entity group
 /// takes at most 10 writes per second; the paper's 75 votes per second over 16 questions

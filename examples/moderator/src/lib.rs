@@ -5,6 +5,8 @@
 //!   a fold function, `Response`).
 //! - [`responses`]: the one place that writes and reads responses.
 //! - [`app`]: seed questions, simulate users voting and responding, check the leaderboard.
+//! - [`web`]: the voting app as a web page and a JSON API (`moderator serve`).
+//! - [`load`]: a load generator against the web app's API (`moderator load`).
 //! - [`bench`]: the paper's open-loop workload in six variants (three strategies, without and with retries).
 //! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
 //! - [`adaptive`]: one hot question under adaptive shard counts, against fixed counts.
@@ -24,8 +26,10 @@ pub mod chart;
 pub mod hotspot;
 pub mod latency;
 pub mod leaderboard;
+pub mod load;
 pub mod model;
 pub mod progress;
 pub mod report;
 pub mod responses;
 pub mod stats;
+pub mod web;

@@ -1,5 +1,6 @@
-//! `moderator`: the voting app (default), the paper's benchmark (`bench`), the hot-spot
-//! mode (`hotspot`), one client's latencies (`latency`) and a read-mostly page with and
+//! `moderator`: the voting app (default: a simulation; `serve`: the web app, `load`: a
+//! load generator against it), the paper's benchmark (`bench`), the hot-spot mode
+//! (`hotspot`), one client's latencies (`latency`) and a read-mostly page with and
 //! without a read cache (`leaderboard`), on the embedded store, Redis or PostgreSQL.
 
 use autoshard::Error;
@@ -10,7 +11,10 @@ use autoshard_moderator::bench::{self, BenchConfig};
 use autoshard_moderator::hotspot::{self, HotspotConfig};
 use autoshard_moderator::latency;
 use autoshard_moderator::leaderboard::{self, LeaderboardConfig};
+use autoshard_moderator::load::{self, LoadConfig, LoadRow};
+use autoshard_moderator::model::{Question, SingleQuestion};
 use autoshard_moderator::progress::Progress;
+use autoshard_moderator::web::{self, WebConfig};
 use autoshard_moderator::{chart, report};
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -34,6 +38,12 @@ enum Command {
     /// Seed questions, let simulated users vote and respond, print the checked leaderboard
     /// (the default).
     App(AppArgs),
+    /// The voting app as a web page and a JSON API (axum), on the embedded store by
+    /// default.
+    Serve(ServeArgs),
+    /// Load against the web app's API: votes on a hot question and leaderboard reads;
+    /// without --url, against the app served here on sharded and on naive documents.
+    Load(LoadArgs),
     /// The paper's experiment: votes at a fixed rate over 16 questions, three strategies without and with retries.
     Bench(BenchArgs),
     /// C clients on ONE question: naive vs autoshard variants vs the raw store (HINCRBY, or a slotted counter on PostgreSQL).
@@ -54,6 +64,8 @@ impl Command {
     fn store_mut(&mut self) -> &mut StoreArgs {
         match self {
             Command::App(a) => &mut a.store,
+            Command::Serve(a) => &mut a.store,
+            Command::Load(a) => &mut a.store,
             Command::Bench(a) => &mut a.store,
             Command::Hotspot(a) => &mut a.store,
             Command::Latency(a) => &mut a.store,
@@ -99,6 +111,41 @@ struct WorkerArgs {
     start_ms: u64,
     /// Seconds to vote.
     #[arg(long)]
+    duration: f64,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ServeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// The port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Keep each question's votes in one document (every vote an optimistic
+    /// read-modify-write of it) instead of 10 shards.
+    #[arg(long)]
+    naive: bool,
+    /// How old a leaderboard read may be, in ms (the read cache's bound).
+    #[arg(long, default_value_t = 100, value_parser = at_least_one)]
+    staleness_ms: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+struct LoadArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The app to load (http://HOST:PORT), repeatable; without it, the app is served here
+    /// twice, on sharded and on naive documents, and both are loaded in turn.
+    #[arg(long, value_name = "URL")]
+    url: Vec<String>,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 32, value_parser = clients)]
+    clients: usize,
+    /// Seconds per target.
+    #[arg(long, default_value_t = 5.0)]
     duration: f64,
 }
 
@@ -236,8 +283,16 @@ struct LeaderboardArgs {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut command = cli.command.unwrap_or(Command::App(cli.app));
+    let serving = matches!(command, Command::Serve(_));
     let store = command.store_mut();
     let explicit = store.namespace.is_some();
+    if serving {
+        // A server keeps what visitors stored, under a namespace the next start finds.
+        store
+            .namespace
+            .get_or_insert_with(|| "moderator-web".to_owned());
+        store.keep = true;
+    }
     store.namespace.get_or_insert_with(fresh_namespace);
     let store = store.clone();
     let clean = !store.keep && !matches!(command, Command::Clean(_));
@@ -349,6 +404,8 @@ async fn run(command: Command) -> Result<bool, String> {
             Ok(true)
         }
         Command::Leaderboard(args) => run_leaderboard(args, progress).await,
+        Command::Serve(args) => run_serve(args).await,
+        Command::Load(args) => run_load(args).await,
         Command::Latency(args) => {
             let backend = backend(&args.store, None)?;
             println!("latency on {backend}: one client, {} rounds", args.rounds);
@@ -481,6 +538,103 @@ async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, Str
         write(path, &chart::adaptive(&samples, &title))?;
     }
     Ok(summaries.iter().all(|s| s.total_matches))
+}
+
+/// `serve`: the web app until Ctrl-C.
+async fn run_serve(args: ServeArgs) -> Result<bool, String> {
+    let backend = backend(&args.store, None)?;
+    let store = backend
+        .connect(&namespace(&args.store))
+        .await
+        .map_err(chain)?;
+    let config = WebConfig {
+        staleness: Duration::from_millis(args.staleness_ms),
+    };
+    let addr = std::net::SocketAddr::new(args.bind, args.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let stop = async {
+        // Without a Ctrl-C handler the server runs until it is killed.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let kind = if args.naive {
+        "naive documents"
+    } else {
+        "10 shards per question"
+    };
+    println!(
+        "moderator: serving the voting app at http://{local}/ on {backend} ({kind}, \
+         namespace {}); Ctrl-C stops",
+        namespace(&args.store)
+    );
+    let served = if args.naive {
+        let app = web::Web::<SingleQuestion>::start(store, config)
+            .await
+            .map_err(chain)?;
+        web::serve(listener, app, stop).await
+    } else {
+        let app = web::Web::<Question>::start(store, config)
+            .await
+            .map_err(chain)?;
+        web::serve(listener, app, stop).await
+    };
+    served.map_err(|e| format!("serving on {local}: {e}"))?;
+    Ok(true)
+}
+
+/// `load`: the load generator, against the given URLs or against the app served here on
+/// sharded and on naive documents.
+async fn run_load(args: LoadArgs) -> Result<bool, String> {
+    let config = LoadConfig {
+        clients: args.clients,
+        duration: seconds(args.duration)?,
+    };
+    let mut targets: Vec<(String, String)> = args
+        .url
+        .iter()
+        .map(|url| (url.clone(), url.clone()))
+        .collect();
+    let mut servers = Vec::new();
+    if targets.is_empty() {
+        let backend = backend(&args.store, None)?;
+        let store = backend
+            .connect(&namespace(&args.store))
+            .await
+            .map_err(chain)?;
+        let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let (sharded, task) = web::spawn::<Question>(store.clone(), any, WebConfig::default())
+            .await
+            .map_err(chain)?;
+        servers.push(task);
+        let (naive, task) = web::spawn::<SingleQuestion>(store, any, WebConfig::default())
+            .await
+            .map_err(chain)?;
+        servers.push(task);
+        println!("load on the app served here on {backend}");
+        targets.push(("sharded".to_owned(), format!("http://{sharded}")));
+        targets.push(("naive".to_owned(), format!("http://{naive}")));
+    }
+    println!(
+        "{} clients, {} s per target: 4 votes (each a new visitor; every 10th vote sent \
+         again) to 1 leaderboard read",
+        config.clients,
+        config.duration.as_secs_f64()
+    );
+    let mut rows: Vec<LoadRow> = Vec::new();
+    for (name, url) in &targets {
+        rows.push(load::run(name, url, &config).await.map_err(chain)?);
+    }
+    for server in servers {
+        server.abort();
+    }
+    print!("{}", report::load_table(&rows));
+    Ok(rows.iter().all(LoadRow::is_exact))
 }
 
 /// The backend the flags ask for; `model` is the modelled latency of the embedded store

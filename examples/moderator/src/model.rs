@@ -9,10 +9,16 @@
 //! - [`NaiveQuestion`]: the same question without annotations, the paper's naive baseline
 //!   (every vote is an optimistic read-modify-write of the one document).
 //! - [`Response`]: an answer to a question.
+//! - [`Board`]: the web app's list of questions, a set sharded with the built-in `union`
+//!   fold, so asking questions never contends.
+//! - [`SingleQuestion`] and [`SingleResponse`]: the web app's questions on naive
+//!   documents (`serve --naive`): every vote is an optimistic read-modify-write of the
+//!   question's one votes document.
 //!
 //! This module holds data and the methods that change it, nothing that talks to a store.
 
 use autoshard::prelude::*;
+use std::collections::BTreeSet;
 
 /// How many shards a question's `votes` are spread over (the paper's setting).
 pub const VOTE_SHARDS: u32 = 10;
@@ -135,6 +141,71 @@ pub struct Response {
     #[id]
     pub id: String,
     /// The question answered: the root of this response's entity group.
+    #[parent]
+    pub question: u64,
+    /// Who answered.
+    pub author: String,
+    /// The answer.
+    pub text: String,
+}
+
+/// The web app's list of questions: their ids, a set spread over 4 shards and folded
+/// with the built-in `union` (the store adds an id to one shard; a read unites them).
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct Board {
+    /// The board's number ([`Board::MAIN`] for the web app's sharded questions).
+    #[id]
+    pub id: u64,
+    /// The ids of the questions asked.
+    #[shardable(shards = 4, fold = union)]
+    pub questions: BTreeSet<u64>,
+}
+
+impl Board {
+    /// The id of the board of the web app's sharded questions.
+    pub const MAIN: u64 = 1;
+
+    /// Lists one more question.
+    #[shard_method]
+    pub fn list(&mut self, question: u64) {
+        self.questions.insert(question);
+    }
+}
+
+/// [`Question`] on naive documents, for the web app's `--naive` mode: its votes are one
+/// document (a single shard), so every vote is an optimistic read-modify-write of it.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct SingleQuestion {
+    /// The question's number.
+    #[id]
+    pub id: u64,
+    /// What is asked.
+    pub text: String,
+    /// Who asked.
+    pub author: String,
+    /// Up-votes so far, in one document.
+    #[shardable(shards = 1, fold = sum)]
+    pub votes: i64,
+}
+
+impl SingleQuestion {
+    /// One more vote.
+    #[shard_method]
+    pub fn vote_up(&mut self) {
+        self.votes += 1;
+    }
+}
+
+/// [`Response`] to a [`SingleQuestion`].
+#[derive(Entity, Debug, Clone)]
+#[entity(parent = SingleQuestion)]
+pub struct SingleResponse {
+    /// Unique per response.
+    #[id]
+    pub id: String,
+    /// The question answered.
     #[parent]
     pub question: u64,
     /// Who answered.

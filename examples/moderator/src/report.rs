@@ -193,6 +193,62 @@ pub fn leaderboard_table(rows: &[LeaderboardRow]) -> String {
     out
 }
 
+/// The rows of `moderator load`, with each target's votes/s over the first target's.
+#[must_use]
+pub fn load_table(rows: &[crate::load::LoadRow]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<24} {:>9} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9} {:>9}  totals",
+        "target",
+        "req/s",
+        "votes/s",
+        "reads/s",
+        "vote p50",
+        "vote p99",
+        "read p50",
+        "read p99",
+        "failed",
+        "expected",
+        "counted"
+    );
+    for r in rows {
+        let totals = if r.is_exact() { "exact" } else { "MISMATCH" };
+        let _ = writeln!(
+            out,
+            "{:<24} {:>9.0} {:>8.0} {:>8.0} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7} {:>9} {:>9}  {totals}",
+            r.target,
+            r.requests_per_sec,
+            r.votes_per_sec,
+            r.reads_per_sec,
+            r.vote.p50_ms,
+            r.vote.p99_ms,
+            r.read.p50_ms,
+            r.read.p99_ms,
+            r.failed,
+            r.expected,
+            r.counted,
+        );
+    }
+    if let [first, rest @ ..] = rows {
+        for r in rest {
+            let ratio = if r.votes_per_sec > 0.0 {
+                first.votes_per_sec / r.votes_per_sec
+            } else {
+                f64::NAN
+            };
+            let _ = writeln!(out, "votes/s {} / {}: {ratio:.2}x", first.target, r.target);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "latencies in ms; expected: visitors whose vote was answered (the count must equal \
+         them, plus at most the visitors whose every request failed); repeats counted: {}",
+        rows.iter().map(|r| r.double).sum::<u64>()
+    );
+    out
+}
+
 /// The leaderboard's results as CSV, one variant a row.
 #[must_use]
 pub fn leaderboard_csv(rows: &[LeaderboardRow]) -> String {
