@@ -39,7 +39,8 @@ enum Command {
     /// (the default).
     App(AppArgs),
     /// The voting app as a web page and a JSON API (axum), on the embedded store by
-    /// default.
+    /// default; on a server it keeps what it stores, under the namespace `moderator-web`
+    /// unless --namespace says otherwise.
     Serve(ServeArgs),
     /// Load against the web app's API: votes on a hot question and leaderboard reads;
     /// without --url, against the app served here on sharded and on naive documents.
