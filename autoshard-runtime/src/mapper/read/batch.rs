@@ -13,7 +13,7 @@ use crate::mapper::read::cache::{folding, values_of, Hit};
 use crate::mapper::read::load::{assemble, first_read, from_hit, torn, unread_shards};
 use crate::mapper::read::shared::Found;
 use crate::mapper::Mapper;
-use crate::store::DocumentStore;
+use crate::store::{DocumentStore, Lookup};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
@@ -223,21 +223,27 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// The documents of each entity at `mains`, as [`Mapper::read_entity`] reads them:
-    /// all of them in one `get_many` where that first read is all a load needs.
+    /// all of them in one lookup (values only, no write records) where that first read
+    /// is all a load needs.
     async fn read_many<E: Root>(&self, mains: &[Key]) -> Result<Vec<Found>> {
         let lookups: Vec<_> = mains.iter().map(first_read::<E>).collect();
         if lookups.iter().any(|l| !l.scans.is_empty()) {
             let reads = mains.iter().map(|main| self.read_entity::<E>(main));
             return futures::future::try_join_all(reads).await;
         }
-        let keys: Vec<Key> = lookups
-            .iter()
-            .flat_map(|l| l.keys.iter().cloned())
-            .collect();
-        let mut docs = self.store.get_many(&keys).await?;
-        if docs.len() != keys.len() {
+        let lookup = Lookup {
+            keys: lookups
+                .iter()
+                .flat_map(|l| l.keys.iter().cloned())
+                .collect(),
+            scans: Vec::new(),
+            records: false,
+            prefetch: Vec::new(),
+        };
+        let mut docs = self.store.lookup(&lookup).await?.docs;
+        if docs.len() != lookup.keys.len() {
             return Err(Error::backend(
-                format!("get_many of {} keys", keys.len()),
+                format!("lookup of {} keys", lookup.keys.len()),
                 format!("the store answered {} entries", docs.len()),
             ));
         }
