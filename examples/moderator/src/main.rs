@@ -552,18 +552,18 @@ async fn run_serve(args: ServeArgs) -> Result<bool, String> {
         staleness: Duration::from_millis(args.staleness_ms),
     };
     let addr = std::net::SocketAddr::new(args.bind, args.port);
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let stop = async {
         // Without a Ctrl-C handler the server runs until it is killed.
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
     };
+    let (local, server) = if args.naive {
+        web::spawn::<SingleQuestion>(store, addr, config, stop).await
+    } else {
+        web::spawn::<Question>(store, addr, config, stop).await
+    }
+    .map_err(chain)?;
     let kind = if args.naive {
         "naive documents"
     } else {
@@ -574,18 +574,10 @@ async fn run_serve(args: ServeArgs) -> Result<bool, String> {
          namespace {}); Ctrl-C stops",
         namespace(&args.store)
     );
-    let served = if args.naive {
-        let app = web::Web::<SingleQuestion>::start(store, config)
-            .await
-            .map_err(chain)?;
-        web::serve(listener, app, stop).await
-    } else {
-        let app = web::Web::<Question>::start(store, config)
-            .await
-            .map_err(chain)?;
-        web::serve(listener, app, stop).await
-    };
-    served.map_err(|e| format!("serving on {local}: {e}"))?;
+    server
+        .await
+        .map_err(|e| format!("the server's task failed: {e}"))?
+        .map_err(|e| format!("serving on {local}: {e}"))?;
     Ok(true)
 }
 
@@ -609,13 +601,16 @@ async fn run_load(args: LoadArgs) -> Result<bool, String> {
             .await
             .map_err(chain)?;
         let any = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-        let (sharded, task) = web::spawn::<Question>(store.clone(), any, WebConfig::default())
-            .await
-            .map_err(chain)?;
+        let forever = std::future::pending;
+        let (sharded, task) =
+            web::spawn::<Question>(store.clone(), any, WebConfig::default(), forever())
+                .await
+                .map_err(chain)?;
         servers.push(task);
-        let (naive, task) = web::spawn::<SingleQuestion>(store, any, WebConfig::default())
-            .await
-            .map_err(chain)?;
+        let (naive, task) =
+            web::spawn::<SingleQuestion>(store, any, WebConfig::default(), forever())
+                .await
+                .map_err(chain)?;
         servers.push(task);
         println!("load on the app served here on {backend}");
         targets.push(("sharded".to_owned(), format!("http://{sharded}")));

@@ -105,25 +105,39 @@ impl Drop for Driver {
     }
 }
 
-/// The text of the vote count of question `id` on the page `browser` shows, once it
-/// reads `want` (fails after [`PATIENCE`]).
-async fn wait_for_count(browser: &Client, id: &str, want: &str) {
-    let count = Locator::Css(&format!("b[data-votes='{id}']"));
-    let mut last = String::new();
+/// Waits until the element `css` on the page `browser` shows reads `want`, polling up to
+/// [`PATIENCE`] (a bounded count of polls); fails saying what it showed.
+async fn wait_for_text(browser: &Client, css: &str, want: &str) {
     let shown = browser
         .wait()
         .at_most(PATIENCE)
-        .for_element(count)
+        .for_element(Locator::Css(css))
         .await
-        .expect("the question's count on the page");
+        .unwrap_or_else(|e| panic!("{css} on the page: {e}"));
+    let mut last = String::new();
     for _ in 0..600 {
-        last = shown.text().await.expect("the count's text");
+        last = shown.text().await.expect("the element's text");
         if last == want {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("question {id}: the page shows {last} votes, expected {want}");
+    panic!("{css}: the page shows {last:?}, expected {want:?}");
+}
+
+/// Waits until the page shows `want` votes for question `id`.
+async fn wait_for_count(browser: &Client, id: &str, want: &str) {
+    wait_for_text(browser, &format!("b[data-votes='{id}']"), want).await;
+}
+
+async fn click(browser: &Client, css: &str) {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} on the page: {e}"))
+        .click()
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,6 +147,7 @@ async fn a_visitor_asks_votes_and_sees_another_visitors_vote_live() {
         store,
         SocketAddr::from(([127, 0, 0, 1], 0)),
         WebConfig::default(),
+        std::future::pending(),
     )
     .await
     .unwrap();
@@ -150,13 +165,7 @@ async fn a_visitor_asks_votes_and_sees_another_visitors_vote_live() {
         .send_keys(text)
         .await
         .unwrap();
-    first
-        .find(Locator::Css("#ask"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&first, "#ask").await;
     let xpath = format!("//li[.//a[text()='{text}']]");
     let item = first
         .wait()
@@ -172,13 +181,7 @@ async fn a_visitor_asks_votes_and_sees_another_visitors_vote_live() {
         .expect("the question's item has an id q-<id>");
     wait_for_count(&first, &id, "0").await;
     let vote = format!("#q-{id} form.vote button");
-    first
-        .find(Locator::Css(&vote))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&first, &vote).await;
 
     // 2. The count changes at once (the vote's answer, no reload).
     wait_for_count(&first, &id, "1").await;
@@ -191,34 +194,13 @@ async fn a_visitor_asks_votes_and_sees_another_visitors_vote_live() {
     let second = driver.browser("second").await;
     second.goto(&url).await.unwrap();
     wait_for_count(&second, &id, "1").await;
-    second
-        .find(Locator::Css(&vote))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    click(&second, &vote).await;
     wait_for_count(&second, &id, "2").await;
     wait_for_count(&first, &id, "2").await;
 
     // The same visitor voting again does not count.
-    first
-        .find(Locator::Css(&vote))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    let button = first.find(Locator::Css(&vote)).await.unwrap();
-    let mut said = String::new();
-    for _ in 0..600 {
-        said = button.text().await.unwrap();
-        if said != "Vote" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(said, "Voted already");
+    click(&first, &vote).await;
+    wait_for_text(&first, &vote, "Voted already").await;
     wait_for_count(&first, &id, "2").await;
 
     if let Ok(path) = std::env::var("AUTOSHARD_SCREENSHOT") {

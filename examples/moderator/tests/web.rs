@@ -18,7 +18,7 @@ use std::time::Duration;
 /// Serves the app with questions of kind `Q` on `store`; answers its base URL.
 async fn serve<Q: Poll>(store: Arc<dyn DocumentStore>) -> String {
     let any = SocketAddr::from(([127, 0, 0, 1], 0));
-    let (addr, _) = web::spawn::<Q>(store, any, WebConfig::default())
+    let (addr, _) = web::spawn::<Q>(store, any, WebConfig::default(), std::future::pending())
         .await
         .unwrap();
     format!("http://{addr}")

@@ -41,75 +41,49 @@ pub trait Poll: Root<Id = u64> + Clone {
     fn vote(&mut self);
 }
 
-impl Poll for Question {
-    type Answer = Response;
-    const BOARD: u64 = Board::MAIN;
+/// Implements [`Poll`] for a question kind and its response kind, which hold the same
+/// fields (`id`, `text`, `author`, `votes`, `vote_up`; `id`, `question`, `author`, `text`).
+macro_rules! poll {
+    ($question:ident, $answer:ident, $board:expr) => {
+        impl Poll for $question {
+            type Answer = $answer;
+            const BOARD: u64 = $board;
 
-    fn create(id: u64, text: String, author: String) -> Self {
-        Question::new(id, text, author, 0)
-    }
+            fn create(id: u64, text: String, author: String) -> Self {
+                $question::new(id, text, author, 0)
+            }
 
-    fn answer(question: u64, id: String, author: String, text: String) -> Response {
-        Response {
-            id,
-            question,
-            author,
-            text,
+            fn answer(question: u64, id: String, author: String, text: String) -> $answer {
+                $answer {
+                    id,
+                    question,
+                    author,
+                    text,
+                }
+            }
+
+            fn parts(answer: &$answer) -> (&str, &str, &str) {
+                (&answer.id, &answer.author, &answer.text)
+            }
+
+            fn view(&self) -> QuestionView {
+                QuestionView {
+                    id: self.id,
+                    text: self.text.clone(),
+                    author: self.author.clone(),
+                    votes: self.votes,
+                }
+            }
+
+            fn vote(&mut self) {
+                self.vote_up();
+            }
         }
-    }
-
-    fn parts(answer: &Response) -> (&str, &str, &str) {
-        (&answer.id, &answer.author, &answer.text)
-    }
-
-    fn view(&self) -> QuestionView {
-        QuestionView {
-            id: self.id,
-            text: self.text.clone(),
-            author: self.author.clone(),
-            votes: self.votes,
-        }
-    }
-
-    fn vote(&mut self) {
-        self.vote_up();
-    }
+    };
 }
 
-impl Poll for SingleQuestion {
-    type Answer = SingleResponse;
-    const BOARD: u64 = Board::MAIN + 1;
-
-    fn create(id: u64, text: String, author: String) -> Self {
-        SingleQuestion::new(id, text, author, 0)
-    }
-
-    fn answer(question: u64, id: String, author: String, text: String) -> SingleResponse {
-        SingleResponse {
-            id,
-            question,
-            author,
-            text,
-        }
-    }
-
-    fn parts(answer: &SingleResponse) -> (&str, &str, &str) {
-        (&answer.id, &answer.author, &answer.text)
-    }
-
-    fn view(&self) -> QuestionView {
-        QuestionView {
-            id: self.id,
-            text: self.text.clone(),
-            author: self.author.clone(),
-            votes: self.votes,
-        }
-    }
-
-    fn vote(&mut self) {
-        self.vote_up();
-    }
-}
+poll!(Question, Response, Board::MAIN);
+poll!(SingleQuestion, SingleResponse, Board::MAIN + 1);
 
 /// A question as the API and the page show it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]

@@ -170,19 +170,9 @@ fn visitor(jar: CookieJar) -> (String, CookieJar) {
     (id, jar.add(cookie))
 }
 
-/// Serves the app on `listener` until `shutdown` completes.
-pub async fn serve<Q: Poll>(
-    listener: tokio::net::TcpListener,
-    app: Web<Q>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app.router())
-        .with_graceful_shutdown(shutdown)
-        .await
-}
-
 /// Binds `addr` (port 0: any free port), starts the app on `store` with questions of
-/// kind `Q`, and serves it in a task; answers the address it listens on.
+/// kind `Q`, and serves it in a task until `shutdown` completes (then it finishes the
+/// requests under way); answers the address it listens on and the task.
 ///
 /// ```
 /// use autoshard::prelude::*;
@@ -194,7 +184,8 @@ pub async fn serve<Q: Poll>(
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
 /// let any_port = ([127, 0, 0, 1], 0).into();
-/// let (addr, _server) = web::spawn::<Question>(store, any_port, WebConfig::default()).await?;
+/// let forever = std::future::pending();
+/// let (addr, _server) = web::spawn::<Question>(store, any_port, WebConfig::default(), forever).await?;
 /// let http = reqwest::Client::new();
 /// let asked: serde_json::Value = http
 ///     .post(format!("http://{addr}/api/questions"))
@@ -213,6 +204,7 @@ pub async fn spawn<Q: Poll>(
     store: Arc<dyn DocumentStore>,
     addr: SocketAddr,
     config: WebConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
     let app = Web::<Q>::start(store, config).await?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -221,6 +213,7 @@ pub async fn spawn<Q: Poll>(
     let local = listener
         .local_addr()
         .map_err(|e| Error::Invalid(format!("cannot listen on {addr}: {e}")))?;
-    let task = tokio::spawn(serve(listener, app, std::future::pending()));
+    let served = axum::serve(listener, app.router()).with_graceful_shutdown(shutdown);
+    let task = tokio::spawn(async move { served.await });
     Ok((local, task))
 }
