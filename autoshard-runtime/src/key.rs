@@ -15,12 +15,14 @@
 //! injective: no id can make its key equal another key, or move a Redis Cluster hash tag.
 
 use std::fmt;
+use std::sync::Arc;
 
-/// One `(kind, name)` step of a key's path.
+/// One `(kind, name)` step of a key's path. Both texts are shared: cloning a segment (and
+/// so building a child key) copies no text.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Segment {
-    kind: String,
-    name: String,
+    kind: Arc<str>,
+    name: Arc<str>,
 }
 
 impl Segment {
@@ -56,35 +58,37 @@ impl Segment {
 /// assert_ne!(tricky.encode(), part.encode());
 /// assert_eq!(Key::decode(&tricky.encode()).unwrap(), tricky);
 /// ```
+///
+/// A key is immutable and shares its path: a clone allocates nothing, and a child key
+/// allocates its path and its new segment's texts only.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Key {
-    path: Vec<Segment>,
+    path: Arc<[Segment]>,
     /// How many leading segments form the entity group (>= 1).
     group_len: usize,
 }
 
 impl Key {
     /// The key of a root entity: its own entity group.
-    pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn new(kind: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         Key {
-            path: vec![Segment {
+            path: Arc::new([Segment {
                 kind: kind.into(),
                 name: name.into(),
-            }],
+            }]),
             group_len: 1,
         }
     }
 
     /// The key of a child entity under `self`, in the same entity group as `self`.
     #[must_use]
-    pub fn child(&self, kind: impl Into<String>, name: impl Into<String>) -> Self {
-        let mut path = self.path.clone();
-        path.push(Segment {
+    pub fn child(&self, kind: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
+        let last = Segment {
             kind: kind.into(),
             name: name.into(),
-        });
+        };
         Key {
-            path,
+            path: self.path.iter().cloned().chain([last]).collect(),
             group_len: self.group_len,
         }
     }
@@ -93,7 +97,7 @@ impl Key {
     /// `self`'s path, not its group, so a store may place it elsewhere (on Redis Cluster,
     /// in another slot), and its own children ([`Key::child`]) share its group.
     #[must_use]
-    pub fn child_group(&self, kind: impl Into<String>, name: impl Into<String>) -> Self {
+    pub fn child_group(&self, kind: impl Into<Arc<str>>, name: impl Into<Arc<str>>) -> Self {
         let mut key = self.child(kind, name);
         key.group_len = key.path.len();
         key
@@ -128,7 +132,7 @@ impl Key {
         if self.path.len() < 2 {
             return None;
         }
-        let path = self.path[..self.path.len() - 1].to_vec();
+        let path: Arc<[Segment]> = self.path[..self.path.len() - 1].into();
         let group_len = self.group_len.min(path.len());
         Some(Key { path, group_len })
     }
@@ -136,8 +140,11 @@ impl Key {
     /// The key of this key's entity group (its group prefix).
     #[must_use]
     pub fn group(&self) -> Key {
+        if self.group_len == self.path.len() {
+            return self.clone();
+        }
         Key {
-            path: self.path[..self.group_len].to_vec(),
+            path: self.path[..self.group_len].into(),
             group_len: self.group_len,
         }
     }
@@ -197,7 +204,10 @@ impl Key {
                 path.push(decode_segment(part).ok_or_else(err)?);
             }
         }
-        Ok(Key { path, group_len })
+        Ok(Key {
+            path: path.into(),
+            group_len,
+        })
     }
 }
 
@@ -250,7 +260,7 @@ fn escape_into(raw: &str, out: &mut String) {
     }
 }
 
-fn unescape(text: &str) -> Option<String> {
+fn unescape(text: &str) -> Option<Arc<str>> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -264,7 +274,7 @@ fn unescape(text: &str) -> Option<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(Arc::from)
 }
 
 fn decode_segment(part: &str) -> Option<Segment> {

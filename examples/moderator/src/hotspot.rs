@@ -47,6 +47,9 @@ pub struct HotspotConfig {
     /// this program (the path of the `moderator` binary), on a store other processes can
     /// reach.
     pub processes: Option<std::path::PathBuf>,
+    /// The process's heap allocations so far (from a counting global allocator): with
+    /// it, each in-process row reports its allocations per committed vote.
+    pub allocations: Option<fn() -> u64>,
 }
 
 impl Default for HotspotConfig {
@@ -57,6 +60,7 @@ impl Default for HotspotConfig {
             retry: RetryPolicy::default(),
             only: Vec::new(),
             processes: None,
+            allocations: None,
         }
     }
 }
@@ -85,6 +89,9 @@ pub struct HotspotRow {
     pub total_matches: bool,
     /// Resident memory of this process after the row, in MiB (Linux; `None` elsewhere).
     pub rss_mib: Option<f64>,
+    /// Heap allocations of this process per committed vote while the clients voted
+    /// (with [`HotspotConfig::allocations`]; `None` for rows of worker processes).
+    pub allocs_per_vote: Option<f64>,
 }
 
 /// How a vote reaches the store.
@@ -198,7 +205,7 @@ pub async fn run(
             let row = match target {
                 Target::Raw => {
                     let Some(raw) = &raw else { continue };
-                    run_raw(raw, &ns, clients, config.duration, &bar).await?
+                    run_raw(raw, &ns, clients, config, &bar).await?
                 }
                 Target::Naive | Target::Sharded { .. } => {
                     let store = backend.connect(&ns).await?;
@@ -407,6 +414,7 @@ async fn run_processes(
         writes_per_vote,
         total_matches: u64::try_from(found).ok() == Some(total.committed),
         rss_mib: None,
+        allocs_per_vote: None,
     })
 }
 
@@ -475,7 +483,7 @@ async fn run_raw(
     raw: &Raw,
     key: &str,
     clients: usize,
-    duration: Duration,
+    config: &HotspotConfig,
     bar: &indicatif::ProgressBar,
 ) -> Result<HotspotRow> {
     let (r, k) = (raw.clone(), key.to_owned());
@@ -483,7 +491,12 @@ async fn run_raw(
         let (r, k) = (r.clone(), k.clone());
         Box::pin(async move { r.increment(&k).await })
     });
-    let (committed, failed, per_sec) = hammer(vec![op; clients], duration, bar).await;
+    let Hammered {
+        committed,
+        failed,
+        per_sec,
+        allocs_per_vote,
+    } = hammer(vec![op; clients], config, bar).await;
     let found = raw.total(key).await?;
     Ok(HotspotRow {
         clients,
@@ -496,6 +509,7 @@ async fn run_raw(
         writes_per_vote: Some(1.0),
         total_matches: u64::try_from(found).ok() == Some(committed),
         rss_mib: rss_mib(),
+        allocs_per_vote,
     })
 }
 
@@ -537,7 +551,12 @@ async fn run_mapped(
             op
         })
         .collect();
-    let (committed, failed, per_sec) = hammer(ops, config.duration, bar).await;
+    let Hammered {
+        committed,
+        failed,
+        per_sec,
+        allocs_per_vote,
+    } = hammer(ops, config, bar).await;
     let (mut attempts, mut conflicts) = (0, 0);
     for db in &mappers {
         let m = db.metrics().snapshot();
@@ -561,6 +580,7 @@ async fn run_mapped(
         writes_per_vote,
         total_matches: u64::try_from(found).ok() == Some(committed),
         rss_mib: rss_mib(),
+        allocs_per_vote,
     })
 }
 
@@ -634,8 +654,19 @@ fn secs(d: Duration) -> u64 {
     d.as_secs().max(1)
 }
 
-/// Runs each of `ops` in a closed-loop task for `duration`; (ok, failed, ok per second).
-async fn hammer(ops: Vec<Op>, duration: Duration, bar: &indicatif::ProgressBar) -> (u64, u64, f64) {
+/// What [`hammer`] measured.
+struct Hammered {
+    committed: u64,
+    failed: u64,
+    per_sec: f64,
+    allocs_per_vote: Option<f64>,
+}
+
+/// Runs each of `ops` in a closed-loop task for the configured duration, counting the
+/// process's allocations meanwhile when the configuration can.
+async fn hammer(ops: Vec<Op>, config: &HotspotConfig, bar: &indicatif::ProgressBar) -> Hammered {
+    let duration = config.duration;
+    let allocations_before = config.allocations.map(|count| count());
     let ok = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -666,12 +697,23 @@ async fn hammer(ops: Vec<Op>, duration: Duration, bar: &indicatif::ProgressBar) 
         })
     };
     while tasks.join_next().await.is_some() {}
+    let allocations = config
+        .allocations
+        .zip(allocations_before)
+        .map(|(count, before)| count().saturating_sub(before));
     ticker.abort();
     bar.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
-    let ok = ok.load(Ordering::Relaxed);
+    let committed = ok.load(Ordering::Relaxed);
     #[allow(clippy::cast_precision_loss)]
-    (ok, failed.load(Ordering::Relaxed), ok as f64 / secs)
+    Hammered {
+        committed,
+        failed: failed.load(Ordering::Relaxed),
+        per_sec: committed as f64 / secs,
+        allocs_per_vote: allocations
+            .filter(|_| committed > 0)
+            .map(|n| n as f64 / committed as f64),
+    }
 }
 
 /// The raw store's counter: the baseline of the ratios.

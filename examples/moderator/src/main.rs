@@ -21,6 +21,19 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// With the feature `count-allocations`, every allocation is counted, and `hotspot`
+/// reports allocations per vote.
+#[cfg(feature = "count-allocations")]
+#[global_allocator]
+static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
+/// Heap allocations (and reallocations) of this process so far.
+#[cfg(feature = "count-allocations")]
+fn allocations() -> u64 {
+    let stats = ALLOCATOR.stats();
+    u64::try_from(stats.allocations + stats.reallocations).unwrap_or(u64::MAX)
+}
+
 /// A Google-Moderator-style voting app on autoshard, and the AutoShard paper's experiment.
 ///
 /// Without a command it runs the voting app, with the options below.
@@ -440,6 +453,8 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         duration: seconds(args.duration.unwrap_or(3.0))?,
         only: args.only,
         processes,
+        #[cfg(feature = "count-allocations")]
+        allocations: Some(allocations),
         ..HotspotConfig::default()
     };
     let format = args.out.as_deref().map(report::Format::of).transpose()?;

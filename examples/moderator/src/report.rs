@@ -95,10 +95,11 @@ pub fn bench_table(results: &[VariantResult]) -> String {
 /// The hot-spot table.
 #[must_use]
 pub fn hotspot_table(rows: &[HotspotRow]) -> String {
+    let allocs = rows.iter().any(|r| r.allocs_per_vote.is_some());
     let mut out = String::new();
-    let _ = writeln!(
+    let _ = write!(
         out,
-        "{:>7}  {:<27} {:>9} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8}  totals",
+        "{:>7}  {:<27} {:>9} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8}",
         "clients",
         "target",
         "committed",
@@ -109,14 +110,18 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
         "wr/vote",
         "RSS MiB"
     );
+    if allocs {
+        let _ = write!(out, " {:>11}", "allocs/vote");
+    }
+    out.push_str("  totals\n");
     for r in rows {
         let opt = |x: Option<f64>, digits: usize, suffix: &str| {
             x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.digits$}{suffix}"))
         };
         let totals = if r.total_matches { "ok" } else { "MISMATCH" };
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{:>7}  {:<27} {:>9} {:>6} {:>9.0} {:>9} {:>9} {:>8} {:>8}  {totals}",
+            "{:>7}  {:<27} {:>9} {:>6} {:>9.0} {:>9} {:>9} {:>8} {:>8}",
             r.clients,
             r.target,
             r.committed,
@@ -127,8 +132,15 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
             opt(r.writes_per_vote, 2, ""),
             opt(r.rss_mib, 0, ""),
         );
+        if allocs {
+            let _ = write!(out, " {:>11}", opt(r.allocs_per_vote, 1, ""));
+        }
+        let _ = writeln!(out, "  {totals}");
     }
     out.push_str(HOTSPOT_LEGEND);
+    if allocs {
+        out.push_str(HOTSPOT_ALLOCS_LEGEND);
+    }
     out
 }
 
@@ -139,6 +151,11 @@ votes/s: committed per second    /raw: votes/s over the raw store command's, sam
 conflicts: attempts that conflicted    wr/vote: store writes per committed vote
 RSS MiB: this process's memory after the row
 totals: the counter read back equals the votes committed (ok) or not (MISMATCH)
+";
+
+/// The legend of the allocations column of [`hotspot_table`].
+const HOTSPOT_ALLOCS_LEGEND: &str = "\
+allocs/vote: heap allocations of this process while the clients voted, per committed vote
 ";
 
 /// The leaderboard table, with the cached variant's ratios to the uncached one.
@@ -314,13 +331,13 @@ pub fn bench_csv(results: &[VariantResult]) -> String {
 #[must_use]
 pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
     let mut out = String::from(
-        "clients,target,committed,failed,per_sec,ratio_to_raw,conflict_pct,writes_per_vote,total_matches,rss_mib\n",
+        "clients,target,committed,failed,per_sec,ratio_to_raw,conflict_pct,writes_per_vote,total_matches,rss_mib,allocs_per_vote\n",
     );
     let opt = |x: Option<f64>| x.map_or_else(String::new, |x| format!("{x:.4}"));
     for r in rows {
         let _ = writeln!(
             out,
-            "{},\"{}\",{},{},{:.3},{},{},{},{},{}",
+            "{},\"{}\",{},{},{:.3},{},{},{},{},{},{}",
             r.clients,
             r.target,
             r.committed,
@@ -331,6 +348,7 @@ pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
             opt(r.writes_per_vote),
             r.total_matches,
             opt(r.rss_mib),
+            opt(r.allocs_per_vote),
         );
     }
     out
