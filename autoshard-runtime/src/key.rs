@@ -137,6 +137,11 @@ impl Key {
         Some(Key { path, group_len })
     }
 
+    /// Whether `self` is a child of `parent` (of its group or of a group of its own).
+    pub(crate) fn is_child_of(&self, parent: &Key) -> bool {
+        self.path.len() == parent.path.len() + 1 && self.path.starts_with(&parent.path)
+    }
+
     /// The key of this key's entity group (its group prefix).
     #[must_use]
     pub fn group(&self) -> Key {
@@ -159,22 +164,37 @@ impl Key {
     #[must_use]
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * self.path.len());
-        out.push('{');
-        for (i, segment) in self.path.iter().enumerate() {
-            if i == self.group_len {
-                out.push('}');
+        // Writing into a `String` cannot fail.
+        let _ = self.write_encoded(self.path.len(), &mut out);
+        out
+    }
+
+    /// The encoding of this key's entity group (what [`Key::group`]`.encode()` answers),
+    /// written where it is formatted, without building the group's key.
+    pub(crate) fn group_display(&self) -> impl fmt::Display + '_ {
+        GroupDisplay(self)
+    }
+
+    /// Writes the encoding of the key made of the first `len` segments (`len` at least
+    /// the group's length, or exactly it).
+    fn write_encoded(&self, len: usize, out: &mut impl fmt::Write) -> fmt::Result {
+        let group_len = self.group_len.min(len);
+        out.write_char('{')?;
+        for (i, segment) in self.path[..len].iter().enumerate() {
+            if i == group_len {
+                out.write_char('}')?;
             }
             if i > 0 {
-                out.push('/');
+                out.write_char('/')?;
             }
-            escape_into(&segment.kind, &mut out);
-            out.push(':');
-            escape_into(&segment.name, &mut out);
+            escape_into(&segment.kind, out)?;
+            out.write_char(':')?;
+            escape_into(&segment.name, out)?;
         }
-        if self.group_len == self.path.len() {
-            out.push('}');
+        if group_len == len {
+            out.write_char('}')?;
         }
-        out
+        Ok(())
     }
 
     /// The encoded form of this key's entity group, without braces: the text a Redis
@@ -218,9 +238,19 @@ impl fmt::Debug for Key {
     }
 }
 
+/// The encoded form ([`Key::encode`]), written without an intermediate string.
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.encode())
+        self.write_encoded(self.path.len(), f)
+    }
+}
+
+/// [`Key::group_display`].
+struct GroupDisplay<'a>(&'a Key);
+
+impl fmt::Display for GroupDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write_encoded(self.0.group_len, f)
     }
 }
 
@@ -240,24 +270,26 @@ fn must_escape(c: char) -> bool {
 #[cfg(feature = "redis")]
 pub(crate) fn escape_segment(raw: &str) -> String {
     let mut out = String::with_capacity(raw.len());
-    escape_into(raw, &mut out);
+    // Writing into a `String` cannot fail.
+    let _ = escape_into(raw, &mut out);
     out
 }
 
-fn escape_into(raw: &str, out: &mut String) {
-    for c in raw.chars() {
-        if must_escape(c) {
-            let mut buf = [0u8; 4];
-            for byte in c.encode_utf8(&mut buf).bytes() {
-                const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                out.push('%');
-                out.push(char::from(HEX[usize::from(byte >> 4)]));
-                out.push(char::from(HEX[usize::from(byte & 0x0F)]));
-            }
-        } else {
-            out.push(c);
+fn escape_into(raw: &str, out: &mut impl fmt::Write) -> fmt::Result {
+    let mut rest = raw;
+    while let Some(at) = rest.find(must_escape) {
+        out.write_str(&rest[..at])?;
+        let c = rest[at..].chars().next().unwrap_or_default();
+        let mut buf = [0u8; 4];
+        for byte in c.encode_utf8(&mut buf).bytes() {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            out.write_char('%')?;
+            out.write_char(char::from(HEX[usize::from(byte >> 4)]))?;
+            out.write_char(char::from(HEX[usize::from(byte & 0x0F)]))?;
         }
+        rest = &rest[at + c.len_utf8()..];
     }
+    out.write_str(rest)
 }
 
 fn unescape(text: &str) -> Option<Arc<str>> {
@@ -375,8 +407,13 @@ mod tests {
             .child_group("Part", "0")
             .same_group(&q.child_group("Part", "1")));
         assert!(q.child("A", "a").same_group(&q.child("A", "b")));
-        assert_eq!(r.parent(), Some(g2));
+        assert_eq!(r.parent(), Some(g2.clone()));
+        assert!(r.is_child_of(&g2) && g2.is_child_of(&q));
+        assert!(!r.is_child_of(&q) && !q.is_child_of(&q));
         assert_eq!(r.encoded_group(), "Question:1/Group:2");
+        assert_eq!(r.group_display().to_string(), g2.encode());
+        assert_eq!(q.group_display().to_string(), q.encode());
+        assert_eq!(r.to_string(), r.encode());
     }
 
     #[test]

@@ -14,6 +14,8 @@ use crate::entity::{Entity, ShardCount, ShardCounts, ShardedProperty, Sharding};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::store::Scan;
+use std::io::Write as _;
+use std::sync::{Arc, LazyLock};
 
 /// Kind of a static shard document.
 const SHARD: &str = "~shard";
@@ -361,22 +363,35 @@ pub(super) fn covers<E: Entity>(counts: Option<&ShardCounts>) -> bool {
     })
 }
 
-/// Every static shard key a load of the entity at `main` reads by its layout `counts`.
-pub(super) fn recorded_shard_keys(main: &Key, counts: &ShardCounts) -> Vec<Key> {
-    counts
-        .iter()
-        .flat_map(|(property, c)| {
-            c.read_indexes()
-                .map(move |i| static_shard(main, property, i))
-        })
-        .collect()
-}
-
 /// The key of static shard `index` of sharded property `property` (its field name) of
 /// the entity at `main`.
 #[must_use]
 pub fn static_shard(main: &Key, property: &str, index: u32) -> Key {
-    main.child_group(SHARD, format!("{property}.{index}"))
+    main.child_group(shared(SHARD), shard_name(property, index))
+}
+
+/// The text `kind` (one of this module's kinds) shared by every key that names it, so
+/// that building a key copies no kind.
+fn shared(kind: &'static str) -> Arc<str> {
+    static KINDS: LazyLock<[Arc<str>; 3]> =
+        LazyLock::new(|| [SHARD, DYNAMIC_GROUP, DYNAMIC_SHARD].map(Arc::from));
+    KINDS
+        .iter()
+        .find(|k| ***k == *kind)
+        .map_or_else(|| Arc::from(kind), Arc::clone)
+}
+
+/// `<property>.<index>`, formatted on the stack when it fits, then shared.
+fn shard_name(property: &str, index: u32) -> Arc<str> {
+    let mut buf = [0u8; 96];
+    let mut out = std::io::Cursor::new(&mut buf[..]);
+    if write!(out, "{property}.{index}").is_ok() {
+        let len = usize::try_from(out.position()).unwrap_or(0);
+        if let Ok(name) = std::str::from_utf8(&buf[..len]) {
+            return Arc::from(name);
+        }
+    }
+    Arc::from(format!("{property}.{index}"))
 }
 
 /// Every static shard document under `main`, whatever its index (shards of an older,
@@ -403,7 +418,7 @@ pub(super) fn shard_name_index(name: &str) -> Option<u32> {
 /// The entity group that holds the dynamic shards of the entity at `main`.
 #[must_use]
 pub fn dynamic_group(main: &Key) -> Key {
-    main.child_group(DYNAMIC_GROUP, "")
+    main.child_group(shared(DYNAMIC_GROUP), "")
 }
 
 /// The compacted dynamic shard document of the entity at `main`.
@@ -416,7 +431,7 @@ pub fn compacted(main: &Key) -> Key {
 /// after their write id; the empty name is the compacted document).
 #[must_use]
 pub fn dynamic_shard(main: &Key, name: &str) -> Key {
-    dynamic_group(main).child(DYNAMIC_SHARD, name)
+    dynamic_group(main).child(shared(DYNAMIC_SHARD), name)
 }
 
 /// Every dynamic shard document of the entity at `main`, the compacted one included, in

@@ -188,6 +188,12 @@ impl Fold {
     /// strings).
     #[must_use]
     pub fn script_arguments(self) -> (&'static str, String, String) {
+        let (name, min, max) = self.name_and_range();
+        (name, min.to_string(), max.to_string())
+    }
+
+    /// [`Fold::script_arguments`] with the range as numbers.
+    pub(crate) fn name_and_range(self) -> (&'static str, i128, i128) {
         let (name, (min, max)) = match self {
             Fold::Sum { min, max } => ("sum", (min, max)),
             Fold::Max { min, max } => ("max", (min, max)),
@@ -199,7 +205,7 @@ impl Fold {
                 elements: Elements::Integers { min, max },
             } => ("union-integers", (min, max)),
         };
-        (name, min.to_string(), max.to_string())
+        (name, min, max)
     }
 }
 

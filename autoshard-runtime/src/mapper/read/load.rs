@@ -249,9 +249,17 @@ pub(in crate::mapper) fn unread_shards(
     let Some(counts) = layout::recorded_counts(main, doc)? else {
         return Ok(Vec::new());
     };
-    Ok(layout::recorded_shard_keys(main, &counts)
-        .into_iter()
-        .filter(|key| !read.contains(key))
+    // Compared by property and index, so that only the missing keys are built.
+    let read: Vec<(&str, u32)> = read
+        .iter()
+        .filter(|key| key.is_child_of(main))
+        .filter_map(layout::static_shard_of)
+        .collect();
+    Ok(counts
+        .iter()
+        .flat_map(|(property, c)| c.read_indexes().map(move |i| (property, i)))
+        .filter(|&(property, i)| !read.contains(&(property.as_str(), i)))
+        .map(|(property, i)| layout::static_shard(main, property, i))
         .collect())
 }
 

@@ -2,6 +2,7 @@
 //! [`Transaction`], running it (with the out-of-slot index steps of `index` on a cluster),
 //! and decoding its reply. The call format is specified in the script's header.
 
+use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
 use super::{reply, RedisStore, WHOLE_DOCUMENT};
 use crate::error::{Error, Result};
@@ -188,16 +189,13 @@ impl RedisStore {
             .map(|o| self.index_add(o));
         futures::future::try_join_all(pre).await?;
 
-        let mut invocation = self.scripts.commit.prepare_invoke();
-        for name in &call.keys {
-            invocation.key(name);
-        }
-        for arg in &call.args {
-            invocation.arg(arg);
+        let mut script = ScriptCall::new(&self.scripts.commit, call.keys.len(), call.args.len());
+        for name in call.keys.iter().chain(&call.args) {
+            script.arg(name);
         }
         let first = &call.keys[0];
         let reply = self
-            .run_write(&invocation, || format!("{what} of `{first}`"))
+            .run_write(&script, || format!("{what} of `{first}`"))
             .await?;
         let applied = self.decode_commit(&call, txn.writes().len(), &reply, what)?;
 

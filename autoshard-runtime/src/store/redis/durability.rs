@@ -27,9 +27,10 @@
 //! and the commands queued behind it on the same multiplexed connection wait with it.
 //! A promoted master without a replica fails every write until one joins.
 
+use super::call::ScriptCall;
 use super::{RedisOptions, RedisStore};
 use crate::error::Result;
-use ::redis::{ErrorKind, ScriptInvocation, ServerErrorKind, Value};
+use ::redis::{ErrorKind, ServerErrorKind, Value};
 use std::fmt;
 use std::time::Duration;
 
@@ -58,22 +59,22 @@ impl Replicas {
 }
 
 impl RedisStore {
-    /// Runs the write script `invocation`, then waits for the replicas the options ask
-    /// for (module docs); `what` names the write in errors (built only for one).
+    /// Runs the write script `call`, then waits for the replicas the options ask for
+    /// (module docs); `what` names the write in errors (built only for one).
     pub(super) async fn run_write<W: fmt::Display>(
         &self,
-        invocation: &ScriptInvocation<'_>,
+        call: &ScriptCall<'_>,
         what: impl Fn() -> W + Send + Sync,
     ) -> Result<Value> {
         let mut conn = self.conns.get();
         let Some(replicas) = self.replicas else {
-            return invocation
-                .invoke_async(&mut conn)
+            return call
+                .run(&mut conn)
                 .await
                 .map_err(|e| self.backend(what(), e));
         };
         let mut pipe = ::redis::pipe();
-        pipe.invoke_script(invocation)
+        pipe.add_command(call.cmd().clone())
             .cmd("WAIT")
             .arg(replicas.count)
             .arg(replicas.timeout_ms());
@@ -81,8 +82,7 @@ impl RedisStore {
             // A server that does not know the script (a fresh or promoted one) ran
             // nothing: load it and send the pipeline again.
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                invocation
-                    .load_async(&mut conn)
+                call.load(&mut conn)
                     .await
                     .map_err(|e| self.backend(what(), e))?;
                 pipe.query_async::<(Value, u64)>(&mut conn).await

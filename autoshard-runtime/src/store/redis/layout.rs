@@ -19,6 +19,16 @@
 //!   endings keep indexes apart from counters and documents.
 
 use crate::key::{escape_segment, Key};
+use std::fmt;
+
+/// A name formatted from its parts: prefix, a key's encoding, suffix.
+struct Name<'a, K>(&'a str, K, &'static str);
+
+impl<K: fmt::Display> fmt::Display for Name<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}{}", self.0, self.1, self.2)
+    }
+}
 
 /// The key names of one store (one namespace).
 #[derive(Clone, Debug)]
@@ -45,12 +55,22 @@ impl Layout {
 
     /// The Redis key of a document.
     pub(super) fn doc(&self, key: &Key) -> String {
-        format!("{}{}", self.prefix, key.encode())
+        self.doc_name(key).to_string()
+    }
+
+    /// [`Layout::doc`], written where it is formatted.
+    pub(super) fn doc_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
+        Name(&self.prefix, key, "")
     }
 
     /// The Redis key of the version counter of `key`'s entity group.
     pub(super) fn counter(&self, key: &Key) -> String {
-        format!("{}{}#v", self.prefix, key.group().encode())
+        self.counter_name(key).to_string()
+    }
+
+    /// [`Layout::counter`], written where it is formatted.
+    pub(super) fn counter_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
+        Name(&self.prefix, key.group_display(), "#v")
     }
 
     /// The Redis key of the scan index of documents of `kind` under `parent`.

@@ -1,45 +1,39 @@
 //! Merges: one `lua/merge.lua` call per [`Merge`], in the document's own slot, and the
 //! decoding of its reply.
 
+use super::call::ScriptCall;
 use super::{reply, RedisStore};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::{Merge, Merged};
 
 impl RedisStore {
     pub(super) async fn run_merge(&self, merge: &Merge) -> Result<Merged> {
         let what = || format!("merge into `{}`", merge.key);
-        let encode = |value: &serde_json::Value| {
-            serde_json::to_string(value).map_err(|e| Error::Malformed {
-                key: merge.key.clone(),
-                field: merge.property.clone(),
-                reason: format!("cannot be encoded as JSON: {e}"),
-            })
-        };
-        let (fold, min, max) = merge.fold.script_arguments();
+        let (fold, min, max) = merge.fold.name_and_range();
         let (guard, mode, expected) = match &merge.guard {
-            None => (String::new(), "-", String::new()),
-            Some((property, None)) => (property.clone(), "-", String::new()),
-            Some((property, Some(value))) => {
-                (property.clone(), "=", encode(&value.clone().into())?)
-            }
+            None => ("", "-", None),
+            Some((property, None)) => (property.as_str(), "-", None),
+            Some((property, Some(value))) => (property.as_str(), "=", Some(value)),
         };
-        let mut invocation = self.scripts.merge.prepare_invoke();
-        invocation
-            .key(self.layout.doc(&merge.key))
-            .key(self.layout.counter(&merge.key))
+        let mut call = ScriptCall::new(&self.scripts.merge, 2, 12);
+        call.arg_display(self.layout.doc_name(&merge.key))
+            .arg_display(self.layout.counter_name(&merge.key))
             .arg(&merge.property)
             .arg(fold)
-            .arg(encode(&merge.operand)?)
-            .arg(min)
-            .arg(max)
+            .arg_display(&merge.operand)
+            .arg_display(min)
+            .arg_display(max)
             .arg(&*merge.write.writer)
             .arg(merge.write.seq)
             .arg(merge.write.at_ms)
             .arg(merge.write.horizon_ms)
             .arg(guard)
-            .arg(mode)
-            .arg(expected);
-        let reply = self.run_write(&invocation, what).await?;
+            .arg(mode);
+        match expected {
+            Some(value) => call.arg_display(serde_json::Value::from(value.clone())),
+            None => call.arg(""),
+        };
+        let reply = self.run_write(&call, what).await?;
         let bad = || self.backend(what(), reply::unexpected("the merge script", &reply));
         let items = reply::array(&reply).ok_or_else(bad)?;
         match items.first().and_then(reply::text) {

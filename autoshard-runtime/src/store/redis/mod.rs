@@ -14,11 +14,13 @@
 //! - Limits: Redis's own (512 MB per key and per property's JSON text); keep ids short and
 //!   hot documents small.
 //!
-//! Files: `options`, `connection`, `durability` (write scripts, waiting for replicas),
+//! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
+//! waiting for replicas),
 //! `layout` (names and slots), `read`, `commit`, `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
 
+mod call;
 mod commit;
 mod connection;
 mod durability;
