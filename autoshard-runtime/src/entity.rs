@@ -8,6 +8,7 @@ use crate::document::{Document, Value};
 use crate::error::FieldError;
 use crate::key::{EntityId, Key};
 use std::fmt;
+use std::sync::Arc;
 
 /// How one sharded property is spread over shard documents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -320,7 +321,9 @@ impl<T> Eq for Shadow<T> {}
 /// that saving again after an error or a dropped future applies it exactly once.
 #[derive(Clone, Default)]
 pub struct EntityState {
-    saved_main: Option<Document>,
+    /// Shared with the mapper's cache of main documents, which hands the same document to
+    /// every `apply` of the entity.
+    saved_main: Option<Arc<Document>>,
     /// The incarnation of the stored entity this value was loaded from or inserted as
     /// (`""` for one stored without); `None` for a value built in code.
     incarnation: Option<String>,
@@ -328,7 +331,7 @@ pub struct EntityState {
     pending: Vec<Pending>,
     /// The shard counts the stored entity records (see `mapper/layout.rs`), by field
     /// name; `None` for a value built in code or stored without a record.
-    shard_counts: Option<std::sync::Arc<ShardCounts>>,
+    shard_counts: Option<Arc<ShardCounts>>,
     /// Whether the stored main document holds values of sharded properties that belong
     /// in the shards (stored before the field was sharded, see `mapper/write/adopt.rs`): the
     /// next save moves them.
@@ -466,7 +469,7 @@ impl EntityState {
     }
 
     /// Records the shard layout of the stored entity.
-    pub(crate) fn set_shard_counts(&mut self, counts: Option<std::sync::Arc<ShardCounts>>) {
+    pub(crate) fn set_shard_counts(&mut self, counts: Option<Arc<ShardCounts>>) {
         self.shard_counts = counts;
     }
 
@@ -482,11 +485,16 @@ impl EntityState {
     /// The main document as last loaded or saved.
     #[must_use]
     pub fn saved_main(&self) -> Option<&Document> {
-        self.saved_main.as_ref()
+        self.saved_main.as_deref()
     }
 
     /// Records the main document just loaded or saved.
     pub fn set_saved_main(&mut self, doc: Document) {
+        self.saved_main = Some(Arc::new(doc));
+    }
+
+    /// [`EntityState::set_saved_main`] with a document shared with others.
+    pub(crate) fn share_saved_main(&mut self, doc: Arc<Document>) {
         self.saved_main = Some(doc);
     }
 

@@ -9,6 +9,8 @@ use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::store::{merge, Fold};
+use std::any::TypeId;
+use std::sync::{Arc, OnceLock};
 
 /// Attaches the key to an entity hook's [`FieldError`].
 pub(super) fn malformed(key: &Key) -> impl Fn(FieldError) -> Error + '_ {
@@ -72,25 +74,81 @@ pub(super) fn sum_range(p: &ShardedProperty) -> Option<(i128, i128)> {
 /// The entity as its main document `stored` says, sharded fields neutral, with the state
 /// a load gives it (dirty tracking, incarnation, shard layout); `load` then folds the shards in.
 pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
+    let mut entity = decode_main::<E>(id, main, stored)?;
+    if entity.state().is_some() {
+        let derived = MainState::of(&entity, main, stored)?;
+        derived.give(&mut entity);
+    }
+    Ok(entity)
+}
+
+/// [`from_main`] that reuses what an earlier call derived from the same document for the
+/// same type (`derived`, filled by the first call): what a cached main document spares
+/// each `apply`.
+pub(super) fn from_main_reusing<E: Root>(
+    id: &E::Id,
+    main: &Key,
+    stored: &Versioned,
+    derived: &OnceLock<(TypeId, MainState)>,
+) -> Result<E> {
+    let mut entity = decode_main::<E>(id, main, stored)?;
+    if entity.state().is_none() {
+        return Ok(entity);
+    }
+    let ty = TypeId::of::<E>();
+    match derived.get() {
+        Some((of, state)) if *of == ty => state.give(&mut entity),
+        Some(_) => MainState::of(&entity, main, stored)?.give(&mut entity),
+        None => {
+            let state = MainState::of(&entity, main, stored)?;
+            state.give(&mut entity);
+            // Another `apply` may have filled it meanwhile, with the same state.
+            let _ = derived.set((ty, state));
+        }
+    }
+    Ok(entity)
+}
+
+/// The entity decoded from its main document, sharded fields neutral, without state.
+fn decode_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
     layout::check_sharded::<E>(main, &stored.doc)?;
     let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
     for index in 0..E::PROPERTIES.len() {
         entity.reset_shadow(index);
     }
-    if entity.state().is_some() {
-        // Re-encoded rather than the stored text, so a save right after load sees no
-        // change even if the store's encoding differs in detail.
-        let saved = entity.to_document().map_err(malformed(main))?;
-        let incarnation = Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned());
-        let counts = layout::recorded_counts(main, &stored.doc)?;
+    Ok(entity)
+}
+
+/// What an entity's state takes from its main document.
+pub(super) struct MainState {
+    /// The entity re-encoded rather than the stored text, so a save right after load
+    /// sees no change even if the store's encoding differs in detail.
+    saved: Arc<Document>,
+    incarnation: Option<String>,
+    counts: Option<Arc<crate::entity::ShardCounts>>,
+    adoption_pending: bool,
+}
+
+impl MainState {
+    /// The state of `entity`, just decoded from `stored`.
+    fn of<E: Root>(entity: &E, main: &Key, stored: &Versioned) -> Result<Self> {
+        Ok(MainState {
+            saved: Arc::new(entity.to_document().map_err(malformed(main))?),
+            incarnation: Some(layout::incarnation(&stored.doc).unwrap_or("").to_owned()),
+            counts: layout::recorded_counts(main, &stored.doc)?.map(Arc::new),
+            adoption_pending: layout::holds_plain_values::<E>(&stored.doc),
+        })
+    }
+
+    /// Sets it as `entity`'s state.
+    fn give<E: Root>(&self, entity: &mut E) {
         if let Some(state) = entity.state_mut() {
-            state.set_saved_main(saved);
-            state.set_incarnation(incarnation);
-            state.set_shard_counts(counts.map(std::sync::Arc::new));
-            state.set_adoption_pending(layout::holds_plain_values::<E>(&stored.doc));
+            state.share_saved_main(self.saved.clone());
+            state.set_incarnation(self.incarnation.clone());
+            state.set_shard_counts(self.counts.clone());
+            state.set_adoption_pending(self.adoption_pending);
         }
     }
-    Ok(entity)
 }
 
 /// The folds of one entity type's sharded properties, without the type: what a writer

@@ -21,15 +21,16 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::{from_main, malformed, Folds};
+use crate::mapper::codec::{from_main, from_main_reusing, malformed, Folds, MainState};
 use crate::mapper::layout::{self, static_properties, StaticProperty};
 use crate::mapper::write::shard_choice;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
 use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Transaction};
+use std::any::TypeId;
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -374,7 +375,13 @@ pub(in crate::mapper) const MAIN_CACHE_CAPACITY: u64 = 10_000;
 pub(in crate::mapper) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
 
 /// The main documents `apply` reuses, shared by a mapper's clones.
-pub(in crate::mapper) type MainCache = moka::sync::Cache<Key, Arc<Versioned>>;
+pub(in crate::mapper) type MainCache = moka::sync::Cache<Key, Arc<CachedMain>>;
+
+/// A cached main document, and what the first `apply` of it derived for its type.
+pub(in crate::mapper) struct CachedMain {
+    stored: Versioned,
+    derived: OnceLock<(TypeId, MainState)>,
+}
 
 pub(in crate::mapper) fn main_cache() -> MainCache {
     moka::sync::Cache::builder()
@@ -448,7 +455,7 @@ impl<S: DocumentStore> Mapper<S> {
             Some(stored) => stored,
             None => self.fetch_main(&main).await?,
         };
-        let mut entity = from_main::<E>(id, &main, &stored)?;
+        let mut entity = from_main_reusing::<E>(id, &main, &stored.stored, &stored.derived)?;
         change(&mut entity);
         let unchanged = entity.to_document().map_err(malformed(&main))?;
         if entity.state().and_then(|s| s.saved_main()) != Some(&unchanged) {
@@ -463,7 +470,7 @@ impl<S: DocumentStore> Mapper<S> {
                 // nothing was written: the change goes to the entity stored now.
                 self.main_cache.invalidate(&main);
                 let stored = self.fetch_main(&main).await?;
-                let mut fresh = from_main::<E>(id, &main, &stored)?;
+                let mut fresh = from_main::<E>(id, &main, &stored.stored)?;
                 if let (Some(from), Some(to)) = (entity.state_mut(), fresh.state_mut()) {
                     to.take_pending_from(from);
                 }
@@ -474,12 +481,15 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// Reads the main document at `main` and caches it; [`Error::NotFound`] when absent.
-    async fn fetch_main(&self, main: &Key) -> Result<Arc<Versioned>> {
+    async fn fetch_main(&self, main: &Key) -> Result<Arc<CachedMain>> {
         let Some(stored) = self.store.get(main).await? else {
             self.main_cache.invalidate(main);
             return Err(Error::NotFound { key: main.clone() });
         };
-        let stored = Arc::new(stored);
+        let stored = Arc::new(CachedMain {
+            stored,
+            derived: OnceLock::new(),
+        });
         self.main_cache.insert(main.clone(), stored.clone());
         Ok(stored)
     }
