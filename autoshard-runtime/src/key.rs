@@ -201,7 +201,7 @@ impl Key {
     /// Cluster hashes for every key of the group.
     #[must_use]
     pub fn encoded_group(&self) -> String {
-        let encoded = self.group().encode();
+        let encoded = self.group_display().to_string();
         encoded[1..encoded.len() - 1].to_owned()
     }
 
