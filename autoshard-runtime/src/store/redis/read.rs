@@ -4,6 +4,7 @@
 //! pages, one read script per slot lists and reads atomically (`lua/read.lua`). Both
 //! replies are decoded here.
 
+use super::call::ScriptCall;
 use super::{layout, reply, RedisStore, WHOLE_DOCUMENT};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
@@ -28,16 +29,16 @@ impl RedisStore {
             batches.entry(Slot::for_key(name)).or_default().push(i);
         }
         let calls = batches.into_values().map(|positions| {
-            let mut invocation = self.scripts.read.prepare_invoke();
-            invocation.arg(flag(records));
+            let mut call = ScriptCall::new(&self.scripts.read, positions.len(), 1);
             for &i in &positions {
-                invocation.key(&names[i]);
+                call.arg(&names[i]);
             }
+            call.arg(flag(records));
             let mut conn = self.conns.get();
             let first = &names[positions[0]];
             async move {
-                let reply: Value = invocation
-                    .invoke_async(&mut conn)
+                let reply: Value = call
+                    .run(&mut conn)
                     .await
                     .map_err(|e| self.backend(format_args!("read of `{first}`"), e))?;
                 Ok::<_, Error>((positions, reply))
@@ -313,9 +314,8 @@ impl RedisStore {
         let what = format!("scan of `{index}`");
         // One script lists the page and reads its documents: atomic for the members in
         // the index's own entity group (all of them on a standalone server).
-        let mut invocation = self.scripts.read.prepare_invoke();
-        invocation
-            .key(&index)
+        let mut call = ScriptCall::new(&self.scripts.read, 1, 6);
+        call.arg(&index)
             .arg(flag(records))
             .arg("scan")
             .arg(self.layout.prefix())
@@ -323,8 +323,8 @@ impl RedisStore {
             .arg(limit)
             .arg(if self.is_cluster() { "0" } else { "1" });
         let mut conn = self.conns.get();
-        let reply: Value = invocation
-            .invoke_async(&mut conn)
+        let reply: Value = call
+            .run(&mut conn)
             .await
             .map_err(|e| self.backend(&what, e))?;
         self.decode_page(scan, &index, &reply, records).await
@@ -352,27 +352,32 @@ impl RedisStore {
             return Ok(found);
         }
         let what = format!("lookup of `{}`", lookup.keys[0]);
-        let mut invocation = self.scripts.read.prepare_invoke();
+        let indexes: Vec<String> = lookup
+            .scans
+            .iter()
+            .map(|scan| self.layout.index(scan.parent.as_ref(), &scan.kind))
+            .collect();
+        let mut call = ScriptCall::new(
+            &self.scripts.read,
+            lookup.keys.len() + indexes.len(),
+            4 + 2 * indexes.len(),
+        );
         for key in &lookup.keys {
-            invocation.key(self.layout.doc(key));
+            call.arg_display(self.layout.doc_name(key));
         }
-        invocation
-            .arg(flag(lookup.records))
+        for index in &indexes {
+            call.arg(index);
+        }
+        call.arg(flag(lookup.records))
             .arg("lookup")
             .arg(lookup.keys.len())
             .arg(self.layout.prefix());
-        let mut indexes = Vec::with_capacity(lookup.scans.len());
         for scan in &lookup.scans {
-            let index = self.layout.index(scan.parent.as_ref(), &scan.kind);
-            invocation
-                .key(&index)
-                .arg(cursor_min(scan))
-                .arg(scan.limit.max(1));
-            indexes.push(index);
+            call.arg(cursor_min(scan)).arg(scan.limit.max(1));
         }
         let mut conn = self.conns.get();
-        let reply: Value = invocation
-            .invoke_async(&mut conn)
+        let reply: Value = call
+            .run(&mut conn)
             .await
             .map_err(|e| self.backend(&what, e))?;
         let bad = || self.backend(&what, reply::unexpected("the read script", &reply));
