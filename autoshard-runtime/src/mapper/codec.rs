@@ -74,47 +74,41 @@ pub(super) fn sum_range(p: &ShardedProperty) -> Option<(i128, i128)> {
 /// The entity as its main document `stored` says, sharded fields neutral, with the state
 /// a load gives it (dirty tracking, incarnation, shard layout); `load` then folds the shards in.
 pub(super) fn from_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
-    let mut entity = decode_main::<E>(id, main, stored)?;
-    if entity.state().is_some() {
-        let derived = MainState::of(&entity, main, stored)?;
-        derived.give(&mut entity);
-    }
-    Ok(entity)
+    from_main_reusing(id, main, stored, &OnceLock::new())
 }
 
 /// [`from_main`] that reuses what an earlier call derived from the same document for the
-/// same type (`derived`, filled by the first call): what a cached main document spares
-/// each `apply`.
+/// same type (`derived`, filled by the first call, which also checked the document's
+/// sharded properties against `E`): what a cached main document spares each `apply`.
 pub(super) fn from_main_reusing<E: Root>(
     id: &E::Id,
     main: &Key,
     stored: &Versioned,
     derived: &OnceLock<(TypeId, MainState)>,
 ) -> Result<E> {
-    let mut entity = decode_main::<E>(id, main, stored)?;
-    if entity.state().is_none() {
-        return Ok(entity);
-    }
     let ty = TypeId::of::<E>();
-    match derived.get() {
-        Some((of, state)) if *of == ty => state.give(&mut entity),
-        Some(_) => MainState::of(&entity, main, stored)?.give(&mut entity),
-        None => {
-            let state = MainState::of(&entity, main, stored)?;
-            state.give(&mut entity);
-            // Another `apply` may have filled it meanwhile, with the same state.
-            let _ = derived.set((ty, state));
-        }
+    let known = derived
+        .get()
+        .filter(|(of, _)| *of == ty)
+        .map(|(_, state)| state);
+    if known.is_none() {
+        layout::check_sharded::<E>(main, &stored.doc)?;
     }
-    Ok(entity)
-}
-
-/// The entity decoded from its main document, sharded fields neutral, without state.
-fn decode_main<E: Root>(id: &E::Id, main: &Key, stored: &Versioned) -> Result<E> {
-    layout::check_sharded::<E>(main, &stored.doc)?;
     let mut entity = E::from_document(id.clone(), &stored.doc).map_err(malformed(main))?;
     for index in 0..E::PROPERTIES.len() {
         entity.reset_shadow(index);
+    }
+    if entity.state().is_none() {
+        return Ok(entity);
+    }
+    if let Some(state) = known {
+        state.give(&mut entity);
+    } else {
+        let state = MainState::of(&entity, main, stored)?;
+        state.give(&mut entity);
+        // Another `apply` may have filled it meanwhile (with the same state), or one of
+        // another type: this entity has its state either way.
+        let _ = derived.set((ty, state));
     }
     Ok(entity)
 }

@@ -1,6 +1,7 @@
-//! One Lua script call: `EVALSHA` written straight into one command buffer, keys first
-//! and then arguments, with no string per key or argument (names and JSON are formatted
-//! in place), and the script loaded when the server does not know it.
+//! One Lua script call: `EVALSHA` written straight into one command buffer, its keys
+//! (given together, so their count is right by construction) and then its arguments, with
+//! no string per key or argument (names and JSON are formatted in place), and the script
+//! loaded when the server does not know it.
 
 use super::connection::Conn;
 use ::redis::{
@@ -8,28 +9,35 @@ use ::redis::{
 };
 use std::fmt;
 
-/// An `EVALSHA` of one script, built argument by argument. The keys (their number is
-/// given up front) must be written before the other arguments.
+/// A key of a call given as something to format, when a call's keys are of several kinds.
+pub(super) type KeyText<'a> = &'a (dyn fmt::Display + Sync);
+
+/// An `EVALSHA` of one script: its keys when made, then its arguments one by one.
 pub(super) struct ScriptCall<'s> {
     script: &'s Script,
     cmd: Cmd,
 }
 
 impl<'s> ScriptCall<'s> {
-    /// A call of `script` with `keys` keys and about `args` other arguments.
-    pub(super) fn new(script: &'s Script, keys: usize, args: usize) -> Self {
-        let mut cmd = Cmd::with_capacity(3 + keys + args, 48 * (keys + args) + 64);
-        cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys);
+    /// A call of `script` with `keys` (each formatted into the command's buffer) and
+    /// about `args` arguments to come.
+    pub(super) fn new<K: fmt::Display>(script: &'s Script, keys: &[K], args: usize) -> Self {
+        let count = keys.len();
+        let mut cmd = Cmd::with_capacity(3 + count + args, 48 * (count + args) + 64);
+        cmd.arg("EVALSHA").arg(script.get_hash()).arg(count);
+        for key in keys {
+            cmd.write_arg_fmt(key);
+        }
         ScriptCall { script, cmd }
     }
 
-    /// Adds a key or an argument.
+    /// Adds an argument.
     pub(super) fn arg(&mut self, arg: impl ToRedisArgs) -> &mut Self {
         self.cmd.arg(arg);
         self
     }
 
-    /// Adds a key or an argument: `arg` formatted into the command's buffer.
+    /// Adds an argument formatted into the command's buffer.
     pub(super) fn arg_display(&mut self, arg: impl fmt::Display) -> &mut Self {
         self.cmd.write_arg_fmt(arg);
         self

@@ -189,9 +189,9 @@ impl RedisStore {
             .map(|o| self.index_add(o));
         futures::future::try_join_all(pre).await?;
 
-        let mut script = ScriptCall::new(&self.scripts.commit, call.keys.len(), call.args.len());
-        for name in call.keys.iter().chain(&call.args) {
-            script.arg(name);
+        let mut script = ScriptCall::new(&self.scripts.commit, &call.keys, call.args.len());
+        for arg in &call.args {
+            script.arg(arg);
         }
         let first = &call.keys[0];
         let reply = self

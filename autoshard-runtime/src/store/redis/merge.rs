@@ -1,7 +1,7 @@
 //! Merges: one `lua/merge.lua` call per [`Merge`], in the document's own slot, and the
 //! decoding of its reply.
 
-use super::call::ScriptCall;
+use super::call::{KeyText, ScriptCall};
 use super::{reply, RedisStore};
 use crate::error::Result;
 use crate::store::{Merge, Merged};
@@ -15,10 +15,12 @@ impl RedisStore {
             Some((property, None)) => (property.as_str(), "-", None),
             Some((property, Some(value))) => (property.as_str(), "=", Some(value)),
         };
-        let mut call = ScriptCall::new(&self.scripts.merge, 2, 12);
-        call.arg_display(self.layout.doc_name(&merge.key))
-            .arg_display(self.layout.counter_name(&merge.key))
-            .arg(&merge.property)
+        let keys: [KeyText; 2] = [
+            &self.layout.doc_name(&merge.key),
+            &self.layout.counter_name(&merge.key),
+        ];
+        let mut call = ScriptCall::new(&self.scripts.merge, &keys, 12);
+        call.arg(&merge.property)
             .arg(fold)
             .arg_display(&merge.operand)
             .arg_display(min)

@@ -4,7 +4,7 @@
 //! pages, one read script per slot lists and reads atomically (`lua/read.lua`). Both
 //! replies are decoded here.
 
-use super::call::ScriptCall;
+use super::call::{KeyText, ScriptCall};
 use super::{layout, reply, RedisStore, WHOLE_DOCUMENT};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
@@ -29,10 +29,8 @@ impl RedisStore {
             batches.entry(Slot::for_key(name)).or_default().push(i);
         }
         let calls = batches.into_values().map(|positions| {
-            let mut call = ScriptCall::new(&self.scripts.read, positions.len(), 1);
-            for &i in &positions {
-                call.arg(&names[i]);
-            }
+            let keys: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
+            let mut call = ScriptCall::new(&self.scripts.read, &keys, 1);
             call.arg(flag(records));
             let mut conn = self.conns.get();
             let first = &names[positions[0]];
@@ -314,9 +312,8 @@ impl RedisStore {
         let what = format!("scan of `{index}`");
         // One script lists the page and reads its documents: atomic for the members in
         // the index's own entity group (all of them on a standalone server).
-        let mut call = ScriptCall::new(&self.scripts.read, 1, 6);
-        call.arg(&index)
-            .arg(flag(records))
+        let mut call = ScriptCall::new(&self.scripts.read, &[&index], 6);
+        call.arg(flag(records))
             .arg("scan")
             .arg(self.layout.prefix())
             .arg(cursor_min(scan))
@@ -357,17 +354,17 @@ impl RedisStore {
             .iter()
             .map(|scan| self.layout.index(scan.parent.as_ref(), &scan.kind))
             .collect();
-        let mut call = ScriptCall::new(
-            &self.scripts.read,
-            lookup.keys.len() + indexes.len(),
-            4 + 2 * indexes.len(),
-        );
-        for key in &lookup.keys {
-            call.arg_display(self.layout.doc_name(key));
-        }
-        for index in &indexes {
-            call.arg(index);
-        }
+        let docs: Vec<_> = lookup
+            .keys
+            .iter()
+            .map(|key| self.layout.doc_name(key))
+            .collect();
+        let keys: Vec<KeyText> = docs
+            .iter()
+            .map(|name| name as KeyText)
+            .chain(indexes.iter().map(|index| index as KeyText))
+            .collect();
+        let mut call = ScriptCall::new(&self.scripts.read, &keys, 4 + 2 * indexes.len());
         call.arg(flag(lookup.records))
             .arg("lookup")
             .arg(lookup.keys.len())
