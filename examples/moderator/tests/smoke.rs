@@ -394,3 +394,53 @@ fn passwords_are_never_printed_and_connect_errors_say_what_failed() {
         "{stderr}"
     );
 }
+
+/// A stand-in for the counting allocator of `--features count-allocations`: every call
+/// answers 10 more allocations than the last.
+fn ten_more_each_call() -> u64 {
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    COUNT.fetch_add(10, std::sync::atomic::Ordering::Relaxed) + 10
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hotspot_reports_allocations_per_vote_with_a_counter() {
+    let config = HotspotConfig {
+        clients: vec![2],
+        only: vec!["apply sum".to_owned()],
+        allocations: Some(ten_more_each_call),
+        ..short_hotspot()
+    };
+    let rows = hotspot::run(&Backend::Memory, "allocs", &config, Progress::hidden())
+        .await
+        .unwrap();
+    let table = report::hotspot_table(&rows);
+    assert!(!rows.is_empty(), "{table}");
+    for row in &rows {
+        // The counter moved by 10 between the start and the end of the voting.
+        #[allow(clippy::cast_precision_loss)]
+        let expected = 10.0 / row.committed as f64;
+        assert_eq!(row.allocs_per_vote, Some(expected), "{table}");
+    }
+    assert!(table.contains("allocs/vote"), "{table}");
+    assert!(
+        report::hotspot_csv(&rows)
+            .lines()
+            .next()
+            .is_some_and(|header| header.ends_with(",allocs_per_vote")),
+        "{table}"
+    );
+    // Without a counter, no column.
+    let plain = hotspot::run(
+        &Backend::Memory,
+        "plain",
+        &HotspotConfig {
+            allocations: None,
+            ..config
+        },
+        Progress::hidden(),
+    )
+    .await
+    .unwrap();
+    assert!(plain.iter().all(|r| r.allocs_per_vote.is_none()));
+    assert!(!report::hotspot_table(&plain).contains("allocs/vote"));
+}
