@@ -118,6 +118,32 @@ pub enum Error {
         /// The property the stored entity keeps in shards.
         property: String,
     },
+    /// `key` belongs to a live key group (`Mapper::key_group`), which owns it until
+    /// `until_ms` (milliseconds since the Unix epoch, by the store's clock): only the
+    /// group's transactions change it meanwhile. Nothing was written; the write can be
+    /// made again once the group is dissolved or its lease has passed.
+    #[error(
+        "`{key}` belongs to key group `{group}` (leased until {until_ms} ms): nothing written"
+    )]
+    Grouped {
+        /// The document the write would have changed.
+        key: Key,
+        /// The id of the key group that owns it.
+        group: String,
+        /// The end of the group's lease, in milliseconds since the Unix epoch.
+        until_ms: u64,
+    },
+    /// The key group `group` no longer owns `key`: its lease passed, or it was dissolved.
+    /// Nothing of the transaction was written.
+    #[error(
+        "key group `{group}` no longer owns `{key}` (lease passed or dissolved): nothing written"
+    )]
+    GroupLost {
+        /// The document the group's transaction would have changed.
+        key: Key,
+        /// The key group's id.
+        group: String,
+    },
     /// A request that cannot be carried out as asked (for example a transaction spanning
     /// entity groups on a store that commits only within one group).
     #[error("invalid request: {0}")]

@@ -268,6 +268,10 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
             .cross_group_transactions
             .unwrap_or_else(|| self.inner.cross_group_transactions())
     }
+
+    async fn now_ms(&self) -> Result<u64> {
+        self.inner.now_ms().await
+    }
 }
 
 /// Sleeps a uniformly random time in `0..=max`.

@@ -230,4 +230,7 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
     }
+    async fn now_ms(&self) -> Result<u64> {
+        faulty!(self, "now_ms", self.inner.now_ms())
+    }
 }

@@ -227,4 +227,9 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
     }
+
+    async fn now_ms(&self) -> Result<u64> {
+        self.read_delay().await;
+        self.inner.now_ms().await
+    }
 }

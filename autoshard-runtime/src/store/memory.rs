@@ -11,7 +11,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    merge, Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction, Write,
+    merge, ownership, Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage,
+    Transaction, Write,
 };
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -62,6 +63,12 @@ impl State {
     fn next_version(&mut self) -> Version {
         self.last_version += 1;
         Version(self.last_version)
+    }
+
+    /// [`ownership::check`] of a write to `key` carrying `token`, by the system clock.
+    fn check_owner(&self, key: &Key, token: Option<&str>) -> Result<()> {
+        let doc = self.docs.get(key).map(|d| &d.doc);
+        ownership::check(key, doc, token, ownership::system_now_ms())
     }
 
     fn store(&mut self, key: &Key, doc: Document) -> Version {
@@ -173,12 +180,16 @@ impl DocumentStore for MemoryStore {
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
         tracing::trace!(key = %key, "memory put");
-        Ok(self.lock().store(key, doc))
+        let mut state = self.lock();
+        state.check_owner(key, None)?;
+        Ok(state.store(key, doc))
     }
 
     async fn delete(&self, key: &Key) -> Result<bool> {
         tracing::trace!(key = %key, "memory delete");
-        Ok(self.lock().docs.remove(key).is_some())
+        let mut state = self.lock();
+        state.check_owner(key, None)?;
+        Ok(state.docs.remove(key).is_some())
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
@@ -248,6 +259,9 @@ impl DocumentStore for MemoryStore {
                 return Ok(Commit::Conflict { key: key.clone() });
             }
         }
+        for key in txn.keys() {
+            state.check_owner(key, txn.owner())?;
+        }
         for (key, write) in txn.writes() {
             match write {
                 Write::Put(doc) => {
@@ -264,6 +278,7 @@ impl DocumentStore for MemoryStore {
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         tracing::trace!(key = %merge.key, property = %merge.property, "memory merge");
         let mut state = self.lock();
+        state.check_owner(&merge.key, None)?;
         let current = state.docs.get(&merge.key).map(|d| &d.doc);
         match merge::apply(current, merge)? {
             merge::Step::Answer(answer) => Ok(answer),

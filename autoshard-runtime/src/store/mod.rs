@@ -24,6 +24,7 @@ pub mod faulty;
 pub mod latency;
 pub mod memory;
 pub mod merge;
+pub mod ownership;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
@@ -34,6 +35,7 @@ pub use faulty::{Fault, FaultyStore};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
 pub use merge::{Elements, Fold, Merge, Merged, WriteId};
+pub use ownership::{Owner, OWNER};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "redis")]
@@ -102,6 +104,15 @@ pub use redis::{RedisOptions, RedisStore};
 /// writer, in the same step), and with a new version, so a concurrent commit expecting
 /// the old one conflicts. A store may answer [`Merged::Unsupported`] for values it
 /// cannot fold exactly, writing nothing; it never folds inexactly.
+///
+/// **Ownership.** Every write (each key a `commit` expects or writes, and `merge`, `put`,
+/// `delete`) follows [`ownership::check`] for the reserved property [`OWNER`], judged by
+/// the store's clock ([`DocumentStore::now_ms`]) in the same atomic step as the write: a
+/// document a live key group owns takes only that group's transactions
+/// ([`Transaction::owned_by`]), and a transaction of a group takes only documents the group
+/// owns (or absent ones). A refusal ([`Error::Grouped`](crate::Error::Grouped),
+/// [`Error::GroupLost`](crate::Error::GroupLost)) writes nothing. A commit that both
+/// conflicts and is refused may answer either.
 ///
 /// **Errors.** [`Error::Backend`](crate::Error::Backend) from a read means nothing was
 /// read. From a write (`insert`, `put`, `delete`, `commit`) it is **ambiguous**: the
@@ -191,6 +202,13 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// Redis Cluster commits within one group, one slot, only).
     fn cross_group_transactions(&self) -> bool {
         true
+    }
+
+    /// The store's clock, in milliseconds since the Unix epoch: the clock key-group
+    /// leases ([`ownership`]) are judged by. The default is the system clock of this
+    /// process, right for a store in this process; a server answers its own.
+    async fn now_ms(&self) -> Result<u64> {
+        Ok(ownership::system_now_ms())
     }
 }
 
@@ -289,6 +307,7 @@ pub enum Write {
 pub struct Transaction {
     reads: Vec<(Key, Option<Version>)>,
     writes: Vec<(Key, Write)>,
+    owner: Option<Arc<str>>,
 }
 
 impl Transaction {
@@ -317,6 +336,20 @@ impl Transaction {
     pub fn delete(mut self, key: Key) -> Self {
         self.writes.push((key, Write::Delete));
         self
+    }
+
+    /// Commit as a transaction of the key group `group`: only documents the group owns
+    /// (or absent ones) are touched, see [`ownership`].
+    #[must_use]
+    pub fn owned_by(mut self, group: impl Into<Arc<str>>) -> Self {
+        self.owner = Some(group.into());
+        self
+    }
+
+    /// The key group the transaction commits for, if any.
+    #[must_use]
+    pub fn owner(&self) -> Option<&str> {
+        self.owner.as_deref()
     }
 
     /// The expected versions.
@@ -398,6 +431,9 @@ macro_rules! forward_store {
             }
             fn cross_group_transactions(&self) -> bool {
                 (**self).cross_group_transactions()
+            }
+            async fn now_ms(&self) -> Result<u64> {
+                (**self).now_ms().await
             }
         }
     )*};

@@ -276,7 +276,7 @@ impl PostgresStore {
         client
             .query(&statement, params)
             .await
-            .map_err(|e| self.error(what, &e))
+            .map_err(|e| refusal(&e).unwrap_or_else(|| self.error(what, &e)))
     }
 
     /// Runs a statement that answers one row.
@@ -318,6 +318,7 @@ impl PostgresStore {
         what: &str,
         reads: &[(&Key, Option<Version>)],
         writes: &[(&Key, Option<&Document>)],
+        owner: Option<&str>,
     ) -> Result<usize> {
         let rk: Vec<String> = reads.iter().map(|(k, _)| k.encode()).collect();
         let rv: Vec<Option<i64>> = reads
@@ -332,7 +333,11 @@ impl PostgresStore {
         let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
         let wd: Vec<Option<Json<&Document>>> = writes.iter().map(|(_, d)| d.map(Json)).collect();
         let row = self
-            .query_one(what, &self.sql.commit, &[&rk, &rv, &wk, &wp, &wn, &wd])
+            .query_one(
+                what,
+                &self.sql.commit,
+                &[&rk, &rv, &wk, &wp, &wn, &wd, &owner],
+            )
             .await?;
         Ok(usize::try_from(column::<i32>(&row, 0, "(a commit)")?).unwrap_or(0))
     }
@@ -372,6 +377,7 @@ struct Sql {
     lookup: String,
     scan: String,
     scan_roots: String,
+    now: String,
 }
 
 impl Sql {
@@ -394,7 +400,8 @@ impl Sql {
             ),
             write: format!("SELECT {s}.autoshard_write($1, $2, $3, $4, $5)"),
             delete: format!("SELECT {s}.autoshard_delete($1)"),
-            commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6)"),
+            now: "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint".to_owned(),
+            commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6, $7)"),
             // Part 0: the documents by key; part i: the first page of scan i (its
             // parent '' for roots). `$1` says whether documents keep their write record.
             lookup: format!(
@@ -443,6 +450,29 @@ fn explain(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// `host:port/dbname` of a connection config.
+/// The ownership refusal `autoshard_owned` raised (`AS002`, `AS003`), as the contract's
+/// error; `None` for any other error.
+fn refusal(e: &tokio_postgres::Error) -> Option<Error> {
+    let db = e.as_db_error()?;
+    let key = Key::decode(db.message()).ok()?;
+    let detail = db.detail()?;
+    match db.code().code() {
+        "AS002" => {
+            let owner: serde_json::Value = serde_json::from_str(detail).ok()?;
+            Some(Error::Grouped {
+                key,
+                group: owner.get("group")?.as_str()?.to_owned(),
+                until_ms: owner.get("until")?.as_u64()?,
+            })
+        }
+        "AS003" => Some(Error::GroupLost {
+            key,
+            group: detail.to_owned(),
+        }),
+        _ => None,
+    }
+}
+
 fn target_of(config: &tokio_postgres::Config) -> String {
     let host = config.get_hosts().first().map_or_else(
         || "localhost".to_owned(),
@@ -646,12 +676,22 @@ impl DocumentStore for PostgresStore {
                 Write::Delete => (key, None),
             })
             .collect();
-        match self.commit_documents("commit", &reads, &writes).await? {
+        match self
+            .commit_documents("commit", &reads, &writes, txn.owner())
+            .await?
+        {
             0 => Ok(Commit::Committed),
             failed => Ok(Commit::Conflict {
                 key: reads[failed.min(reads.len()) - 1].0.clone(),
             }),
         }
+    }
+
+    /// The server's clock (`clock_timestamp()`), which leases are judged by.
+    async fn now_ms(&self) -> Result<u64> {
+        let row = self.query_one("clock", &self.sql.now, &[]).await?;
+        let ms = column::<i64>(&row, 0, "(the clock)")?;
+        Ok(u64::try_from(ms).unwrap_or(0))
     }
 
     /// One call of `autoshard_merge`, which folds on the server under the key's lock.

@@ -28,7 +28,7 @@ BEGIN
         WHERE n.nspname = '{schema}'
           AND p.proname IN ('autoshard_write', 'autoshard_delete', 'autoshard_commit',
                             'autoshard_in_range', 'autoshard_merge', 'autoshard_keep',
-                            'autoshard_with_records')
+                            'autoshard_with_records', 'autoshard_owned')
     LOOP
         IF found.note IS DISTINCT FROM 'autoshard store object' THEN
             RAISE EXCEPTION 'autoshard: "{schema}".% exists and was not created by autoshard; it is left as it is (use another schema with PostgresOptions::schema)', found.name
@@ -36,6 +36,8 @@ BEGIN
         END IF;
     END LOOP;
 END $check$;
+-- The commit of builds before key groups, without an owner token.
+DROP FUNCTION IF EXISTS "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[]);
 CREATE TABLE IF NOT EXISTS "{schema}".autoshard_documents (
     key text COLLATE "C" PRIMARY KEY,
     parent text COLLATE "C" NOT NULL,
@@ -98,6 +100,38 @@ BEGIN
       AND "{schema}".autoshard_in_range(e.value -> 1, 0, 18446744073709551615);
     RETURN d - '~w';
 END $f$;
+-- The ownership rule of store/ownership.rs for a write carrying the owner token `token`
+-- (NULL: none) to document `k`, by the server's clock: raises AS002 (the document is
+-- owned by another live key group; DETAIL: `{"group", "until"}`) or AS003 (the token's
+-- group does not own it; DETAIL: the token), which rolls the whole write back. Called
+-- under the key's lock.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_owned(k text, token text)
+RETURNS void LANGUAGE plpgsql AS $f$
+DECLARE
+    d jsonb;
+    grp text;
+    until_ms numeric;
+BEGIN
+    SELECT doc INTO d FROM "{schema}".autoshard_documents WHERE key = k;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    IF jsonb_typeof(d) = 'object' AND jsonb_typeof(d -> '~own') = 'object'
+       AND jsonb_typeof(d -> '~own' -> 'group') = 'string'
+       AND "{schema}".autoshard_in_range(d -> '~own' -> 'until', 0, 18446744073709551615) THEN
+        until_ms := (d -> '~own' ->> 'until')::numeric;
+        IF until_ms > floor(extract(epoch FROM clock_timestamp()) * 1000) THEN
+            grp := d -> '~own' ->> 'group';
+        END IF;
+    END IF;
+    IF grp IS NOT NULL AND grp IS DISTINCT FROM token THEN
+        RAISE EXCEPTION USING ERRCODE = 'AS002', MESSAGE = k,
+            DETAIL = jsonb_build_object('group', grp, 'until', until_ms)::text;
+    END IF;
+    IF token IS NOT NULL AND grp IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'AS003', MESSAGE = k, DETAIL = token;
+    END IF;
+END $f$;
 -- Writes document `d` at key `k` (parent `p`, kind `n`): over a present one when
 -- `overwrite`, else only when absent. The new version, or NULL when `k` was present and
 -- not overwritten.
@@ -107,6 +141,7 @@ RETURNS bigint LANGUAGE plpgsql AS $f$
 DECLARE v bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
+    PERFORM "{schema}".autoshard_owned(k, NULL);
     IF overwrite THEN
         INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
         VALUES (k, p, n, nextval('"{schema}".autoshard_versions'), "{schema}".autoshard_keep(k, d))
@@ -123,6 +158,7 @@ CREATE OR REPLACE FUNCTION "{schema}".autoshard_delete(k text)
 RETURNS boolean LANGUAGE plpgsql AS $f$
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
+    PERFORM "{schema}".autoshard_owned(k, NULL);
     DELETE FROM "{schema}".autoshard_records WHERE key = k;
     DELETE FROM "{schema}".autoshard_documents WHERE key = k;
     RETURN FOUND;
@@ -130,9 +166,10 @@ END $f$;
 -- Commits one transaction: `rk`/`rv` the expected versions (NULL: the key is absent),
 -- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes).
 -- Answers 0 when it wrote everything, else the 1-based index of an expectation that
--- failed (and writes nothing).
+-- failed (and writes nothing). `token`: the key group it commits for (NULL: none), see
+-- `autoshard_owned`.
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
-    rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[])
+    rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], token text)
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
     i integer;
@@ -160,6 +197,12 @@ BEGIN
         IF (SELECT version FROM "{schema}".autoshard_documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
             RETURN i;
         END IF;
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
+        PERFORM "{schema}".autoshard_owned(rk[i], token);
+    END LOOP;
+    FOR i IN 1 .. coalesce(array_length(wk, 1), 0) LOOP
+        PERFORM "{schema}".autoshard_owned(wk[i], token);
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(wk, 1), 0) LOOP
         IF wd[i] IS NULL THEN
@@ -202,6 +245,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'missing';
     END IF;
+    PERFORM "{schema}".autoshard_owned(k, NULL);
     IF jsonb_typeof(d) <> 'object' THEN
         RETURN 'malformed';
     END IF;
@@ -284,8 +328,9 @@ END $f$;
 COMMENT ON FUNCTION "{schema}".autoshard_write(text, text, text, jsonb, boolean)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object';
-COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[])
+COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[], text)
     IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_owned(text, text) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_in_range(jsonb, numeric, numeric) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_with_records(text, jsonb) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_keep(text, jsonb) IS 'autoshard store object';

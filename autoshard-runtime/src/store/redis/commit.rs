@@ -163,6 +163,7 @@ impl RedisStore {
             ]);
             call.args.extend(props);
         }
+        call.args.push(txn.owner().unwrap_or_default().to_owned());
         call.args.push(self.layout.prefix().len().to_string());
         Ok((call, out_of_slot))
     }
@@ -240,6 +241,32 @@ impl RedisStore {
                     Role::Doc(key) => Ok(Applied::Conflict(key.clone())),
                     _ => Err(bad()),
                 }
+            }
+            Some("grouped") if items.len() == 4 => {
+                let pos = reply::position(&items[1], call.keys.len()).ok_or_else(bad)?;
+                let (Role::Doc(key), Some(group), Some(until)) = (
+                    &call.roles[pos],
+                    reply::text(&items[2]),
+                    reply::text(&items[3]),
+                ) else {
+                    return Err(bad());
+                };
+                Err(Error::Grouped {
+                    key: key.clone(),
+                    group: group.to_owned(),
+                    until_ms: until.parse().map_err(|_| bad())?,
+                })
+            }
+            Some("lost") if items.len() == 3 => {
+                let pos = reply::position(&items[1], call.keys.len()).ok_or_else(bad)?;
+                let (Role::Doc(key), Some(group)) = (&call.roles[pos], reply::text(&items[2]))
+                else {
+                    return Err(bad());
+                };
+                Err(Error::GroupLost {
+                    key: key.clone(),
+                    group: group.to_owned(),
+                })
             }
             Some("malformed") if items.len() == 3 => {
                 let pos = reply::position(&items[1], call.keys.len()).ok_or_else(bad)?;

@@ -45,6 +45,17 @@ impl RedisStore {
             Some("unsupported") => Ok(Merged::Unsupported),
             Some("overflow") => Err(crate::store::merge::overflow(merge)),
             Some("malformed") => Err(reply::not_ours(&merge.key, items)),
+            Some("grouped") if items.len() == 3 => {
+                let (Some(group), Some(until)) = (reply::text(&items[1]), reply::text(&items[2]))
+                else {
+                    return Err(bad());
+                };
+                Err(crate::Error::Grouped {
+                    key: merge.key.clone(),
+                    group: group.to_owned(),
+                    until_ms: until.parse().map_err(|_| bad())?,
+                })
+            }
             _ => Err(bad()),
         }
     }

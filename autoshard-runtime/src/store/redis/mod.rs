@@ -328,4 +328,10 @@ impl DocumentStore for RedisStore {
     fn cross_group_transactions(&self) -> bool {
         !self.is_cluster()
     }
+
+    /// The server's clock (`TIME`; on a cluster, the clock of the node that answers).
+    async fn now_ms(&self) -> Result<u64> {
+        let (secs, micros): (u64, u64) = self.query(&::redis::cmd("TIME"), "clock").await?;
+        Ok(secs * 1000 + micros / 1000)
+    }
 }

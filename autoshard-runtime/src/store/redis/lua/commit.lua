@@ -19,14 +19,20 @@
 --                delete), then P pairs: field name (`p:...` or `w:...`), its JSON.
 --              A `w:` field goes to the document's record hash, which the script names
 --              (KEYS[key position] .. '/~w', in the document's slot).
+-- ARGV[#ARGV-1] the owner token: the key group the transaction commits for ('' for none).
 -- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
 --              Redis key without the namespace (its `Key::encode()`).
 --
 -- Every check runs before the first write: a Lua error does not roll back the writes
 -- made before it, so nothing below may fail once writing has started.
 --
+-- Every key checked also passes the ownership rule of `store/ownership.rs` (by the
+-- server's clock): without a token, no document a live key group owns; with one, only
+-- documents that group owns (or absent ones).
+--
 -- Reply: {'ok', version_1, existed_1, ..., version_W, existed_W}
 --        {'conflict', key position} | {'malformed', key position, reason}
+--        {'grouped', key position, group, until_ms} | {'lost', key position, group}
 
 -- The version of an autoshard document at `key`, false when absent, or nil and why the
 -- value there is not ours.
@@ -52,12 +58,44 @@ local function inspect(key)
   return version
 end
 
+-- The store's clock in milliseconds (TIME), read once per call and only when needed.
+local clock
+local function now_ms()
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
+end
+
+-- The live owner of a document whose `p:~own` field holds `text` (see
+-- `store/ownership.rs`): its group id and lease end (decimal text), or nil when the field
+-- is absent, not of the form `{"group": <string>, "until": <integer>}`, or its lease has
+-- passed.
+local function live_owner(text)
+  if type(text) ~= 'string' or not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
+    return nil
+  end
+  local ok, owner = pcall(cjson.decode, text)
+  if not ok or type(owner) ~= 'table' then
+    return nil
+  end
+  local group, until_ms = owner['group'], owner['until']
+  if type(group) ~= 'string' or type(until_ms) ~= 'number' or until_ms < 0
+      or until_ms ~= math.floor(until_ms) or until_ms <= now_ms() then
+    return nil
+  end
+  return group, string.format('%.0f', until_ms)
+end
+
 local pos = 1
 local checks = tonumber(ARGV[pos])
 pos = pos + 1
+local checked = {}
 for _ = 1, checks do
   local at = tonumber(ARGV[pos])
   local want = ARGV[pos + 1]
+  checked[#checked + 1] = at
   pos = pos + 2
   -- Fast path: the version expected is there (a document whose version a read handed
   -- out is ours); anything else gets the full inspection.
@@ -74,6 +112,17 @@ for _ = 1, checks do
     elseif want ~= '*' then
       return { 'conflict', at }
     end
+  end
+end
+
+local token = ARGV[#ARGV - 1]
+for _, at in ipairs(checked) do
+  local group, until_ms = live_owner(redis.pcall('HGET', KEYS[at], 'p:~own'))
+  if group and group ~= token then
+    return { 'grouped', at, group, until_ms }
+  end
+  if token ~= '' and not group and redis.call('EXISTS', KEYS[at]) == 1 then
+    return { 'lost', at, token }
   end
 end
 

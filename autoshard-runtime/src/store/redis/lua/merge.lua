@@ -29,8 +29,41 @@
 -- runs on Lua numbers, which are exact there; anything longer goes through the decimal
 -- text arithmetic below.
 --
+-- A document a live key group owns takes no merge (`store/ownership.rs`, by the server's
+-- clock): {'grouped', group, until_ms}.
+--
 -- Reply: {'applied'} | {'already'} | {'missing'} | {'unsupported'} | {'overflow'}
 --        | {'malformed', reason}
+
+-- The store's clock in milliseconds (TIME), read once per call and only when needed.
+local clock
+local function now_ms()
+  if not clock then
+    local t = redis.call('TIME')
+    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock
+end
+
+-- The live owner of a document whose `p:~own` field holds `text` (see
+-- `store/ownership.rs`): its group id and lease end (decimal text), or nil when the field
+-- is absent, not of the form `{"group": <string>, "until": <integer>}`, or its lease has
+-- passed.
+local function live_owner(text)
+  if type(text) ~= 'string' or not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
+    return nil
+  end
+  local ok, owner = pcall(cjson.decode, text)
+  if not ok or type(owner) ~= 'table' then
+    return nil
+  end
+  local group, until_ms = owner['group'], owner['until']
+  if type(group) ~= 'string' or type(until_ms) ~= 'number' or until_ms < 0
+      or until_ms ~= math.floor(until_ms) or until_ms <= now_ms() then
+    return nil
+  end
+  return group, string.format('%.0f', until_ms)
+end
 
 local key, counter = KEYS[1], KEYS[2]
 local record = key .. '/~w'
@@ -41,7 +74,7 @@ local guard, guard_mode, guard_value = ARGV[10], ARGV[11], ARGV[12]
 
 -- One read: the version, the guard property, this writer's record entry, the value.
 local fields = redis.pcall('HMGET', key, 'v', 'p:' .. (guard ~= '' and guard or property),
-  'w:' .. writer, 'p:' .. property)
+  'w:' .. writer, 'p:' .. property, 'p:~own')
 if fields.err then
   return { 'malformed', 'not an autoshard document' }
 end
@@ -54,6 +87,10 @@ if not version then
 end
 if not string.match(version, '^%d+$') then
   return { 'malformed', 'not an autoshard document' }
+end
+local owner, owned_until = live_owner(fields[5])
+if owner then
+  return { 'grouped', owner, owned_until }
 end
 
 if guard ~= '' then
