@@ -49,6 +49,19 @@
 //! commit; `load_child` and `children` then report [`crate::Error::Invalid`] naming both
 //! keys rather than pick one.
 
+//!
+//! # Key groups: transactions across entity groups
+//! An entity group commits atomically, but many changes span entities of different groups
+//! (a user's ballot and a question's count, two questions merged into one). A
+//! [`KeyGroup`] (G-Store: Das, Agrawal and El Abbadi, "G-Store: A Scalable Data Store for
+//! Transactional Multi key Access in the Cloud", SoCC 2010) is formed at run time over
+//! root entities of any kinds and ids ([`crate::Mapper::key_group`]); while it lives it
+//! owns them, its transactions ([`GroupTransaction`]) are serializable and exactly once,
+//! and every other write to its members fails with [`crate::Error::Grouped`]. The
+//! argument, step by step, is in the module docs of `mapper/group/key_group.rs`.
+
+pub use crate::mapper::{GroupTransaction, KeyGroup, KeyGroupBuilder, DEFAULT_LEASE};
+
 use crate::entity::Entity;
 
 /// A root entity: one that is not a child of an entity group. The mapper's `load`,

@@ -29,6 +29,8 @@ const COMPACTED: &str = "";
 const SUB_GROUP: &str = "~group";
 /// Kind of the marker of a keyed operation (`Mapper::update_once`).
 const OP: &str = "~op";
+/// Kind of a key group's state document (`Mapper::key_group`).
+const KEY_GROUP: &str = "~keygroup";
 
 /// The reserved property of a sharded entity's main document that holds its
 /// *incarnation*: a fresh id `insert` writes, so that a write meant for an entity that
@@ -467,6 +469,12 @@ pub(super) fn op_shard(op: &str, property: &str, shards: u32) -> u32 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     u32::try_from(hash % u64::from(shards.max(1))).unwrap_or(0)
+}
+
+/// The state document of the key group with id `id`: a root document of its own (on a
+/// Redis Cluster, in a slot of its own).
+pub(crate) fn key_group(id: &str) -> Key {
+    Key::new(shared(KEY_GROUP), id)
 }
 
 /// Sub-group `k` of the entity group of the root at `root`; its key is also the

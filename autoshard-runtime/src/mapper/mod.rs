@@ -52,6 +52,7 @@ pub(crate) mod layout;
 mod relay;
 
 pub use entities::Entities;
+pub use group::key_group::{GroupTransaction, KeyGroup, KeyGroupBuilder, DEFAULT_LEASE};
 pub use read::cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
 pub use read::dynamic::DYNAMIC_SHARDS_WARNING;
 pub use reshape::compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};

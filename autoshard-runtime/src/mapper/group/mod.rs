@@ -10,6 +10,7 @@
 //! - `mod.rs`: the operations (`insert_child`, `children`, `update_children`, ...).
 //! - `lookup`: which of the `K` sub-groups holds a child with a given id.
 
+pub(in crate::mapper) mod key_group;
 mod lookup;
 
 use super::attempt::Attempt;

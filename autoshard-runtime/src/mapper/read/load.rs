@@ -87,9 +87,19 @@ impl<S: DocumentStore> Mapper<S> {
     /// The documents of the entity at `main` as `E` reads them, from a read that
     /// started after this call (shared with concurrent loads, see `read::shared`).
     pub(in crate::mapper) async fn read_entity<E: Root>(&self, main: &Key) -> Result<Found> {
-        let mut lookup = first_read::<E>(main);
         // The write records tell a cached snapshot which confirmed writes it holds.
-        lookup.records = self.cache.is_some();
+        self.read_entity_with::<E>(main, self.cache.is_some()).await
+    }
+
+    /// [`Mapper::read_entity`], the documents with their write records when `records`
+    /// (for a caller that writes them back whole).
+    pub(in crate::mapper) async fn read_entity_with<E: Root>(
+        &self,
+        main: &Key,
+        records: bool,
+    ) -> Result<Found> {
+        let mut lookup = first_read::<E>(main);
+        lookup.records = records;
         tracing::debug!(key = %main, documents = lookup.keys.len(), "load");
         let read = || async {
             let mut attempts = 0;

@@ -141,7 +141,7 @@ impl<S: DocumentStore> Mapper<S> {
 
 /// The pending changes of the dynamic properties of `entity` that `which` selects, as a
 /// shard document (`stored_as → change`), and the indexes of those properties.
-fn pending_dynamic<E: Entity>(
+pub(in crate::mapper) fn pending_dynamic<E: Entity>(
     entity: &E,
     which: impl Fn(&Pending) -> bool,
 ) -> (Document, Vec<usize>) {

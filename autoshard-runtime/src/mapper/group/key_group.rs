@@ -1,0 +1,826 @@
+//! Key groups (G-Store): transactions across entity groups. A group is formed at run
+//! time over root entities of any kinds and ids; while it lives it *owns* every document
+//! of its members (the reserved property [`OWNER`] with the group's id and lease, see
+//! [`crate::store::ownership`]), so that only its transactions change them. Each step is
+//! one atomic commit of the store:
+//!
+//! 1. **create**: read every member (main document, static and dynamic shards), and in one
+//!    commit expecting the versions read, stamp each document with the owner and insert
+//!    the group's state document ([`layout::key_group`]: members, owned documents, lease);
+//! 2. **transaction**: read members, change them, and commit every document written, the
+//!    group document (the group's commit log head) and the versions read, under the
+//!    group's owner token and a write id the group document records in the same commit;
+//! 3. **dissolve**: in one commit, take the owner out of every document and delete the
+//!    group document.
+//!
+//! Why nothing is lost, counted twice or let through:
+//! - *Isolation.* While the lease runs, the store refuses every write to an owned document
+//!   that does not carry the group's token ([`Error::Grouped`]), checked in the same
+//!   atomic step as the write: `save`, `apply`, `update`, `delete`, compaction and
+//!   resharding of a member fail with that typed error and write nothing (the choice is
+//!   *fail*, not wait: the caller knows the group and the lease's end from the error).
+//!   Documents a member did not have at create (a shard created later) are written only
+//!   by the group's transactions, which stamp the owner on every document they write;
+//!   other writers that would create one also expect the member's main document, which
+//!   the group owns.
+//! - *Serializability.* A transaction expects the version of every document it read and
+//!   of the group document, and rewrites the group document: two transactions of one
+//!   group are ordered by it, and one that read a stale document conflicts. Transactions
+//!   through one [`KeyGroup`] handle take turns, so they do not conflict with each other.
+//! - *Exactly once.* A commit whose reply is lost is checked against the group document:
+//!   the write id it recorded there says whether it landed, and a resend expects the same
+//!   versions, so at most one copy applies.
+//! - *One group per key.* Create expects every document unowned (or owned by a group whose
+//!   lease passed) in the commit that stamps it, so of two groups racing for a key one
+//!   commits and the other gets [`Error::Grouped`] or a conflict.
+//! - *Leases.* A client that stops without dissolving leaves its members owned until the
+//!   lease passes (by the store's clock), then free: nothing waits for it. A transaction
+//!   after the lease gets [`Error::GroupLost`] and writes nothing.
+//!
+//! On a store without cross-group transactions (a Redis Cluster) no commit spans the
+//! members' slots; forming a group there is refused with [`Error::Invalid`].
+
+use super::super::codec::malformed;
+use super::super::layout::{self, static_properties};
+use super::super::read::load::assemble;
+use super::super::read::shared::Found;
+use super::super::write::dynamic::pending_dynamic;
+use super::super::write::static_shard::fold_into_shard;
+use super::super::write::write_ids::{self, stage};
+use super::super::Mapper;
+use crate::document::{Document, Value, Version, Versioned};
+use crate::entity::{EntityState, Pending};
+use crate::error::{Error, Result};
+use crate::group::Root;
+use crate::key::Key;
+use crate::mapper::codec::Folds;
+use crate::store::ownership::{self, Owner, OWNER};
+use crate::store::{Commit, DocumentStore, Transaction, WriteId};
+use futures::future::BoxFuture;
+use rand::RngExt;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How long a key group owns its members unless told otherwise
+/// ([`KeyGroupBuilder::lease`]).
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+/// How many times a step whose outcome the store left unknown is checked and sent again.
+const RESENDS: u32 = 8;
+
+/// Reads one member: its documents, with their write records (they are written back whole).
+type ReadMember<S> = for<'a> fn(&'a Mapper<S>, &'a Key) -> BoxFuture<'a, Result<Found>>;
+
+fn read_member<'a, S: DocumentStore, E: Root>(
+    mapper: &'a Mapper<S>,
+    main: &'a Key,
+) -> BoxFuture<'a, Result<Found>> {
+    Box::pin(mapper.read_entity_with::<E>(main, true))
+}
+
+/// Every document a read of one member found, with its key.
+fn documents(found: &Found) -> impl Iterator<Item = (&Key, &Versioned)> {
+    let (keys, docs, extra) = &**found;
+    keys.iter()
+        .zip(docs)
+        .filter_map(|(key, doc)| doc.as_ref().map(|doc| (key, doc)))
+        .chain(extra.iter().map(|(key, doc)| (key, doc)))
+}
+
+/// Forms a [`KeyGroup`] (see [`Mapper::key_group`]).
+#[must_use = "a builder does nothing until `create` or `once`"]
+pub struct KeyGroupBuilder<'m, S> {
+    mapper: &'m Mapper<S>,
+    members: Vec<(Key, ReadMember<S>)>,
+    lease: Duration,
+}
+
+impl<S> fmt::Debug for KeyGroupBuilder<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyGroupBuilder")
+            .field(
+                "members",
+                &self.members.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Starts forming a key group (G-Store): name its members with
+    /// [`KeyGroupBuilder::member`], then [`KeyGroupBuilder::create`] it and run
+    /// transactions on it, or run one transaction with [`KeyGroupBuilder::once`]. While
+    /// the group lives, only its transactions change its members (see [`KeyGroup`]).
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Account {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(neutral = 0, shards = 4)]
+    ///     balance: i64,
+    /// }
+    ///
+    /// impl Account {
+    ///     #[shard_method]
+    ///     fn deposit(&mut self, amount: i64) {
+    ///         self.balance += amount;
+    ///     }
+    ///
+    ///     #[shard_fold]
+    ///     fn fold_balance(a: i64, b: i64) -> i64 {
+    ///         a + b
+    ///     }
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Account::new(1, 100)).await?;
+    /// db.insert(&mut Account::new(2, 0)).await?;
+    ///
+    /// let group = db.key_group().member::<Account>(&1).member::<Account>(&2).create().await?;
+    /// let mut txn = group.transaction().await?;
+    /// let mut from: Account = txn.load(&1).await?;
+    /// let mut to: Account = txn.load(&2).await?;
+    /// if from.balance >= 30 {
+    ///     from.deposit(-30);
+    ///     to.deposit(30);
+    /// }
+    /// txn.save(&mut from)?;
+    /// txn.save(&mut to)?;
+    /// txn.commit().await?;
+    ///
+    /// // Meanwhile a member takes no other write.
+    /// let refused = db.apply(&2, |a: &mut Account| a.deposit(1)).await;
+    /// assert!(matches!(refused, Err(Error::Grouped { .. })));
+    /// group.dissolve().await?;
+    ///
+    /// assert_eq!(db.load::<Account>(&1).await?.balance, 70);
+    /// assert_eq!(db.load::<Account>(&2).await?.balance, 30);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn key_group(&self) -> KeyGroupBuilder<'_, S> {
+        KeyGroupBuilder {
+            mapper: self,
+            members: Vec::new(),
+            lease: DEFAULT_LEASE,
+        }
+    }
+}
+
+impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
+    /// Adds the root entity of kind `E` with this id (once, however often it is named).
+    pub fn member<E: Root>(mut self, id: &(impl ToOwned<Owned = E::Id> + ?Sized)) -> Self {
+        let main = E::key_for(&id.to_owned());
+        if !self.members.iter().any(|(k, _)| *k == main) {
+            self.members.push((main, read_member::<S, E>));
+        }
+        self
+    }
+
+    /// How long the group owns its members after it is created (default
+    /// [`DEFAULT_LEASE`]): past it, by the store's clock, they are free again and the
+    /// group's transactions fail with [`Error::GroupLost`]. [`KeyGroup::renew`] extends it.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// Forms the group: one commit that makes it the owner of every document of every
+    /// member, with retries when a member changes meanwhile.
+    ///
+    /// # Errors
+    /// [`Error::NotFound`] for a member that is not stored; [`Error::Grouped`] for a member
+    /// another live group owns; [`Error::Invalid`] for no member, or a store without
+    /// cross-group transactions; [`Error::Contention`] when members keep changing. Nothing
+    /// is owned after an error but [`Error::Backend`], whose outcome is unknown: the
+    /// group then owns its members at most until its lease passes.
+    pub async fn create(self) -> Result<KeyGroup<'m, S>> {
+        let mapper = self.mapper;
+        if self.members.is_empty() {
+            return Err(Error::Invalid(
+                "a key group needs at least one member".to_owned(),
+            ));
+        }
+        if !mapper.store.cross_group_transactions() {
+            return Err(Error::Invalid(
+                "key groups need a store that commits across entity groups (not a Redis \
+                 Cluster)"
+                    .to_owned(),
+            ));
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let key = layout::key_group(&id);
+        let mut retrying = mapper.retrying("create key group");
+        loop {
+            let attempt = self.try_create(&id, &key);
+            if let std::ops::ControlFlow::Break(group) = retrying.attempt(attempt).await? {
+                return Ok(group);
+            }
+        }
+    }
+
+    /// One attempt of [`KeyGroupBuilder::create`].
+    async fn try_create(
+        &self,
+        id: &str,
+        key: &Key,
+    ) -> Result<super::super::attempt::Attempt<KeyGroup<'m, S>>> {
+        let mapper = self.mapper;
+        let now = mapper.store.now_ms().await?;
+        let owner = Owner {
+            group: id.to_owned(),
+            until_ms: now.saturating_add(millis(self.lease)),
+        };
+        let reads = self.members.iter().map(|(main, read)| read(mapper, main));
+        let found = futures::future::try_join_all(reads).await?;
+        let mut txn = Transaction::new();
+        let mut owned = BTreeSet::new();
+        for ((main, _), found) in self.members.iter().zip(&found) {
+            if found.1.first().is_none_or(Option::is_none) {
+                return Err(Error::NotFound { key: main.clone() });
+            }
+            for (doc_key, doc) in documents(found) {
+                ownership::check(doc_key, Some(&doc.doc), None, now)?;
+                let mut stamped = doc.doc.clone();
+                stamped.insert(OWNER.to_owned(), owner.to_value());
+                txn = txn
+                    .expect(doc_key.clone(), Some(doc.version))
+                    .put(doc_key.clone(), stamped);
+                owned.insert(doc_key.clone());
+            }
+        }
+        let members: Vec<Key> = self.members.iter().map(|(k, _)| k.clone()).collect();
+        let state = group_document(&members, &owned, &owner);
+        txn = txn.expect(key.clone(), None).put(key.clone(), state);
+        tracing::debug!(
+            group = id,
+            members = members.len(),
+            documents = owned.len(),
+            "create key group"
+        );
+        let landed = |doc: Option<&Versioned>| doc.is_some();
+        match send(mapper, &txn, key, landed).await? {
+            Commit::Committed => Ok(super::super::attempt::Attempt::Committed(KeyGroup {
+                mapper,
+                id: id.into(),
+                key: key.clone(),
+                members,
+                owned: Mutex::new(owned),
+                until_ms: Mutex::new(owner.until_ms),
+                turn: tokio::sync::Mutex::new(()),
+            })),
+            Commit::Conflict { key } => Ok(super::super::attempt::Attempt::Conflict(key)),
+        }
+    }
+
+    /// Forms the group, runs one transaction on it and dissolves it: the one-shot form.
+    /// Load, change and save members on the transaction, then
+    /// [`GroupTransaction::commit`] commits and dissolves the group. A transaction dropped
+    /// without a commit writes nothing, and its group ends when its lease passes.
+    ///
+    /// # Errors
+    /// As [`KeyGroupBuilder::create`].
+    pub async fn once(self) -> Result<GroupTransaction<'m, 'm, S>> {
+        let group = self.create().await?;
+        GroupTransaction::begin(Holder::Once(Box::new(group))).await
+    }
+}
+
+/// The state document of a group: its members, the documents it owns, its lease.
+fn group_document(members: &[Key], owned: &BTreeSet<Key>, owner: &Owner) -> Document {
+    let keys = |keys: &mut dyn Iterator<Item = &Key>| -> Value {
+        keys.map(|k| Value::String(k.encode()))
+            .collect::<Vec<_>>()
+            .into()
+    };
+    let mut doc = Document::new();
+    doc.insert("members".to_owned(), keys(&mut members.iter()));
+    doc.insert("owned".to_owned(), keys(&mut owned.iter()));
+    doc.insert(OWNER.to_owned(), owner.to_value());
+    doc
+}
+
+/// The documents a group document lists as owned.
+fn owned_of(key: &Key, doc: &Document) -> Result<Vec<Key>> {
+    let bad = || {
+        Error::malformed(
+            key,
+            crate::error::FieldError::new("owned", "expected a list of document keys"),
+        )
+    };
+    doc.get("owned")
+        .and_then(Value::as_array)
+        .ok_or_else(bad)?
+        .iter()
+        .map(|k| k.as_str().and_then(|k| Key::decode(k).ok()).ok_or_else(bad))
+        .collect()
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Commits `txn`, one step of a group whose outcome shows in the group document at
+/// `key`: when the store leaves it unknown, reads that document and asks `landed`,
+/// sending `txn` again while it did not (a resend expects the same versions, so at most
+/// one copy applies). A conflict is checked the same way: a copy sent before may be what
+/// changed the versions.
+async fn send<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    txn: &Transaction,
+    key: &Key,
+    landed: impl Fn(Option<&Versioned>) -> bool,
+) -> Result<Commit> {
+    let mut unknown = None;
+    for _ in 0..RESENDS {
+        match mapper.store.commit(txn).await {
+            Ok(Commit::Committed) => return Ok(Commit::Committed),
+            Ok(conflict) if unknown.is_none() => return Ok(conflict),
+            Ok(conflict) => {
+                // An earlier copy may have landed: the group document says.
+                return match mapper.store.get(key).await {
+                    Ok(doc) if landed(doc.as_ref()) => Ok(Commit::Committed),
+                    Ok(_) => Ok(conflict),
+                    Err(e) => Err(e),
+                };
+            }
+            Err(e @ Error::Backend { .. }) => {
+                tracing::debug!(key = %key, error = %e, "key group step: outcome unknown");
+                if let Ok(doc) = mapper.store.get(key).await {
+                    if landed(doc.as_ref()) {
+                        return Ok(Commit::Committed);
+                    }
+                }
+                unknown = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(unknown.unwrap_or_else(|| Error::backend("key group step", "no answer")))
+}
+
+/// A key group (G-Store; Das, Agrawal and El Abbadi, SoCC 2010): root entities of any
+/// kinds and ids, owned together while the group lives, so that transactions over them
+/// are serializable and atomic. Formed by [`Mapper::key_group`].
+///
+/// - [`KeyGroup::transaction`] runs a transaction: load members, change them (plain
+///   fields and `#[shard_method]`s alike: a change to a sharded property folds into one
+///   shard, which the group owns), save them, commit.
+/// - While the group lives, every other write to a member fails with
+///   [`Error::Grouped`] and writes nothing (reads go on); a key is in at most one group.
+/// - [`KeyGroup::dissolve`] hands the members back. A group that is dropped without
+///   being dissolved owns its members until its lease passes.
+///
+/// Prefer a key group when several entities must change together under an invariant (a
+/// transfer between accounts, merging two questions). For a hot counter that each user
+/// changes once, prefer `update_once`: a group makes every other writer of its members
+/// wait for it, which a hot entity cannot afford.
+pub struct KeyGroup<'m, S> {
+    mapper: &'m Mapper<S>,
+    id: std::sync::Arc<str>,
+    key: Key,
+    members: Vec<Key>,
+    /// Every document the group owns (it owns the documents its transactions create too).
+    owned: Mutex<BTreeSet<Key>>,
+    until_ms: Mutex<u64>,
+    /// Transactions through this handle take turns.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl<S> fmt::Debug for KeyGroup<'_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyGroup")
+            .field("id", &self.id)
+            .field("members", &self.members)
+            .field("until_ms", &*lock(&self.until_ms))
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl<'m, S: DocumentStore> KeyGroup<'m, S> {
+    /// The group's id (what [`Error::Grouped`] names).
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The main documents of its members.
+    #[must_use]
+    pub fn members(&self) -> &[Key] {
+        &self.members
+    }
+
+    /// When its lease ends, in milliseconds since the Unix epoch by the store's clock.
+    #[must_use]
+    pub fn until_ms(&self) -> u64 {
+        *lock(&self.until_ms)
+    }
+
+    /// Starts a transaction: it waits for the one before it through this handle to end,
+    /// then reads the group document (the transactions' order).
+    ///
+    /// # Errors
+    /// [`Error::GroupLost`] when the group is gone (its lease passed, or it was
+    /// dissolved); [`Error::Backend`] when the store fails.
+    pub async fn transaction(&self) -> Result<GroupTransaction<'_, 'm, S>> {
+        let turn = self.turn.lock().await;
+        GroupTransaction::begin(Holder::Shared {
+            group: self,
+            _turn: turn,
+        })
+        .await
+    }
+
+    /// Extends the lease to `lease` from now (by the store's clock), in one commit of the
+    /// group.
+    ///
+    /// # Errors
+    /// [`Error::GroupLost`] when the lease has passed already; [`Error::Contention`],
+    /// [`Error::Backend`].
+    pub async fn renew(&self, lease: Duration) -> Result<()> {
+        let _turn = self.turn.lock().await;
+        let until = self
+            .mapper
+            .store
+            .now_ms()
+            .await?
+            .saturating_add(millis(lease));
+        let owner = Owner {
+            group: self.id.to_string(),
+            until_ms: until,
+        };
+        self.rewrite(Some(&owner), true).await?;
+        *lock(&self.until_ms) = until;
+        Ok(())
+    }
+
+    /// Hands the members back: one commit that takes the group's owner out of every
+    /// document it owns and deletes the group document. After a lease that passed, the
+    /// documents are free already; this then only tidies them.
+    ///
+    /// # Errors
+    /// [`Error::Contention`], [`Error::Backend`]: the members may still be owned, until
+    /// the lease passes.
+    pub async fn dissolve(self) -> Result<()> {
+        let _turn = self.turn.lock().await;
+        match self.rewrite(None, true).await {
+            Err(Error::GroupLost { .. }) => self.rewrite(None, false).await,
+            other => other,
+        }
+    }
+
+    /// Rewrites every document the group owns with `owner` (`None`: without one, and the
+    /// group document deleted), in one commit, with retries; `token`: as the group's
+    /// transaction (else as a writer without a token, for documents whose lease passed).
+    async fn rewrite(&self, owner: Option<&Owner>, token: bool) -> Result<()> {
+        let mapper = self.mapper;
+        let mut retrying = mapper.retrying("key group");
+        loop {
+            let attempt = async {
+                let state = mapper.store.get(&self.key).await?;
+                let Some(state) = state else {
+                    return Err(Error::GroupLost {
+                        key: self.key.clone(),
+                        group: self.id.to_string(),
+                    });
+                };
+                let owned = owned_of(&self.key, &state.doc)?;
+                let docs = mapper.get_exactly(&owned).await?;
+                let mut txn = Transaction::new();
+                if token {
+                    txn = txn.owned_by(self.id.clone());
+                }
+                for (key, doc) in owned.iter().zip(docs) {
+                    let Some(doc) = doc else { continue };
+                    if Owner::of(&doc.doc).is_none_or(|o| *o.group != *self.id) {
+                        continue;
+                    }
+                    let mut doc_new = doc.doc;
+                    match owner {
+                        Some(owner) => doc_new.insert(OWNER.to_owned(), owner.to_value()),
+                        None => doc_new.remove(OWNER),
+                    };
+                    txn = txn
+                        .expect(key.clone(), Some(doc.version))
+                        .put(key.clone(), doc_new);
+                }
+                txn = txn.expect(self.key.clone(), Some(state.version));
+                let gone = owner.is_none();
+                txn = match owner {
+                    Some(owner) => {
+                        let mut doc = state.doc.clone();
+                        doc.insert(OWNER.to_owned(), owner.to_value());
+                        txn.put(self.key.clone(), doc)
+                    }
+                    None => txn.delete(self.key.clone()),
+                };
+                let until = owner.map(|o| o.until_ms);
+                let landed = |doc: Option<&Versioned>| match doc {
+                    None => gone,
+                    Some(doc) => Owner::of(&doc.doc).map(|o| o.until_ms) == until,
+                };
+                Ok(send(mapper, &txn, &self.key, landed).await?.into())
+            };
+            if let std::ops::ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// How a transaction holds its group: its turn on a shared handle, or the group of a
+/// one-shot transaction, dissolved at its end.
+enum Holder<'g, 'm, S> {
+    Shared {
+        group: &'g KeyGroup<'m, S>,
+        _turn: tokio::sync::MutexGuard<'g, ()>,
+    },
+    Once(Box<KeyGroup<'m, S>>),
+}
+
+impl<'m, S> Holder<'_, 'm, S> {
+    fn group(&self) -> &KeyGroup<'m, S> {
+        match self {
+            Holder::Shared { group, .. } => group,
+            Holder::Once(group) => group,
+        }
+    }
+}
+
+/// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
+/// them, [`save`](GroupTransaction::save) them, [`commit`](GroupTransaction::commit).
+/// Nothing is written before the commit; dropping the transaction writes nothing.
+pub struct GroupTransaction<'g, 'm, S> {
+    holder: Holder<'g, 'm, S>,
+    /// The group document as the transaction began.
+    state: Versioned,
+    /// Every document read, and the version it had (`None`: absent).
+    reads: BTreeMap<Key, Option<Version>>,
+    /// Every document as read or, once written, as it will be written.
+    docs: BTreeMap<Key, Option<Document>>,
+    /// The documents to write.
+    writes: BTreeMap<Key, Document>,
+    /// The members loaded, with the incarnation they were loaded as.
+    loaded: BTreeMap<Key, Option<String>>,
+}
+
+impl<S> fmt::Debug for GroupTransaction<'_, '_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupTransaction")
+            .field("group", &self.holder.group().id)
+            .field("loaded", &self.loaded.keys().collect::<Vec<_>>())
+            .field("writes", &self.writes.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
+    async fn begin(holder: Holder<'g, 'm, S>) -> Result<Self> {
+        let group = holder.group();
+        let lost = || Error::GroupLost {
+            key: group.key.clone(),
+            group: group.id.to_string(),
+        };
+        let state = group.mapper.store.get(&group.key).await?.ok_or_else(lost)?;
+        if Owner::of(&state.doc).is_none_or(|o| *o.group != *group.id) {
+            return Err(lost());
+        }
+        Ok(GroupTransaction {
+            holder,
+            state,
+            reads: BTreeMap::new(),
+            docs: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            loaded: BTreeMap::new(),
+        })
+    }
+
+    fn group(&self) -> &KeyGroup<'m, S> {
+        self.holder.group()
+    }
+
+    /// Loads the member of kind `E` with this id, as [`Mapper::load`] does; the commit
+    /// expects every document read unchanged.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when it is not a member of the group; as [`Mapper::load`].
+    pub async fn load<E: Root>(
+        &mut self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+    ) -> Result<E> {
+        let id = id.to_owned();
+        let main = E::key_for(&id);
+        let group = self.holder.group();
+        if !group.members.contains(&main) {
+            return Err(Error::Invalid(format!(
+                "`{main}` is not a member of key group `{}`",
+                group.id
+            )));
+        }
+        let found = group.mapper.read_entity_with::<E>(&main, true).await?;
+        let (keys, docs, _) = &*found;
+        for (key, doc) in keys.iter().zip(docs) {
+            self.note_read(key, doc.as_ref());
+        }
+        for (key, doc) in &found.2 {
+            self.note_read(key, Some(doc));
+        }
+        let entity: E = assemble(&id, &main, &found)?;
+        self.loaded.insert(
+            main,
+            entity
+                .state()
+                .and_then(EntityState::incarnation)
+                .map(str::to_owned),
+        );
+        Ok(entity)
+    }
+
+    /// Records a document read (the first read of a key is the one the commit expects).
+    fn note_read(&mut self, key: &Key, doc: Option<&Versioned>) {
+        if !self.reads.contains_key(key) {
+            self.reads.insert(key.clone(), doc.map(|d| d.version));
+            self.docs.insert(key.clone(), doc.map(|d| d.doc.clone()));
+        }
+    }
+
+    /// The owner every document the transaction writes carries.
+    fn owner(&self) -> Owner {
+        let group = self.group();
+        Owner {
+            group: group.id.to_string(),
+            until_ms: group.until_ms(),
+        }
+    }
+
+    /// Stages `doc` to be written at `key` (stamped with the group as owner).
+    fn stage_write(&mut self, key: Key, mut doc: Document) {
+        doc.insert(OWNER.to_owned(), self.owner().to_value());
+        self.reads.entry(key.clone()).or_insert(None);
+        self.docs.insert(key.clone(), Some(doc.clone()));
+        self.writes.insert(key, doc);
+    }
+
+    /// Stages the changes of `entity`, a member loaded in this transaction: its plain
+    /// fields into the main document, the change of each sharded property folded into one
+    /// of its shards (a dynamic property: into a new shard document). Nothing is written
+    /// before [`GroupTransaction::commit`]; the entity's changes count as saved.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when `entity` was not loaded in this transaction;
+    /// [`Error::Malformed`] for a value that does not encode.
+    pub fn save<E: Root>(&mut self, entity: &mut E) -> Result<()> {
+        let main = entity.key();
+        let Some(incarnation) = self.loaded.get(&main).cloned() else {
+            return Err(Error::Invalid(format!(
+                "`{main}` was not loaded in this transaction: load members with \
+                 `GroupTransaction::load` before saving them"
+            )));
+        };
+        let doc = entity.to_document().map_err(malformed(&main))?;
+        let dirty = entity
+            .state()
+            .is_none_or(|state| state.saved_main() != Some(&doc));
+        if dirty {
+            let mut stored_doc = doc.clone();
+            if let Some(incarnation) = incarnation.as_deref().filter(|i| !i.is_empty()) {
+                stored_doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            if let Some(Some(stored)) = self.docs.get(&main) {
+                layout::carry_over::<E>(stored, &mut stored_doc);
+            }
+            self.stage_write(main.clone(), stored_doc);
+            if let Some(state) = entity.state_mut() {
+                state.set_saved_main(doc);
+            }
+        }
+        stage(entity, &main)?;
+        let folds = Folds::of::<E>();
+        for p in static_properties(entity) {
+            let Some(value) = write_ids::pending(entity, p.index).value else {
+                continue;
+            };
+            let slot = rand::rng().random_range(0..p.layout.shards.max(1));
+            let key = p.live_shard(&main, slot);
+            let current = self.docs.get(&key).cloned().flatten();
+            let version = self.reads.get(&key).copied().flatten();
+            let current = current.map(|doc| Versioned {
+                doc,
+                version: version.unwrap_or(Version(0)),
+            });
+            let (doc, _) = fold_into_shard(
+                &folds,
+                &key,
+                current,
+                p.index,
+                &value,
+                incarnation.as_deref(),
+            )?;
+            self.stage_write(key, doc);
+            if let Some(state) = entity.state_mut() {
+                *state.pending_mut(p.index) = Pending::default();
+            }
+        }
+        let (doc, props) = pending_dynamic(entity, |_| true);
+        if !doc.is_empty() {
+            let write = self
+                .group()
+                .mapper
+                .writers
+                .take()
+                .begin(self.group().mapper.write_window);
+            let key = layout::dynamic_shard(&main, &write_ids::dynamic_name(&write));
+            self.stage_write(key, doc);
+            if let Some(state) = entity.state_mut() {
+                for index in props {
+                    *state.pending_mut(index) = Pending::default();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits every change saved in this transaction, if no document it read changed:
+    /// atomically, exactly once (a commit whose reply is lost is checked and sent again
+    /// under the same write id). A one-shot transaction ([`KeyGroupBuilder::once`]) then
+    /// dissolves its group, also after an error.
+    ///
+    /// # Errors
+    /// [`Error::Contention`] when a document read changed (only a transaction of the same
+    /// group, through another handle, can do that): nothing was written;
+    /// [`Error::GroupLost`] when the lease passed: nothing was written;
+    /// [`Error::Backend`] when the outcome stayed unknown after the resends.
+    pub async fn commit(self) -> Result<()> {
+        let outcome = self.commit_changes().await;
+        if let Holder::Once(group) = self.holder {
+            let dissolved = group.dissolve().await;
+            outcome?;
+            return dissolved;
+        }
+        outcome
+    }
+
+    async fn commit_changes(&self) -> Result<()> {
+        let group = self.group();
+        let mapper = group.mapper;
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let mut writer = mapper.writers.take();
+        let write: WriteId = writer.begin(mapper.write_window);
+        let mut state = self.state.doc.clone();
+        write_ids::record(&mut state, &write);
+        let mut owned = lock(&group.owned).clone();
+        let fresh: Vec<Key> = self
+            .writes
+            .keys()
+            .filter(|k| !owned.contains(*k))
+            .cloned()
+            .collect();
+        if !fresh.is_empty() {
+            owned.extend(fresh);
+            let keys: Vec<Value> = owned.iter().map(|k| Value::String(k.encode())).collect();
+            state.insert("owned".to_owned(), keys.into());
+        }
+        let mut txn = Transaction::new().owned_by(group.id.clone());
+        for (key, version) in &self.reads {
+            txn = txn.expect(key.clone(), *version);
+        }
+        for (key, doc) in &self.writes {
+            txn = txn.put(key.clone(), doc.clone());
+        }
+        txn = txn
+            .expect(group.key.clone(), Some(self.state.version))
+            .put(group.key.clone(), state);
+        let _invalidate: Vec<_> = self
+            .loaded
+            .keys()
+            .map(|main| mapper.invalidating(main))
+            .collect();
+        let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
+        let answer = send(mapper, &txn, &group.key, landed).await;
+        if !matches!(answer, Err(Error::Backend { .. })) {
+            writer.settle();
+        }
+        match answer? {
+            Commit::Committed => {
+                *lock(&group.owned) = owned;
+                Ok(())
+            }
+            Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+        }
+    }
+}
