@@ -14,6 +14,7 @@ mod builtin_folds;
 mod dynamic_sharding;
 mod entity_groups;
 mod exactly_once;
+mod key_groups;
 mod lifecycle;
 mod mapper;
 mod multi_property;

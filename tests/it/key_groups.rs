@@ -1,0 +1,614 @@
+//! Key groups (G-Store): a bank-transfer invariant under 32 concurrent clients, the
+//! isolation of grouped members from every other write, exactly-once commits, and faults
+//! and dropped futures at every store call of create, transaction and dissolve, each
+//! followed by recovery once the lease has passed.
+
+use async_trait::async_trait;
+use autoshard::group::{GroupTransaction, KeyGroupBuilder};
+use autoshard::prelude::*;
+use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard::store::{
+    Commit, Document, DocumentStore, Found, Lookup, Merge, Merged, Owner, Scan, ScanPage,
+    Transaction, Version, Versioned,
+};
+use autoshard_test_support::every_store::{Backend, Kind};
+use autoshard_test_support::redis::{namespace, Standalone};
+use rand::{RngExt, SeedableRng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// An account: a plain count of transfers out, and a sharded balance.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Account {
+    #[id]
+    id: u64,
+    transfers: u64,
+    #[shardable(neutral = 0, shards = 4)]
+    balance: i64,
+}
+
+impl Account {
+    #[shard_method]
+    fn deposit(&mut self, amount: i64) {
+        self.balance += amount;
+    }
+
+    #[shard_fold]
+    fn fold_balance(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+const INITIAL: i64 = 100;
+
+async fn open_accounts<S: DocumentStore>(db: &Mapper<S>, ids: impl IntoIterator<Item = u64>) {
+    for id in ids {
+        db.insert(&mut Account::new(id, 0, INITIAL)).await.unwrap();
+    }
+}
+
+fn group_of<'m, S: DocumentStore>(db: &'m Mapper<S>, ids: &[u64]) -> KeyGroupBuilder<'m, S> {
+    ids.iter()
+        .fold(db.key_group(), |group, id| group.member::<Account>(id))
+}
+
+/// Loads every account of `ids` through `txn`: a snapshot of the group.
+async fn load_all<S: DocumentStore>(
+    txn: &mut GroupTransaction<'_, '_, S>,
+    ids: &[u64],
+) -> Result<Vec<Account>> {
+    let mut accounts = Vec::with_capacity(ids.len());
+    for id in ids {
+        let account: Account = txn.load(id).await?;
+        assert!(account.balance >= 0, "a negative balance: {account:?}");
+        accounts.push(account);
+    }
+    Ok(accounts)
+}
+
+/// Moves up to 30 from the first account of `ids` to another, in one one-shot group.
+async fn transfer<S: DocumentStore>(
+    db: &Mapper<S>,
+    ids: &[u64],
+    rng: &mut rand::rngs::StdRng,
+    lease: Duration,
+) -> Result<()> {
+    let mut txn = group_of(db, ids).lease(lease).once().await?;
+    let mut accounts = load_all(&mut txn, ids).await?;
+    let amount = rng.random_range(0..=accounts[0].balance.min(30));
+    let to = rng.random_range(1..accounts.len());
+    accounts[0].deposit(-amount);
+    accounts[0].transfers += 1;
+    accounts[to].deposit(amount);
+    for account in &mut accounts {
+        txn.save(account)?;
+    }
+    txn.commit().await
+}
+
+/// The total of all accounts `1..=n` read through one group over them all, checking that
+/// no balance is negative.
+async fn audit<S: DocumentStore>(db: &Mapper<S>, n: u64) -> Result<i64> {
+    let ids: Vec<u64> = (1..=n).collect();
+    let mut txn = group_of(db, &ids).once().await?;
+    let total = load_all(&mut txn, &ids)
+        .await?
+        .iter()
+        .map(|a| a.balance)
+        .sum();
+    txn.commit().await?;
+    Ok(total)
+}
+
+/// `2..=20` distinct accounts of `1..=n`, in random order.
+fn random_ids(rng: &mut rand::rngs::StdRng, n: u64) -> Vec<u64> {
+    let size = rng.random_range(2..=20usize.min(usize::try_from(n).unwrap()));
+    let mut ids: Vec<u64> = Vec::with_capacity(size);
+    while ids.len() < size {
+        let id = rng.random_range(1..=n);
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+/// Whether an error is one a client meets when groups race for keys (retried).
+fn contended(e: &Error) -> bool {
+    matches!(e, Error::Grouped { .. } | Error::Contention { .. })
+}
+
+mod bank {
+    use super::*;
+
+    const ACCOUNTS: u64 = 48;
+    const CLIENTS: u64 = 32;
+    const TRANSFERS: u64 = 3;
+
+    /// 32 clients move amounts between random groups of 2 to 20 of 48 accounts, while an
+    /// auditor reads all of them through a group: no snapshot shows another total or a
+    /// negative balance, and the total is unchanged at the end.
+    async fn transfers_keep_the_total(backend: &Backend, label: &str) {
+        let store = backend.store("keygroup_bank").await;
+        let db = Mapper::new(store);
+        if backend.kind() == Kind::Cluster {
+            let refused = db.key_group().member::<Account>(&1).create().await;
+            assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
+            return;
+        }
+        open_accounts(&db, 1..=ACCOUNTS).await;
+        let committed = Arc::new(AtomicU64::new(0));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (db, committed) = (db.clone(), committed.clone());
+                tokio::spawn(async move {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(c);
+                    let (mut done, mut refused) = (0, 0u64);
+                    while done < TRANSFERS {
+                        let ids = random_ids(&mut rng, ACCOUNTS);
+                        match transfer(&db, &ids, &mut rng, Duration::from_secs(30)).await {
+                            Ok(()) => {
+                                done += 1;
+                                committed.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) if contended(&e) => {
+                                refused += 1;
+                                assert!(refused < 100_000, "client {c} never got its group");
+                                let pause = rng.random_range(1..=5);
+                                tokio::time::sleep(Duration::from_millis(pause)).await;
+                            }
+                            Err(e) => panic!("client {c}: {e}"),
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let mut audits = 0;
+        while committed.load(Ordering::Relaxed) < CLIENTS * TRANSFERS {
+            match audit(&db, ACCOUNTS).await {
+                Ok(total) => {
+                    assert_eq!(
+                        total,
+                        INITIAL * ACCOUNTS as i64,
+                        "{label}: a snapshot's total"
+                    );
+                    audits += 1;
+                }
+                Err(e) if contended(&e) => tokio::time::sleep(Duration::from_millis(2)).await,
+                Err(e) => panic!("auditor: {e}"),
+            }
+        }
+        let mut refused = 0;
+        for client in clients {
+            refused += client.await.unwrap();
+        }
+        let total = audit(&db, ACCOUNTS).await.unwrap();
+        assert_eq!(total, INITIAL * ACCOUNTS as i64, "{label}: the final total");
+        let plain: i64 = db
+            .load_many::<Account>(&(1..=ACCOUNTS).collect::<Vec<_>>())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.unwrap().balance)
+            .sum();
+        assert_eq!(
+            plain,
+            INITIAL * ACCOUNTS as i64,
+            "{label}: loads after dissolve"
+        );
+        println!(
+            "{label}: {} transfers by {CLIENTS} clients, {refused} creates refused or \
+             contended, {audits} audits during the run",
+            CLIENTS * TRANSFERS
+        );
+    }
+
+    autoshard_test_support::every_store!(transfers_keep_the_total);
+}
+
+mod isolation {
+    use super::*;
+
+    /// While a group lives, every other write to a member fails with `Grouped` naming
+    /// the group and writes nothing, a member joins no second group, reads go on; after
+    /// `dissolve` every write works again.
+    async fn members_take_no_other_write_while_grouped(backend: &Backend, label: &str) {
+        if backend.kind() == Kind::Cluster {
+            return;
+        }
+        let db = Mapper::new(backend.store("keygroup_isolation").await);
+        open_accounts(&db, 1..=3).await;
+        let group = group_of(&db, &[1, 2]).create().await.unwrap();
+        let grouped = |e: Result<()>, what: &str| match e {
+            Err(Error::Grouped { group: id, .. }) => assert_eq!(id, group.id(), "{label}: {what}"),
+            other => panic!("{label}: {what}: expected Grouped, got {other:?}"),
+        };
+        grouped(db.apply(&1, |a: &mut Account| a.deposit(1)).await, "apply");
+        grouped(
+            db.update(&1, |a: &mut Account| a.transfers += 1).await,
+            "update",
+        );
+        let mut loaded: Account = db.load(&2).await.unwrap();
+        assert_eq!(loaded.balance, INITIAL, "{label}: reads go on");
+        loaded.deposit(5);
+        grouped(db.save(&mut loaded).await, "save of a shard");
+        loaded.transfers = 9;
+        grouped(db.save(&mut loaded).await, "save of the main document");
+        grouped(db.delete::<Account>(&2).await.map(drop), "delete");
+        grouped(
+            db.update_once(&1, "op", |a: &mut Account| a.deposit(1))
+                .await
+                .map(drop),
+            "update_once",
+        );
+        grouped(db.reshard::<Account>(&1, 8).await.map(drop), "reshard");
+        grouped(
+            group_of(&db, &[2, 3]).create().await.map(drop),
+            "a second group",
+        );
+        // The member outside the group, untouched by the refused second group.
+        db.apply(&3, |a: &mut Account| a.deposit(1)).await.unwrap();
+
+        let mut txn = group.transaction().await.unwrap();
+        let mut one: Account = txn.load(&1).await.unwrap();
+        one.deposit(-7);
+        one.transfers += 1;
+        txn.save(&mut one).unwrap();
+        txn.commit().await.unwrap();
+        group.dissolve().await.unwrap();
+
+        db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
+        let one: Account = db.load(&1).await.unwrap();
+        assert_eq!((one.balance, one.transfers), (INITIAL - 6, 1), "{label}");
+        let mut two: Account = db.load(&2).await.unwrap();
+        two.deposit(5);
+        db.save(&mut two).await.unwrap();
+        db.delete::<Account>(&2).await.unwrap();
+        assert_eq!(db.load::<Account>(&3).await.unwrap().balance, INITIAL + 1);
+    }
+
+    autoshard_test_support::every_store!(members_take_no_other_write_while_grouped);
+}
+
+/// A transaction loads only members, saves only what it loaded, and a group needs stored
+/// members.
+#[tokio::test]
+async fn misuse_is_refused_with_typed_errors() {
+    let db = Mapper::new(MemoryStore::new());
+    open_accounts(&db, 1..=2).await;
+    assert!(matches!(
+        db.key_group().create().await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        group_of(&db, &[1, 9]).create().await,
+        Err(Error::NotFound { .. })
+    ));
+    let group = group_of(&db, &[1]).create().await.unwrap();
+    let mut txn = group.transaction().await.unwrap();
+    assert!(matches!(
+        txn.load::<Account>(&2).await,
+        Err(Error::Invalid(_))
+    ));
+    let mut outsider: Account = db.load(&2).await.unwrap();
+    assert!(matches!(txn.save(&mut outsider), Err(Error::Invalid(_))));
+    drop(txn);
+    group.dissolve().await.unwrap();
+    // Nothing stayed owned: the failed group and the dissolved one.
+    db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
+}
+
+/// A commit whose reply is lost is checked and applied once; so is one that failed
+/// before reaching the store.
+#[tokio::test]
+async fn a_commit_with_a_lost_reply_applies_once() {
+    for fault in [Fault::After, Fault::Before] {
+        let store = FaultyStore::new(MemoryStore::new());
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=2).await;
+        let group = group_of(&db, &[1, 2]).create().await.unwrap();
+        let mut txn = group.transaction().await.unwrap();
+        let mut one: Account = txn.load(&1).await.unwrap();
+        let mut two: Account = txn.load(&2).await.unwrap();
+        one.deposit(-10);
+        two.deposit(10);
+        txn.save(&mut one).unwrap();
+        txn.save(&mut two).unwrap();
+        store.fail_call(0, fault);
+        txn.commit().await.unwrap();
+        assert_eq!(store.faults(), 1, "{fault:?}: the fault struck");
+        group.dissolve().await.unwrap();
+        assert_eq!(db.load::<Account>(&1).await.unwrap().balance, INITIAL - 10);
+        assert_eq!(db.load::<Account>(&2).await.unwrap().balance, INITIAL + 10);
+    }
+}
+
+/// The lease, by the store's clock: waits until it has passed `until_ms`.
+async fn after<S: DocumentStore>(store: &S, until_ms: u64) {
+    while store.now_ms().await.unwrap() <= until_ms {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// After a group's lease: no document of the accounts `1..=n` is owned, the total is
+/// unchanged, every account takes a write again.
+async fn check_recovered<S: DocumentStore>(
+    db: &Mapper<S>,
+    store: &MemoryStore,
+    n: u64,
+    case: &str,
+) {
+    let now = store.now_ms().await.unwrap();
+    for id in 1..=n {
+        let main = autoshard::Key::new("Account", id.to_string());
+        let mut keys = vec![main.clone()];
+        keys.extend((0..4).map(|i| autoshard::layout::static_shard(&main, "balance", i)));
+        for found in store.get_many(&keys).await.unwrap().into_iter().flatten() {
+            let owner = Owner::of(&found.doc);
+            assert!(
+                owner.as_ref().is_none_or(|o| !o.is_live(now)),
+                "{case}: a document still owned past its lease: {owner:?}"
+            );
+        }
+    }
+    let accounts = db
+        .load_many::<Account>(&(1..=n).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    let balances: Vec<i64> = accounts
+        .iter()
+        .map(|a| a.as_ref().unwrap().balance)
+        .collect();
+    assert_eq!(
+        balances.iter().sum::<i64>(),
+        INITIAL * n as i64,
+        "{case}: {balances:?}"
+    );
+    assert!(
+        balances == [INITIAL; 3] || balances == [INITIAL - 10, INITIAL + 10, INITIAL],
+        "{case}: applied partly or twice: {balances:?}"
+    );
+    for id in 1..=n {
+        db.apply(&id, |a: &mut Account| a.deposit(0)).await.unwrap();
+        let mut account: Account = db.load(&id).await.unwrap();
+        account.transfers += 1;
+        db.save(&mut account).await.unwrap();
+    }
+}
+
+/// The one-shot transfer of 10 from account 1 to account 2 (of three), under `lease`.
+async fn transfer_ten<S: DocumentStore>(db: &Mapper<S>, lease: Duration) -> Result<()> {
+    let mut txn = group_of(db, &[1, 2, 3]).lease(lease).once().await?;
+    let mut accounts = load_all(&mut txn, &[1, 2, 3]).await?;
+    accounts[0].deposit(-10);
+    accounts[1].deposit(10);
+    for account in &mut accounts {
+        txn.save(account)?;
+    }
+    txn.commit().await
+}
+
+const LEASE: Duration = Duration::from_millis(100);
+
+/// A fault before and after every store call of a one-shot transfer (create, the
+/// transaction, dissolve): the transfer applies once or not at all, and once the lease
+/// has passed nothing is owned and every account takes writes.
+#[tokio::test]
+async fn a_fault_at_any_call_leaves_a_recoverable_state() {
+    let calls = {
+        let store = FaultyStore::new(MemoryStore::new());
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=3).await;
+        let before = store.calls();
+        transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
+        store.calls() - before
+    };
+    assert!(calls >= 6, "a transfer takes {calls} store calls");
+    for n in 0..calls {
+        for fault in [Fault::Before, Fault::After] {
+            let store = FaultyStore::new(MemoryStore::new());
+            let db = Mapper::new(store.clone());
+            open_accounts(&db, 1..=3).await;
+            let start = store.now_ms().await.unwrap();
+            store.fail_call(n, fault);
+            let outcome = transfer_ten(&db, LEASE).await;
+            let case = format!("{fault:?} call {n}: {outcome:?}");
+            if let Err(e) = &outcome {
+                assert!(
+                    matches!(e, Error::Backend { .. } | Error::GroupLost { .. }),
+                    "{case}"
+                );
+            }
+            store.clear();
+            after(&store, start + 101).await;
+            check_recovered(&db, store.inner(), 3, &case).await;
+        }
+    }
+}
+
+/// A store that runs calls until the `at`-th, which it leaves pending forever, before or
+/// after running it: a future dropped there.
+#[derive(Debug, Clone)]
+struct Gate {
+    inner: MemoryStore,
+    calls: Arc<AtomicU64>,
+    at: u64,
+    fault: Fault,
+    hit: Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    async fn pass<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) != self.at {
+            return call.await;
+        }
+        if self.fault == Fault::After {
+            call.await?;
+        }
+        self.hit.notify_one();
+        std::future::pending().await
+    }
+}
+
+#[async_trait]
+impl DocumentStore for Gate {
+    async fn get(&self, key: &autoshard::Key) -> Result<Option<Versioned>> {
+        self.pass(self.inner.get(key)).await
+    }
+    async fn get_many(&self, keys: &[autoshard::Key]) -> Result<Vec<Option<Versioned>>> {
+        self.pass(self.inner.get_many(keys)).await
+    }
+    async fn insert(&self, key: &autoshard::Key, doc: Document) -> Result<Version> {
+        self.pass(self.inner.insert(key, doc)).await
+    }
+    async fn put(&self, key: &autoshard::Key, doc: Document) -> Result<Version> {
+        self.pass(self.inner.put(key, doc)).await
+    }
+    async fn delete(&self, key: &autoshard::Key) -> Result<bool> {
+        self.pass(self.inner.delete(key)).await
+    }
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        self.pass(self.inner.scan(scan)).await
+    }
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        self.pass(self.inner.lookup(lookup)).await
+    }
+    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        self.pass(self.inner.commit(txn)).await
+    }
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        self.pass(self.inner.merge(merge)).await
+    }
+    async fn now_ms(&self) -> Result<u64> {
+        self.pass(self.inner.now_ms()).await
+    }
+}
+
+/// A one-shot transfer whose future is dropped before or after each of its store calls:
+/// applied once or not at all, and recoverable once the lease has passed.
+#[tokio::test]
+async fn a_dropped_transfer_leaves_a_recoverable_state() {
+    for at in 0.. {
+        let mut finished = false;
+        for fault in [Fault::Before, Fault::After] {
+            let inner = MemoryStore::new();
+            let gate = Gate {
+                inner: inner.clone(),
+                calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+                at,
+                fault,
+                hit: Arc::new(tokio::sync::Notify::new()),
+            };
+            let db = Mapper::new(gate.clone());
+            open_accounts(&db, 1..=3).await;
+            let start = inner.now_ms().await.unwrap();
+            gate.calls.store(0, Ordering::SeqCst);
+            let case = format!("dropped {fault:?} call {at}");
+            tokio::select! {
+                outcome = transfer_ten(&db, LEASE) => {
+                    assert!(
+                        matches!(outcome, Ok(()) | Err(Error::GroupLost { .. })),
+                        "{case}: {outcome:?}"
+                    );
+                    finished = true;
+                }
+                () = gate.hit.notified() => {}
+            }
+            gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
+            after(&inner, start + 101).await;
+            check_recovered(&db, &inner, 3, &case).await;
+        }
+        if finished {
+            assert!(at >= 6, "a transfer takes {at} store calls");
+            break;
+        }
+    }
+}
+
+/// A standalone Redis killed and restarted while clients transfer: every error is typed,
+/// and the total holds once the leases of groups cut short have passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_survive_a_redis_restart() {
+    const ACCOUNTS: u64 = 16;
+    let mut server = Standalone::start_persistent();
+    let options = autoshard::store::RedisOptions::default()
+        .namespace(namespace("keygroup_kill"))
+        .response_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_millis(500))
+        .reconnect_retries(1);
+    let store = autoshard::store::RedisStore::connect_with(&server.url(), options)
+        .await
+        .unwrap();
+    let db = Mapper::new(Arc::new(store));
+    open_accounts(&db, 1..=ACCOUNTS).await;
+    let lease = Duration::from_secs(2);
+    let (committed, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..8u64)
+        .map(|c| {
+            let (db, committed, failed, stop) =
+                (db.clone(), committed.clone(), failed.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + c);
+                while !stop.load(Ordering::Relaxed) {
+                    let ids = random_ids(&mut rng, ACCOUNTS);
+                    match transfer(&db, &ids, &mut rng, lease).await {
+                        Ok(()) => {
+                            committed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) if contended(&e) => {
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                        Err(Error::Backend { .. } | Error::GroupLost { .. }) => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        Err(e) => panic!("client {c}: {e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    let progress = |n: u64, what: &str| {
+        let committed = committed.clone();
+        let what = what.to_owned();
+        async move {
+            autoshard_test_support::progress::wait_until(&what, || {
+                committed.load(Ordering::Relaxed) >= n
+            })
+            .await;
+        }
+    };
+    progress(20, "20 transfers before the kill").await;
+    server.server.kill();
+    autoshard_test_support::progress::wait_until("a client to fail", || {
+        failed.load(Ordering::Relaxed) >= 1
+    })
+    .await;
+    server.server.restart();
+    let before = committed.load(Ordering::Relaxed);
+    progress(before + 20, "20 transfers after the restart").await;
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.await.unwrap();
+    }
+    let total = loop {
+        match audit(&db, ACCOUNTS).await {
+            Ok(total) => break total,
+            // Groups cut short by the kill own their members until their lease passes.
+            Err(e) if contended(&e) || matches!(e, Error::Backend { .. }) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("audit: {e}"),
+        }
+    };
+    assert_eq!(total, INITIAL * ACCOUNTS as i64);
+    println!(
+        "redis restart: {} transfers, {} cut short",
+        committed.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
+}
