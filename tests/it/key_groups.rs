@@ -59,11 +59,9 @@ async fn load_all<S: DocumentStore>(
     txn: &mut GroupTransaction<'_, '_, S>,
     ids: &[u64],
 ) -> Result<Vec<Account>> {
-    let mut accounts = Vec::with_capacity(ids.len());
-    for id in ids {
-        let account: Account = txn.load(id).await?;
+    let accounts = txn.load_many::<Account>(ids).await?;
+    for account in &accounts {
         assert!(account.balance >= 0, "a negative balance: {account:?}");
-        accounts.push(account);
     }
     Ok(accounts)
 }
@@ -252,7 +250,7 @@ mod isolation {
         // The member outside the group, untouched by the refused second group.
         db.apply(&3, |a: &mut Account| a.deposit(1)).await.unwrap();
 
-        let mut txn = group.transaction().await.unwrap();
+        let mut txn = group.transaction().await;
         let mut one: Account = txn.load(&1).await.unwrap();
         one.deposit(-7);
         one.transfers += 1;
@@ -288,7 +286,7 @@ async fn misuse_is_refused_with_typed_errors() {
         Err(Error::NotFound { .. })
     ));
     let group = group_of(&db, &[1]).create().await.unwrap();
-    let mut txn = group.transaction().await.unwrap();
+    let mut txn = group.transaction().await;
     assert!(matches!(
         txn.load::<Account>(&2).await,
         Err(Error::Invalid(_))
@@ -310,7 +308,7 @@ async fn a_commit_with_a_lost_reply_applies_once() {
         let db = Mapper::new(store.clone());
         open_accounts(&db, 1..=2).await;
         let group = group_of(&db, &[1, 2]).create().await.unwrap();
-        let mut txn = group.transaction().await.unwrap();
+        let mut txn = group.transaction().await;
         let mut one: Account = txn.load(&1).await.unwrap();
         let mut two: Account = txn.load(&2).await.unwrap();
         one.deposit(-10);

@@ -146,7 +146,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// db.insert(&mut Account::new(2, 0)).await?;
     ///
     /// let group = db.key_group().member::<Account>(&1).member::<Account>(&2).create().await?;
-    /// let mut txn = group.transaction().await?;
+    /// let mut txn = group.transaction().await;
     /// let mut from: Account = txn.load(&1).await?;
     /// let mut to: Account = txn.load(&2).await?;
     /// if from.balance >= 30 {
@@ -291,7 +291,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// As [`KeyGroupBuilder::create`].
     pub async fn once(self) -> Result<GroupTransaction<'m, 'm, S>> {
         let group = self.create().await?;
-        GroupTransaction::begin(Holder::Once(Box::new(group))).await
+        Ok(GroupTransaction::begin(Holder::Once(Box::new(group))))
     }
 }
 
@@ -429,19 +429,15 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
         *lock(&self.until_ms)
     }
 
-    /// Starts a transaction: it waits for the one before it through this handle to end,
-    /// then reads the group document (the transactions' order).
-    ///
-    /// # Errors
-    /// [`Error::GroupLost`] when the group is gone (its lease passed, or it was
-    /// dissolved); [`Error::Backend`] when the store fails.
-    pub async fn transaction(&self) -> Result<GroupTransaction<'_, 'm, S>> {
+    /// Starts a transaction, once the one before it through this handle has ended (they
+    /// take turns). Nothing is read yet: the first load also reads the group document,
+    /// the transactions' commit log head.
+    pub async fn transaction(&self) -> GroupTransaction<'_, 'm, S> {
         let turn = self.turn.lock().await;
         GroupTransaction::begin(Holder::Shared {
             group: self,
             _turn: turn,
         })
-        .await
     }
 
     /// Extends the lease to `lease` from now (by the store's clock), in one commit of the
@@ -565,8 +561,8 @@ impl<'m, S> Holder<'_, 'm, S> {
 /// Nothing is written before the commit; dropping the transaction writes nothing.
 pub struct GroupTransaction<'g, 'm, S> {
     holder: Holder<'g, 'm, S>,
-    /// The group document as the transaction began.
-    state: Versioned,
+    /// The group document, read with the first members (the commit expects it unchanged).
+    state: Option<Versioned>,
     /// Every document read, and the version it had (`None`: absent).
     reads: BTreeMap<Key, Option<Version>>,
     /// Every document as read or, once written, as it will be written.
@@ -588,8 +584,24 @@ impl<S> fmt::Debug for GroupTransaction<'_, '_, S> {
 }
 
 impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
-    async fn begin(holder: Holder<'g, 'm, S>) -> Result<Self> {
-        let group = holder.group();
+    fn begin(holder: Holder<'g, 'm, S>) -> Self {
+        GroupTransaction {
+            holder,
+            state: None,
+            reads: BTreeMap::new(),
+            docs: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            loaded: BTreeMap::new(),
+        }
+    }
+
+    fn group(&self) -> &KeyGroup<'m, S> {
+        self.holder.group()
+    }
+
+    /// Reads the group document (once per transaction): [`Error::GroupLost`] when the
+    /// group is gone.
+    async fn read_state(group: &KeyGroup<'m, S>) -> Result<Versioned> {
         let lost = || Error::GroupLost {
             key: group.key.clone(),
             group: group.id.to_string(),
@@ -598,55 +610,72 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         if Owner::of(&state.doc).is_none_or(|o| *o.group != *group.id) {
             return Err(lost());
         }
-        Ok(GroupTransaction {
-            holder,
-            state,
-            reads: BTreeMap::new(),
-            docs: BTreeMap::new(),
-            writes: BTreeMap::new(),
-            loaded: BTreeMap::new(),
-        })
-    }
-
-    fn group(&self) -> &KeyGroup<'m, S> {
-        self.holder.group()
+        Ok(state)
     }
 
     /// Loads the member of kind `E` with this id, as [`Mapper::load`] does; the commit
     /// expects every document read unchanged.
     ///
     /// # Errors
-    /// [`Error::Invalid`] when it is not a member of the group; as [`Mapper::load`].
+    /// [`Error::Invalid`] when it is not a member of the group; [`Error::GroupLost`] when
+    /// the group is gone; as [`Mapper::load`].
     pub async fn load<E: Root>(
         &mut self,
         id: &(impl ToOwned<Owned = E::Id> + ?Sized),
     ) -> Result<E> {
-        let id = id.to_owned();
-        let main = E::key_for(&id);
+        let mut loaded = self
+            .load_many::<E>(std::slice::from_ref(&id.to_owned()))
+            .await?;
+        loaded
+            .pop()
+            .ok_or_else(|| Error::backend("load", "a member read answered nothing"))
+    }
+
+    /// Loads the members of kind `E` with these ids, all read concurrently (in one round
+    /// trip where the store pipelines), in order; see [`GroupTransaction::load`].
+    ///
+    /// # Errors
+    /// As [`GroupTransaction::load`].
+    pub async fn load_many<E: Root>(&mut self, ids: &[E::Id]) -> Result<Vec<E>> {
         let group = self.holder.group();
-        if !group.members.contains(&main) {
+        let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
+        if let Some(main) = mains.iter().find(|main| !group.members.contains(main)) {
             return Err(Error::Invalid(format!(
                 "`{main}` is not a member of key group `{}`",
                 group.id
             )));
         }
-        let found = group.mapper.read_entity_with::<E>(&main, true).await?;
-        let (keys, docs, _) = &*found;
-        for (key, doc) in keys.iter().zip(docs) {
-            self.note_read(key, doc.as_ref());
+        let reads = mains
+            .iter()
+            .map(|main| group.mapper.read_entity_with::<E>(main, true));
+        let state = async {
+            match &self.state {
+                Some(_) => Ok(None),
+                None => Self::read_state(group).await.map(Some),
+            }
+        };
+        let (found, state) = futures::try_join!(futures::future::try_join_all(reads), state)?;
+        if let Some(state) = state {
+            self.state = Some(state);
         }
-        for (key, doc) in &found.2 {
-            self.note_read(key, Some(doc));
-        }
-        let entity: E = assemble(&id, &main, &found)?;
-        self.loaded.insert(
-            main,
-            entity
+        let mut entities = Vec::with_capacity(ids.len());
+        for ((id, main), found) in ids.iter().zip(mains).zip(found) {
+            let (keys, docs, extra) = &*found;
+            for (key, doc) in keys.iter().zip(docs) {
+                self.note_read(key, doc.as_ref());
+            }
+            for (key, doc) in extra {
+                self.note_read(key, Some(doc));
+            }
+            let entity: E = assemble(id, &main, &found)?;
+            let incarnation = entity
                 .state()
                 .and_then(EntityState::incarnation)
-                .map(str::to_owned),
-        );
-        Ok(entity)
+                .map(str::to_owned);
+            self.loaded.insert(main, incarnation);
+            entities.push(entity);
+        }
+        Ok(entities)
     }
 
     /// Records a document read (the first read of a key is the one the commit expects).
@@ -779,9 +808,13 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         if self.writes.is_empty() {
             return Ok(());
         }
+        let stored = match &self.state {
+            Some(state) => state.clone(),
+            None => Self::read_state(group).await?,
+        };
         let mut writer = mapper.writers.take();
         let write: WriteId = writer.begin(mapper.write_window);
-        let mut state = self.state.doc.clone();
+        let mut state = stored.doc.clone();
         write_ids::record(&mut state, &write);
         let mut owned = lock(&group.owned).clone();
         let fresh: Vec<Key> = self
@@ -803,7 +836,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             txn = txn.put(key.clone(), doc.clone());
         }
         txn = txn
-            .expect(group.key.clone(), Some(self.state.version))
+            .expect(group.key.clone(), Some(stored.version))
             .put(group.key.clone(), state);
         let _invalidate: Vec<_> = self
             .loaded

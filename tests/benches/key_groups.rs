@@ -1,0 +1,185 @@
+//! Measurement, not a test (it asserts nothing about speed): key groups after G-Store's
+//! section 6 (Das, Agrawal and El Abbadi, SoCC 2010), scaled to one machine, on a
+//! standalone Redis and a PostgreSQL cluster started here.
+//!
+//! 1. Each client owns disjoint accounts (groups of 10 or 50 keys; 8 or 64 clients) and
+//!    runs 10 or 100 operations on them with 10 ms of think time between two. An
+//!    operation reads two random accounts and moves 1 from one to the other. *Grouped*:
+//!    the client forms a key group over its accounts, runs each operation as a group
+//!    transaction, and dissolves the group; the time of creating and dissolving the group
+//!    is spread over its operations. *Plain*: the same reads and writes without a group
+//!    (the two loads, then the two deposits, each pair sent concurrently). The table gives
+//!    the mean latency per operation of both, and their ratio (the paper reports 10–30%
+//!    overhead).
+//! 2. Group creation and dissolution latency against group size.
+//!
+//! ```sh
+//! cargo bench -p autoshard-integration --bench key_groups
+//! ```
+
+use autoshard::prelude::*;
+use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
+use autoshard_test_support::postgres::Postgres;
+use autoshard_test_support::redis::{namespace, Standalone};
+use rand::{RngExt, SeedableRng};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Account {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 4)]
+    balance: i64,
+}
+
+impl Account {
+    #[shard_method]
+    fn deposit(&mut self, amount: i64) {
+        self.balance += amount;
+    }
+
+    #[shard_fold]
+    fn fold_balance(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+const THINK: Duration = Duration::from_millis(10);
+
+/// Two distinct random accounts of `ids`.
+fn pick(rng: &mut rand::rngs::StdRng, ids: &[u64]) -> [u64; 2] {
+    let a = rng.random_range(0..ids.len());
+    let b = (a + rng.random_range(1..ids.len())) % ids.len();
+    [ids[a], ids[b]]
+}
+
+/// One client's run: the total time its operations took (group creation and dissolution
+/// included when `grouped`).
+async fn client(db: Arc<Mapper>, ids: Vec<u64>, ops: usize, grouped: bool, seed: u64) -> Duration {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut busy = Duration::ZERO;
+    if grouped {
+        let start = Instant::now();
+        let group = ids
+            .iter()
+            .fold(db.key_group(), |g, id| g.member::<Account>(id))
+            .create()
+            .await
+            .expect("create");
+        busy += start.elapsed();
+        for _ in 0..ops {
+            tokio::time::sleep(THINK).await;
+            let pair = pick(&mut rng, &ids);
+            let start = Instant::now();
+            let mut txn = group.transaction().await;
+            let mut accounts = txn.load_many::<Account>(&pair).await.expect("load");
+            accounts[0].deposit(-1);
+            accounts[1].deposit(1);
+            for account in &mut accounts {
+                txn.save(account).expect("save");
+            }
+            txn.commit().await.expect("commit");
+            busy += start.elapsed();
+        }
+        let start = Instant::now();
+        group.dissolve().await.expect("dissolve");
+        busy += start.elapsed();
+    } else {
+        for _ in 0..ops {
+            tokio::time::sleep(THINK).await;
+            let [a, b] = pick(&mut rng, &ids);
+            let start = Instant::now();
+            db.load_many::<Account>(&[a, b]).await.expect("load");
+            let (x, y) = tokio::join!(
+                db.apply(&a, |acc: &mut Account| acc.deposit(-1)),
+                db.apply(&b, |acc: &mut Account| acc.deposit(1))
+            );
+            x.and(y).expect("apply");
+            busy += start.elapsed();
+        }
+    }
+    busy
+}
+
+/// The mean latency per operation of `clients` clients with groups of `size` keys.
+async fn run(db: &Arc<Mapper>, size: u64, clients: u64, ops: usize, grouped: bool) -> f64 {
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let ids: Vec<u64> = (c * size + 1..=(c + 1) * size).collect();
+            tokio::spawn(client(db.clone(), ids, ops, grouped, c))
+        })
+        .collect();
+    let mut total = Duration::ZERO;
+    for task in tasks {
+        total += task.await.unwrap();
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let per_op = total.as_secs_f64() * 1e6 / (clients as f64 * ops as f64);
+    per_op
+}
+
+async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
+    let db = Arc::new(Mapper::new(store));
+    for id in 1..=64 * 50 {
+        db.insert(&mut Account::new(id, 1_000)).await.unwrap();
+    }
+    println!(
+        "\n{label}: mean latency per operation, group create/dissolve spread over its operations"
+    );
+    println!("keys/group  clients  ops/group  grouped µs  plain µs  ratio");
+    for size in [10, 50] {
+        for clients in [8, 64] {
+            for ops in [10, 100] {
+                let plain = run(&db, size, clients, ops, false).await;
+                let grouped = run(&db, size, clients, ops, true).await;
+                println!(
+                    "{size:>10}  {clients:>7}  {ops:>9}  {grouped:>10.0}  {plain:>8.0}  {:>5.2}",
+                    grouped / plain
+                );
+            }
+        }
+    }
+    println!(
+        "\n{label}: group creation and dissolution against group size (one client, mean of 5)"
+    );
+    println!("keys/group  create ms  dissolve ms");
+    for size in [2u64, 10, 50, 100, 200] {
+        let (mut create, mut dissolve) = (Duration::ZERO, Duration::ZERO);
+        for _ in 0..5 {
+            let start = Instant::now();
+            let group = (1..=size)
+                .fold(db.key_group(), |g, id| g.member::<Account>(&id))
+                .create()
+                .await
+                .unwrap();
+            create += start.elapsed();
+            let start = Instant::now();
+            group.dissolve().await.unwrap();
+            dissolve += start.elapsed();
+        }
+        println!(
+            "{size:>10}  {:>9.2}  {:>11.2}",
+            create.as_secs_f64() * 1e3 / 5.0,
+            dissolve.as_secs_f64() * 1e3 / 5.0
+        );
+    }
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let server = Standalone::start();
+        let options = RedisOptions::default().namespace(namespace("bench_keygroups"));
+        let redis = RedisStore::connect_with(&server.url(), options)
+            .await
+            .unwrap();
+        bench("Redis (standalone)", Arc::new(redis)).await;
+        let postgres = Postgres::start();
+        bench("PostgreSQL", postgres.shared_store("bench_keygroups").await).await;
+    });
+}
