@@ -50,6 +50,12 @@ impl Question {
     pub fn vote_up(&mut self) {
         self.votes += 1;
     }
+
+    /// `n` more votes (fewer for a negative `n`): what merging a duplicate moves.
+    #[shard_method]
+    pub fn add_votes(&mut self, n: i64) {
+        self.votes += n;
+    }
 }
 
 /// [`Question`] with its fold written as a function: the store cannot apply it, so a
@@ -195,6 +201,12 @@ impl SingleQuestion {
     #[shard_method]
     pub fn vote_up(&mut self) {
         self.votes += 1;
+    }
+
+    /// `n` more votes (fewer for a negative `n`): what merging a duplicate moves.
+    #[shard_method]
+    pub fn add_votes(&mut self, n: i64) {
+        self.votes += n;
     }
 }
 

@@ -345,3 +345,76 @@ async fn the_load_generator_finds_the_counts_exact() {
         assert_eq!(row.double, 0);
     }
 }
+
+/// Merging a duplicate: the other question takes its votes and its text is marked, in one
+/// key-group transaction, while visitors keep voting on both; no vote is lost or counted
+/// twice, on the sharded and the naive question kinds.
+async fn merging_moves_every_vote_once<Q: Poll>() {
+    let url = memory::<Q>().await;
+    let http = reqwest::Client::new();
+    let dup = ask(&http, &url, "Is this a duplicate?").await;
+    let kept = ask(&http, &url, "Is this the original?").await;
+    for v in 0..5 {
+        vote(&http, &url, dup.id, &format!("early-{v}")).await;
+    }
+    vote(&http, &url, kept.id, "early-0").await;
+    // Voters on both questions while the merge runs.
+    let voters: Vec<_> = (0..8)
+        .map(|v| {
+            let (http, url) = (http.clone(), url.clone());
+            tokio::spawn(async move {
+                vote(&http, &url, [dup.id, kept.id][v % 2], &format!("late-{v}")).await;
+            })
+        })
+        .collect();
+    let merge = |from: u64, into: u64| {
+        http.post(format!("{url}/api/questions/{from}/merge"))
+            .json(&json!({ "into": into }))
+    };
+    let (status, body) = answer(merge(dup.id, kept.id)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for voter in voters {
+        voter.await.unwrap();
+    }
+    let get = |id: u64| http.get(format!("{url}/api/questions/{id}"));
+    let (_, dup_now) = answer(get(dup.id)).await;
+    let (_, kept_now) = answer(get(kept.id)).await;
+    let (dup_now, kept_now): (QuestionView, QuestionView) = (
+        serde_json::from_value(dup_now["question"].clone()).unwrap(),
+        serde_json::from_value(kept_now["question"].clone()).unwrap(),
+    );
+    assert_eq!(
+        dup_now.votes + kept_now.votes,
+        5 + 1 + 8,
+        "{dup_now:?} {kept_now:?}"
+    );
+    assert!(kept_now.votes >= 6, "{kept_now:?}");
+    assert!(
+        dup_now
+            .text
+            .starts_with(&format!("[duplicate of #{}]", kept.id)),
+        "{dup_now:?}"
+    );
+    // The late votes on the duplicate that came after the merge stay with it; merged
+    // again, they move too, and the mark is not repeated.
+    let (status, body) = answer(merge(dup.id, kept.id)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let merged: QuestionView = serde_json::from_value(body).unwrap();
+    assert_eq!(merged.votes, 14);
+    let (_, dup_now) = answer(get(dup.id)).await;
+    assert_eq!(dup_now["question"]["votes"], 0);
+    assert_eq!(
+        dup_now["question"]["text"],
+        format!("[duplicate of #{}] Is this a duplicate?", kept.id)
+    );
+    let (status, _) = answer(merge(dup.id, dup.id)).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let (status, _) = answer(merge(dup.id, 999_999)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merging_a_duplicate_moves_every_vote_once() {
+    merging_moves_every_vote_once::<Question>().await;
+    merging_moves_every_vote_once::<SingleQuestion>().await;
+}

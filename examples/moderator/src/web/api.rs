@@ -84,6 +84,10 @@ impl From<Refused> for ApiError {
                 format!("`{field}` must hold 1 to {max} characters"),
             ),
             Refused::NoQuestion => ApiError::new(StatusCode::NOT_FOUND, "no such question"),
+            Refused::SameQuestion => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "a question cannot be merged into itself",
+            ),
         }
     }
 }
@@ -157,6 +161,27 @@ pub async fn vote<Q: Poll>(
     let voted = board::vote::<Q, _>(web.db(), n, &visitor).await??;
     web.wrote();
     Ok((jar, Json(voted)))
+}
+
+/// The body of `POST /api/questions/{id}/merge`.
+#[derive(Debug, Deserialize)]
+pub struct MergeInto {
+    /// The question that takes the votes of question `{id}`.
+    pub into: u64,
+}
+
+/// `POST /api/questions/{id}/merge`: question `{id}` is a duplicate of `into`, which
+/// takes its votes (one transaction over both).
+pub async fn merge<Q: Poll>(
+    State(web): State<Web<Q>>,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<board::QuestionView>, ApiError> {
+    let n = id_of(&id)?;
+    let MergeInto { into } = json(body)?;
+    let merged = board::merge::<Q, _>(web.db(), n, into).await??;
+    web.wrote();
+    Ok(Json(merged))
 }
 
 /// `POST /api/questions/{id}/responses`.

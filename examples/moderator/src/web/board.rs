@@ -7,6 +7,13 @@
 //!   unseen; a listed id without a question is skipped.
 //! - A vote is [`Mapper::update_once`] named after the visitor and the question: however
 //!   often and from however many servers it is sent, it counts once.
+//! - Merging a duplicate question into another moves its votes and marks its text in one
+//!   transaction over both questions: a one-shot key group ([`Mapper::key_group`]), so no
+//!   reader ever sees the votes counted twice or lost, and a crash leaves both questions
+//!   as they were or both merged. Votes stay `update_once` and not a key group per vote:
+//!   a group owns its members while it lives, and a hot question grouped for every vote
+//!   would make all its other voters wait. A vote that meets a merge in progress
+//!   ([`Error::Grouped`]) waits for it to end and is counted after it.
 
 use crate::model::{Board, Question, Response, SingleQuestion, SingleResponse};
 use autoshard::prelude::*;
@@ -39,6 +46,8 @@ pub trait Poll: Root<Id = u64> + Clone {
     fn view(&self) -> QuestionView;
     /// One more vote (a `#[shard_method]`).
     fn vote(&mut self);
+    /// Takes the votes of `duplicate`, whose text then says it is a duplicate of this one.
+    fn absorb(&mut self, duplicate: &mut Self);
 }
 
 /// Implements [`Poll`] for a question kind and its response kind, which hold the same
@@ -77,6 +86,16 @@ macro_rules! poll {
 
             fn vote(&mut self) {
                 self.vote_up();
+            }
+
+            fn absorb(&mut self, duplicate: &mut $question) {
+                let moved = duplicate.votes;
+                self.add_votes(moved);
+                duplicate.add_votes(-moved);
+                let mark = format!("[duplicate of #{}] ", self.id);
+                if !duplicate.text.starts_with(&mark) {
+                    duplicate.text = format!("{mark}{}", duplicate.text);
+                }
             }
         }
     };
@@ -132,6 +151,8 @@ pub enum Refused {
     },
     /// No question of that id.
     NoQuestion,
+    /// A question merged into itself.
+    SameQuestion,
 }
 
 /// `text` trimmed, if it holds 1 to `max` characters.
@@ -239,12 +260,20 @@ pub async fn vote<Q: Poll, S: DocumentStore>(
     visitor: &str,
 ) -> Result<Result<VoteView, Refused>> {
     let op = format!("vote:{visitor}:{id}");
-    let outcome = db
-        .update_once(&id, &op, |q: &mut Q| {
-            q.vote();
-            q.view().votes
-        })
-        .await;
+    let mut outcome = Err(Error::Invalid("no attempt".to_owned()));
+    for _ in 0..GROUPED_WAITS {
+        outcome = db
+            .update_once(&id, &op, |q: &mut Q| {
+                q.vote();
+                q.view().votes
+            })
+            .await;
+        // A merge owns the question for a moment: count the vote after it.
+        if !matches!(outcome, Err(Error::Grouped { .. })) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     match outcome {
         Ok(KeyedOutcome::Applied(votes)) => Ok(Ok(VoteView {
             id,
@@ -262,6 +291,62 @@ pub async fn vote<Q: Poll, S: DocumentStore>(
         Err(Error::NotFound { .. }) => Ok(Err(Refused::NoQuestion)),
         Err(e) => Err(e),
     }
+}
+
+/// How many times a vote or a merge that meets a merge in progress waits 5 ms for it.
+const GROUPED_WAITS: u32 = 400;
+
+/// Merges question `duplicate` into question `into`: `into` takes its votes and its text
+/// says it is a duplicate, both in one transaction over the two questions (a one-shot key
+/// group). The merged question as it is now.
+pub async fn merge<Q: Poll, S: DocumentStore>(
+    db: &Mapper<S>,
+    duplicate: u64,
+    into: u64,
+) -> Result<Result<QuestionView, Refused>> {
+    if duplicate == into {
+        return Ok(Err(Refused::SameQuestion));
+    }
+    let mut outcome = Err(Error::Invalid("no attempt".to_owned()));
+    for _ in 0..GROUPED_WAITS {
+        outcome = merge_once::<Q, S>(db, duplicate, into).await;
+        if !matches!(
+            outcome,
+            Err(Error::Grouped { .. } | Error::Contention { .. })
+        ) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    match outcome {
+        Ok(merged) => Ok(Ok(merged)),
+        Err(Error::NotFound { .. }) => Ok(Err(Refused::NoQuestion)),
+        Err(e) => Err(e),
+    }
+}
+
+/// One attempt of [`merge`].
+async fn merge_once<Q: Poll, S: DocumentStore>(
+    db: &Mapper<S>,
+    duplicate: u64,
+    into: u64,
+) -> Result<QuestionView> {
+    let mut txn = db
+        .key_group()
+        .member::<Q>(&duplicate)
+        .member::<Q>(&into)
+        .once()
+        .await?;
+    let mut both = txn.load_many::<Q>(&[duplicate, into]).await?;
+    let [from, to] = &mut both[..] else {
+        return Err(Error::Invalid("a merge loads two questions".to_owned()));
+    };
+    to.absorb(from);
+    txn.save(from)?;
+    txn.save(to)?;
+    let merged = to.view();
+    txn.commit().await?;
+    Ok(merged)
 }
 
 /// Stores a response to question `id` by `author`.

@@ -116,6 +116,7 @@ impl<Q: Poll> Web<Q> {
             .route("/api/questions", get(api::list::<Q>).post(api::ask::<Q>))
             .route("/api/questions/{id}", get(api::question::<Q>))
             .route("/api/questions/{id}/vote", post(api::vote::<Q>))
+            .route("/api/questions/{id}/merge", post(api::merge::<Q>))
             .route("/api/questions/{id}/responses", post(api::respond::<Q>))
             .route("/api/events", get(api::events::<Q>))
             .fallback(api::not_found)
