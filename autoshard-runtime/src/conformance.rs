@@ -98,6 +98,7 @@ cases!(
     owned_documents_take_only_their_groups_writes,
     a_groups_transaction_takes_only_owned_or_absent_documents,
     a_passed_lease_frees_the_document,
+    a_held_document_stays_owned_past_its_lease,
     malformed_owners_own_nothing,
 );
 
@@ -1540,6 +1541,7 @@ fn owned_doc(group: &str, until_ms: u64, n: i64) -> Document {
     let owner = Owner {
         group: group.to_owned(),
         until_ms,
+        txn: None,
     };
     doc(&[("n", n.into()), (OWNER, owner.to_value())])
 }
@@ -1735,4 +1737,50 @@ pub async fn malformed_owners_own_nothing(store: &dyn DocumentStore) {
         assert_eq!(merge_ok(store, &m).await, Merged::Applied, "owner {owner}");
         ok(store.put(&key, doc(&[("n", 1.into())])).await, "put");
     }
+}
+
+/// A document a group's transaction holds (`~own.txn`) stays owned after its lease has
+/// passed: writes without the token are refused with `Grouped`, the group's own commit
+/// settles it. A `txn` that is not a string owns nothing.
+pub async fn a_held_document_stays_owned_past_its_lease(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Held");
+    let key = Key::new(kind.as_str(), "1");
+    let past = ok(store.now_ms().await, "now_ms").saturating_sub(1);
+    let held = Owner {
+        group: "g".to_owned(),
+        until_ms: past,
+        txn: Some("t1".to_owned()),
+    };
+    let version = ok(
+        store
+            .put(&key, doc(&[("n", 1.into()), (OWNER, held.to_value())]))
+            .await,
+        "put",
+    );
+    assert_grouped(
+        store.put(&key, doc(&[("n", 2.into())])).await,
+        &key,
+        "g",
+        "put",
+    );
+    let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+    assert_grouped(store.merge(&m).await, &key, "g", "merge");
+    assert_eq!(must_get(store, &key).await.version, version);
+    let settle = Transaction::new()
+        .expect(key.clone(), Some(version))
+        .put(key.clone(), owned_doc("g", past, 2))
+        .owned_by("g");
+    assert_eq!(commit(store, &settle).await, Commit::Committed);
+    // Settled, the lease alone counts: it has passed.
+    ok(
+        store.put(&key, doc(&[("n", 3.into())])).await,
+        "put after settling",
+    );
+    let odd = Key::new(kind.as_str(), "2");
+    let bad = serde_json::json!({"group": "g", "until": past, "txn": 7});
+    ok(store.put(&odd, doc(&[(OWNER, bad)])).await, "put");
+    ok(
+        store.put(&odd, doc(&[("n", 1.into())])).await,
+        "a txn that is no string",
+    );
 }

@@ -28,7 +28,9 @@ pub struct Knobs {
     pub torn_reads: bool,
     /// Make `insert` overwrite a present document, which breaks the contract.
     pub insert_overwrites: bool,
-    /// Answer this to `cross_group_transactions` instead of the inner store's answer.
+    /// Answer this to `cross_group_transactions` instead of the inner store's answer;
+    /// with `Some(false)` a commit across entity groups is refused with `Error::Invalid`,
+    /// as a Redis Cluster refuses it.
     pub cross_group_transactions: Option<bool>,
     /// Wait a random time up to this long before a commit reaches the inner store, and
     /// again before its answer comes back, as a network would: a caller that gives up
@@ -226,6 +228,12 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        if self.knobs.cross_group_transactions == Some(false) && !txn.single_group() {
+            // As a Redis Cluster answers a commit across slots.
+            return Err(autoshard::Error::Invalid(
+                "this store commits within one entity group only".to_owned(),
+            ));
+        }
         if let Some(latency) = self.knobs.commit_latency {
             random_sleep(latency).await;
         }

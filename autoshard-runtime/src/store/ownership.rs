@@ -5,7 +5,10 @@
 //!
 //! A document whose [`OWNER`] property is `{"group": "<id>", "until": <ms>}` with `until`
 //! later than the store's clock ([`DocumentStore::now_ms`](crate::store::DocumentStore::now_ms))
-//! is *owned* by that group, as a key is owned by its group's leader in G-Store (Das,
+//! is *owned* by that group; so is one whose [`OWNER`] also names a transaction
+//! (`"txn": "<id>"`, a change of the group prepared but not yet settled), whatever its
+//! `until`: such a document stays the group's until the transaction is settled, by the
+//! group or by whoever recovers it. A key is owned by its group's leader in G-Store (Das,
 //! Agrawal and El Abbadi, "G-Store: A Scalable Data Store for Transactional Multi key
 //! Access in the Cloud", SoCC 2010). The rule, for each document a write touches (each key
 //! a `commit` expects or writes, the document of a `merge`, `put` or `delete`):
@@ -37,6 +40,9 @@ pub struct Owner {
     pub group: String,
     /// The end of its lease, in milliseconds since the Unix epoch by the store's clock.
     pub until_ms: u64,
+    /// The group's transaction that holds the document past the lease until it is
+    /// settled (module docs).
+    pub txn: Option<String>,
 }
 
 impl Owner {
@@ -45,22 +51,33 @@ impl Owner {
     #[must_use]
     pub fn of(doc: &Document) -> Option<Owner> {
         let owner = doc.get(OWNER)?;
+        let txn = match owner.get("txn") {
+            None => None,
+            Some(txn) => Some(txn.as_str()?.to_owned()),
+        };
         Some(Owner {
             group: owner.get("group")?.as_str()?.to_owned(),
             until_ms: owner.get("until")?.as_u64()?,
+            txn,
         })
     }
 
     /// The value of the [`OWNER`] property that names this owner.
     #[must_use]
     pub fn to_value(&self) -> Value {
-        serde_json::json!({ "group": self.group, "until": self.until_ms })
+        match &self.txn {
+            None => serde_json::json!({ "group": self.group, "until": self.until_ms }),
+            Some(txn) => {
+                serde_json::json!({ "group": self.group, "until": self.until_ms, "txn": txn })
+            }
+        }
     }
 
-    /// Whether the lease still holds at `now_ms`.
+    /// Whether it owns the document at `now_ms`: its lease still holds, or a transaction
+    /// holds the document.
     #[must_use]
     pub fn is_live(&self, now_ms: u64) -> bool {
-        self.until_ms > now_ms
+        self.until_ms > now_ms || self.txn.is_some()
     }
 }
 
@@ -103,6 +120,27 @@ pub fn system_now_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_document_stays_owned_past_the_lease() {
+        let key = Key::new("A", "1");
+        let doc: Document = [(
+            OWNER.to_owned(),
+            serde_json::json!({"group": "g", "until": 100, "txn": "t"}),
+        )]
+        .into();
+        assert!(matches!(
+            check(&key, Some(&doc), None, 1000),
+            Err(Error::Grouped { .. })
+        ));
+        assert!(check(&key, Some(&doc), Some("g"), 1000).is_ok());
+        let bad: Document = [(
+            OWNER.to_owned(),
+            serde_json::json!({"group": "g", "until": 100, "txn": 7}),
+        )]
+        .into();
+        assert!(check(&key, Some(&bad), None, 1000).is_ok());
+    }
 
     fn owned(group: &str, until: u64) -> Document {
         [(

@@ -239,6 +239,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         let owner = Owner {
             group: id.to_owned(),
             until_ms: now.saturating_add(millis(self.lease)),
+            txn: None,
         };
         let reads = self.members.iter().map(|(main, read)| read(mapper, main));
         let found = futures::future::try_join_all(reads).await?;
@@ -457,6 +458,7 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
         let owner = Owner {
             group: self.id.to_string(),
             until_ms: until,
+            txn: None,
         };
         self.rewrite(Some(&owner), true).await?;
         *lock(&self.until_ms) = until;
@@ -692,6 +694,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         Owner {
             group: group.id.to_string(),
             until_ms: group.until_ms(),
+            txn: None,
         }
     }
 

@@ -101,7 +101,8 @@ BEGIN
     RETURN d - '~w';
 END $f$;
 -- The ownership rule of store/ownership.rs for a write carrying the owner token `token`
--- (NULL: none) to document `k`, by the server's clock: raises AS002 (the document is
+-- (NULL: none) to document `k`, by the server's clock (a document a transaction holds,
+-- `~own.txn`, is owned past its lease): raises AS002 (the document is
 -- owned by another live key group; DETAIL: `{"group", "until"}`) or AS003 (the token's
 -- group does not own it; DETAIL: the token), which rolls the whole write back. Called
 -- under the key's lock.
@@ -118,9 +119,11 @@ BEGIN
     END IF;
     IF jsonb_typeof(d) = 'object' AND jsonb_typeof(d -> '~own') = 'object'
        AND jsonb_typeof(d -> '~own' -> 'group') = 'string'
-       AND "{schema}".autoshard_in_range(d -> '~own' -> 'until', 0, 18446744073709551615) THEN
+       AND "{schema}".autoshard_in_range(d -> '~own' -> 'until', 0, 18446744073709551615)
+       AND (NOT d -> '~own' ? 'txn' OR jsonb_typeof(d -> '~own' -> 'txn') = 'string') THEN
         until_ms := (d -> '~own' ->> 'until')::numeric;
-        IF until_ms > floor(extract(epoch FROM clock_timestamp()) * 1000) THEN
+        IF until_ms > floor(extract(epoch FROM clock_timestamp()) * 1000)
+           OR d -> '~own' ? 'txn' THEN
             grp := d -> '~own' ->> 'group';
         END IF;
     END IF;

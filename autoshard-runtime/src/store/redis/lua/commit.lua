@@ -70,8 +70,8 @@ end
 
 -- The live owner of a document whose `p:~own` field holds `text` (see
 -- `store/ownership.rs`): its group id and lease end (decimal text), or nil when the field
--- is absent, not of the form `{"group": <string>, "until": <integer>}`, or its lease has
--- passed.
+-- is absent, not of the form `{"group": <string>, "until": <integer>}` (with an optional
+-- `"txn": <string>`), or its lease has passed and no transaction holds it.
 local function live_owner(text)
   if type(text) ~= 'string' or not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
     return nil
@@ -80,9 +80,12 @@ local function live_owner(text)
   if not ok or type(owner) ~= 'table' then
     return nil
   end
-  local group, until_ms = owner['group'], owner['until']
+  local group, until_ms, txn = owner['group'], owner['until'], owner['txn']
   if type(group) ~= 'string' or type(until_ms) ~= 'number' or until_ms < 0
-      or until_ms ~= math.floor(until_ms) or until_ms <= now_ms() then
+      or until_ms ~= math.floor(until_ms) or (txn ~= nil and type(txn) ~= 'string') then
+    return nil
+  end
+  if txn == nil and until_ms <= now_ms() then
     return nil
   end
   return group, string.format('%.0f', until_ms)
