@@ -11,8 +11,9 @@ use autoshard::store::{
     Commit, Document, DocumentStore, Found, Lookup, Merge, Merged, Owner, Scan, ScanPage,
     Transaction, Version, Versioned,
 };
-use autoshard_test_support::every_store::{Backend, Kind};
+use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::redis::{namespace, Standalone};
+use autoshard_test_support::store::{Knobs, TestStore};
 use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -123,7 +124,7 @@ mod bank {
 
     const ACCOUNTS: u64 = 48;
     const CLIENTS: u64 = 32;
-    const TRANSFERS: u64 = 3;
+    const TRANSFERS: u64 = 2;
 
     /// 32 clients move amounts between random groups of 2 to 20 of 48 accounts, while an
     /// auditor reads all of them through a group: no snapshot shows another total or a
@@ -131,16 +132,17 @@ mod bank {
     async fn transfers_keep_the_total(backend: &Backend, label: &str) {
         let store = backend.store("keygroup_bank").await;
         let db = Mapper::new(store);
-        if backend.kind() == Kind::Cluster {
-            let refused = db.key_group().member::<Account>(&1).create().await;
-            assert!(matches!(refused, Err(Error::Invalid(_))), "{refused:?}");
-            return;
-        }
         open_accounts(&db, 1..=ACCOUNTS).await;
         let committed = Arc::new(AtomicU64::new(0));
+        // Halfway, every client waits while the auditor reads all accounts through a
+        // group (so at least one snapshot in the middle of the run, by construction).
+        let parties = usize::try_from(CLIENTS).unwrap() + 1;
+        let halfway = Arc::new(tokio::sync::Barrier::new(parties));
+        let resume = Arc::new(tokio::sync::Barrier::new(parties));
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let (db, committed) = (db.clone(), committed.clone());
+                let (halfway, resume) = (halfway.clone(), resume.clone());
                 tokio::spawn(async move {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(c);
                     let (mut done, mut refused) = (0, 0u64);
@@ -150,11 +152,15 @@ mod bank {
                             Ok(()) => {
                                 done += 1;
                                 committed.fetch_add(1, Ordering::Relaxed);
+                                if done == TRANSFERS / 2 {
+                                    halfway.wait().await;
+                                    resume.wait().await;
+                                }
                             }
                             Err(e) if contended(&e) => {
                                 refused += 1;
                                 assert!(refused < 100_000, "client {c} never got its group");
-                                let pause = rng.random_range(1..=5);
+                                let pause = rng.random_range(2..=20);
                                 tokio::time::sleep(Duration::from_millis(pause)).await;
                             }
                             Err(e) => panic!("client {c}: {e}"),
@@ -165,7 +171,21 @@ mod bank {
             })
             .collect();
         let mut audits = 0;
+        let mut paused = false;
         while committed.load(Ordering::Relaxed) < CLIENTS * TRANSFERS {
+            if !paused && committed.load(Ordering::Relaxed) >= CLIENTS * (TRANSFERS / 2) {
+                halfway.wait().await;
+                let total = audit(&db, ACCOUNTS).await.unwrap();
+                assert_eq!(
+                    total,
+                    INITIAL * ACCOUNTS as i64,
+                    "{label}: the halfway total"
+                );
+                audits += 1;
+                resume.wait().await;
+                paused = true;
+                continue;
+            }
             match audit(&db, ACCOUNTS).await {
                 Ok(total) => {
                     assert_eq!(
@@ -214,9 +234,6 @@ mod isolation {
     /// the group and writes nothing, a member joins no second group, reads go on; after
     /// `dissolve` every write works again.
     async fn members_take_no_other_write_while_grouped(backend: &Backend, label: &str) {
-        if backend.kind() == Kind::Cluster {
-            return;
-        }
         let db = Mapper::new(backend.store("keygroup_isolation").await);
         open_accounts(&db, 1..=3).await;
         let group = group_of(&db, &[1, 2]).create().await.unwrap();
@@ -299,12 +316,34 @@ async fn misuse_is_refused_with_typed_errors() {
     db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
 }
 
+/// A memory store, and one that commits within one entity group only (as a Redis Cluster
+/// does: key groups then take the grouping protocol), sharing nothing.
+fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str); 2] {
+    let shaped = |cross_group| {
+        let memory = MemoryStore::new();
+        let knobs = Knobs {
+            cross_group_transactions: Some(cross_group),
+            ..Knobs::default()
+        };
+        (memory.clone(), Arc::new(TestStore::new(memory, knobs)))
+    };
+    let (one, one_store) = shaped(true);
+    let (steps, steps_store) = shaped(false);
+    [
+        (one, one_store, "one commit per step"),
+        (steps, steps_store, "the grouping protocol"),
+    ]
+}
+
 /// A commit whose reply is lost is checked and applied once; so is one that failed
 /// before reaching the store.
 #[tokio::test]
 async fn a_commit_with_a_lost_reply_applies_once() {
-    for fault in [Fault::After, Fault::Before] {
-        let store = FaultyStore::new(MemoryStore::new());
+    for (fault, (_, shaped, _)) in [Fault::After, Fault::Before]
+        .into_iter()
+        .flat_map(|f| memory_stores().map(|s| (f, s)))
+    {
+        let store = FaultyStore::new(shaped);
         let db = Mapper::new(store.clone());
         open_accounts(&db, 1..=2).await;
         let group = group_of(&db, &[1, 2]).create().await.unwrap();
@@ -318,6 +357,11 @@ async fn a_commit_with_a_lost_reply_applies_once() {
         store.fail_call(0, fault);
         txn.commit().await.unwrap();
         assert_eq!(store.faults(), 1, "{fault:?}: the fault struck");
+        assert_eq!(
+            db.recover_key_groups().await.unwrap(),
+            0,
+            "a live group is left alone"
+        );
         group.dissolve().await.unwrap();
         assert_eq!(db.load::<Account>(&1).await.unwrap().balance, INITIAL - 10);
         assert_eq!(db.load::<Account>(&2).await.unwrap().balance, INITIAL + 10);
@@ -396,33 +440,38 @@ const LEASE: Duration = Duration::from_millis(100);
 /// has passed nothing is owned and every account takes writes.
 #[tokio::test]
 async fn a_fault_at_any_call_leaves_a_recoverable_state() {
-    let calls = {
-        let store = FaultyStore::new(MemoryStore::new());
-        let db = Mapper::new(store.clone());
-        open_accounts(&db, 1..=3).await;
-        let before = store.calls();
-        transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
-        store.calls() - before
-    };
-    assert!(calls >= 6, "a transfer takes {calls} store calls");
-    for n in 0..calls {
-        for fault in [Fault::Before, Fault::After] {
-            let store = FaultyStore::new(MemoryStore::new());
+    for shape in 0..2 {
+        let calls = {
+            let (_, shaped, _) = memory_stores().into_iter().nth(shape).unwrap();
+            let store = FaultyStore::new(shaped);
             let db = Mapper::new(store.clone());
             open_accounts(&db, 1..=3).await;
-            let start = store.now_ms().await.unwrap();
-            store.fail_call(n, fault);
-            let outcome = transfer_ten(&db, LEASE).await;
-            let case = format!("{fault:?} call {n}: {outcome:?}");
-            if let Err(e) = &outcome {
-                assert!(
-                    matches!(e, Error::Backend { .. } | Error::GroupLost { .. }),
-                    "{case}"
-                );
+            let before = store.calls();
+            transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
+            store.calls() - before
+        };
+        assert!(calls >= 6, "a transfer takes {calls} store calls");
+        for n in 0..calls {
+            for fault in [Fault::Before, Fault::After] {
+                let (memory, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
+                let store = FaultyStore::new(shaped);
+                let db = Mapper::new(store.clone());
+                open_accounts(&db, 1..=3).await;
+                let start = memory.now_ms().await.unwrap();
+                store.fail_call(n, fault);
+                let outcome = transfer_ten(&db, LEASE).await;
+                let case = format!("{label}, {fault:?} call {n} of {calls}: {outcome:?}");
+                if let Err(e) = &outcome {
+                    assert!(
+                        matches!(e, Error::Backend { .. } | Error::GroupLost { .. }),
+                        "{case}"
+                    );
+                }
+                store.clear();
+                after(&memory, start + 101).await;
+                db.recover_key_groups().await.unwrap();
+                check_recovered(&db, &memory, 3, &case).await;
             }
-            store.clear();
-            after(&store, start + 101).await;
-            check_recovered(&db, store.inner(), 3, &case).await;
         }
     }
 }
@@ -431,7 +480,7 @@ async fn a_fault_at_any_call_leaves_a_recoverable_state() {
 /// after running it: a future dropped there.
 #[derive(Debug, Clone)]
 struct Gate {
-    inner: MemoryStore,
+    inner: Arc<TestStore<MemoryStore>>,
     calls: Arc<AtomicU64>,
     at: u64,
     fault: Fault,
@@ -483,18 +532,27 @@ impl DocumentStore for Gate {
     async fn now_ms(&self) -> Result<u64> {
         self.pass(self.inner.now_ms()).await
     }
+    fn cross_group_transactions(&self) -> bool {
+        self.inner.cross_group_transactions()
+    }
 }
 
 /// A one-shot transfer whose future is dropped before or after each of its store calls:
 /// applied once or not at all, and recoverable once the lease has passed.
 #[tokio::test]
 async fn a_dropped_transfer_leaves_a_recoverable_state() {
+    for shape in 0..2 {
+        dropped_transfers(shape).await;
+    }
+}
+
+async fn dropped_transfers(shape: usize) {
     for at in 0.. {
         let mut finished = false;
         for fault in [Fault::Before, Fault::After] {
-            let inner = MemoryStore::new();
+            let (inner, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
             let gate = Gate {
-                inner: inner.clone(),
+                inner: shaped,
                 calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
                 at,
                 fault,
@@ -504,7 +562,7 @@ async fn a_dropped_transfer_leaves_a_recoverable_state() {
             open_accounts(&db, 1..=3).await;
             let start = inner.now_ms().await.unwrap();
             gate.calls.store(0, Ordering::SeqCst);
-            let case = format!("dropped {fault:?} call {at}");
+            let case = format!("{label}, dropped {fault:?} call {at}");
             tokio::select! {
                 outcome = transfer_ten(&db, LEASE) => {
                     assert!(
@@ -517,6 +575,7 @@ async fn a_dropped_transfer_leaves_a_recoverable_state() {
             }
             gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
             after(&inner, start + 101).await;
+            db.recover_key_groups().await.unwrap();
             check_recovered(&db, &inner, 3, &case).await;
         }
         if finished {

@@ -477,6 +477,11 @@ pub(crate) fn key_group(id: &str) -> Key {
     Key::new(shared(KEY_GROUP), id)
 }
 
+/// The kind of key groups' state documents (for a scan of them all).
+pub(crate) fn key_group_kind() -> &'static str {
+    KEY_GROUP
+}
+
 /// Sub-group `k` of the entity group of the root at `root`; its key is also the
 /// sub-group's anchor document, rewritten by every commit in the sub-group.
 #[must_use]

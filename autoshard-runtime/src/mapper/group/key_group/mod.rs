@@ -1,8 +1,10 @@
 //! Key groups (G-Store): transactions across entity groups. A group is formed at run
 //! time over root entities of any kinds and ids; while it lives it *owns* every document
 //! of its members (the reserved property [`OWNER`] with the group's id and lease, see
-//! [`crate::store::ownership`]), so that only its transactions change them. Each step is
-//! one atomic commit of the store:
+//! [`crate::store::ownership`]), so that only its transactions change them. On a store
+//! that commits across entity groups (memory, standalone Redis, PostgreSQL) each step is
+//! one atomic commit of the store (below); on one that does not (a Redis Cluster) the
+//! steps follow G-Store's grouping protocol, in `protocol.rs`:
 //!
 //! 1. **create**: read every member (main document, static and dynamic shards), and in one
 //!    commit expecting the versions read, stamp each document with the owner and insert
@@ -37,9 +39,17 @@
 //!   lease passes (by the store's clock), then free: nothing waits for it. A transaction
 //!   after the lease gets [`Error::GroupLost`] and writes nothing.
 //!
-//! On a store without cross-group transactions (a Redis Cluster) no commit spans the
-//! members' slots; forming a group there is refused with [`Error::Invalid`].
+//! - *Recovery.* [`Mapper::recover_key_groups`] finishes, from any client, every group
+//!   whose lease has passed: what a crashed client left in flight is settled, and its
+//!   members are released.
+//!
+//! Files: `mod.rs`, the API and the one-commit steps; `protocol.rs`, the steps on a store
+//! whose commits stay within one entity group (joins with yield ids, a transaction's log,
+//! prepare, decision and settling, recovery).
 
+mod protocol;
+
+use super::super::attempt::Attempt;
 use super::super::codec::malformed;
 use super::super::layout::{self, static_properties};
 use super::super::read::load::assemble;
@@ -55,7 +65,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::codec::Folds;
 use crate::store::ownership::{self, Owner, OWNER};
-use crate::store::{Commit, DocumentStore, Transaction, WriteId};
+use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
 use futures::future::BoxFuture;
 use rand::RngExt;
 use std::collections::{BTreeMap, BTreeSet};
@@ -70,14 +80,42 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How many times a step whose outcome the store left unknown is checked and sent again.
 const RESENDS: u32 = 8;
 
-/// Reads one member: its documents, with their write records (they are written back whole).
-type ReadMember<S> = for<'a> fn(&'a Mapper<S>, &'a Key) -> BoxFuture<'a, Result<Found>>;
+/// A member as read: its documents (with their write records: they are written back
+/// whole), and the documents of its layout that are missing, as a group creates them so
+/// that it owns every document a writer could use.
+struct Member {
+    found: Found,
+    missing: Vec<(Key, Document)>,
+}
+
+/// Reads one member.
+type ReadMember<S> = for<'a> fn(&'a Mapper<S>, &'a Key) -> BoxFuture<'a, Result<Member>>;
 
 fn read_member<'a, S: DocumentStore, E: Root>(
     mapper: &'a Mapper<S>,
     main: &'a Key,
-) -> BoxFuture<'a, Result<Found>> {
-    Box::pin(mapper.read_entity_with::<E>(main, true))
+) -> BoxFuture<'a, Result<Member>> {
+    Box::pin(async move {
+        let found = mapper.read_entity_with::<E>(main, true).await?;
+        let mut missing = Vec::new();
+        let (keys, docs, extra) = &*found;
+        if let Some(Some(main_doc)) = docs.first() {
+            let mut shard = Document::new();
+            if let Some(incarnation) = layout::incarnation(&main_doc.doc) {
+                shard.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            for (key, doc) in keys.iter().zip(docs).skip(1) {
+                if doc.is_none() && layout::static_shard_of(key).is_some() {
+                    missing.push((key.clone(), shard.clone()));
+                }
+            }
+            let compacted = layout::compacted(main);
+            if !E::PROPERTIES.is_empty() && !extra.iter().any(|(k, _)| *k == compacted) {
+                missing.push((compacted, Document::new()));
+            }
+        }
+        Ok(Member { found, missing })
+    })
 }
 
 /// Every document a read of one member found, with its key.
@@ -199,10 +237,10 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     ///
     /// # Errors
     /// [`Error::NotFound`] for a member that is not stored; [`Error::Grouped`] for a member
-    /// another live group owns; [`Error::Invalid`] for no member, or a store without
-    /// cross-group transactions; [`Error::Contention`] when members keep changing. Nothing
-    /// is owned after an error but [`Error::Backend`], whose outcome is unknown: the
-    /// group then owns its members at most until its lease passes.
+    /// another live group owns; [`Error::Invalid`] for no member; [`Error::Contention`]
+    /// when members keep changing. Nothing is owned after an error but
+    /// [`Error::Backend`], whose outcome is unknown: the group then owns its members at
+    /// most until its lease passes.
     pub async fn create(self) -> Result<KeyGroup<'m, S>> {
         let mapper = self.mapper;
         if self.members.is_empty() {
@@ -210,17 +248,11 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 "a key group needs at least one member".to_owned(),
             ));
         }
-        if !mapper.store.cross_group_transactions() {
-            return Err(Error::Invalid(
-                "key groups need a store that commits across entity groups (not a Redis \
-                 Cluster)"
-                    .to_owned(),
-            ));
-        }
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let key = layout::key_group(&id);
         let mut retrying = mapper.retrying("create key group");
         loop {
+            // A fresh id per attempt: nothing an earlier attempt sent can join this one.
+            let id = uuid::Uuid::new_v4().simple().to_string();
+            let key = layout::key_group(&id);
             let attempt = self.try_create(&id, &key);
             if let std::ops::ControlFlow::Break(group) = retrying.attempt(attempt).await? {
                 return Ok(group);
@@ -229,11 +261,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     }
 
     /// One attempt of [`KeyGroupBuilder::create`].
-    async fn try_create(
-        &self,
-        id: &str,
-        key: &Key,
-    ) -> Result<super::super::attempt::Attempt<KeyGroup<'m, S>>> {
+    async fn try_create(&self, id: &str, key: &Key) -> Result<Attempt<KeyGroup<'m, S>>> {
         let mapper = self.mapper;
         let now = mapper.store.now_ms().await?;
         let owner = Owner {
@@ -242,26 +270,41 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
             txn: None,
         };
         let reads = self.members.iter().map(|(main, read)| read(mapper, main));
-        let found = futures::future::try_join_all(reads).await?;
-        let mut txn = Transaction::new();
+        let read = futures::future::try_join_all(reads).await?;
+        let mut joins = Transaction::new();
         let mut owned = BTreeSet::new();
-        for ((main, _), found) in self.members.iter().zip(&found) {
-            if found.1.first().is_none_or(Option::is_none) {
+        for ((main, _), member) in self.members.iter().zip(&read) {
+            if member.found.1.first().is_none_or(Option::is_none) {
                 return Err(Error::NotFound { key: main.clone() });
             }
-            for (doc_key, doc) in documents(found) {
-                ownership::check(doc_key, Some(&doc.doc), None, now)?;
+            for (doc_key, doc) in documents(&member.found) {
+                if let Err(refused) = ownership::check(doc_key, Some(&doc.doc), None, now) {
+                    // A transaction of a group whose lease passed still holds it: finish
+                    // that group, then try again.
+                    if Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now) {
+                        mapper.recover_key_groups().await?;
+                        return Ok(Attempt::Conflict(doc_key.clone()));
+                    }
+                    return Err(refused);
+                }
                 let mut stamped = doc.doc.clone();
                 stamped.insert(OWNER.to_owned(), owner.to_value());
-                txn = txn
+                joins = joins
                     .expect(doc_key.clone(), Some(doc.version))
+                    .put(doc_key.clone(), stamped);
+                owned.insert(doc_key.clone());
+            }
+            for (doc_key, doc) in &member.missing {
+                let mut stamped = doc.clone();
+                stamped.insert(OWNER.to_owned(), owner.to_value());
+                joins = joins
+                    .expect(doc_key.clone(), None)
                     .put(doc_key.clone(), stamped);
                 owned.insert(doc_key.clone());
             }
         }
         let members: Vec<Key> = self.members.iter().map(|(k, _)| k.clone()).collect();
         let state = group_document(&members, &owned, &owner);
-        txn = txn.expect(key.clone(), None).put(key.clone(), state);
         tracing::debug!(
             group = id,
             members = members.len(),
@@ -269,8 +312,31 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
             "create key group"
         );
         let landed = |doc: Option<&Versioned>| doc.is_some();
-        match send(mapper, &txn, key, landed).await? {
-            Commit::Committed => Ok(super::super::attempt::Attempt::Committed(KeyGroup {
+        let created = if mapper.store.cross_group_transactions() {
+            let txn = joins.expect(key.clone(), None).put(key.clone(), state);
+            send(mapper, &txn, key, landed).await?
+        } else {
+            // The grouping protocol (`protocol`): the group document, then the joins.
+            let insert = Transaction::new()
+                .expect(key.clone(), None)
+                .put(key.clone(), state);
+            if let Commit::Conflict { key } = send(mapper, &insert, key, landed).await? {
+                return Ok(Attempt::Conflict(key));
+            }
+            let joined = protocol::commit_all(mapper, &protocol::split(&joins)).await;
+            if !matches!(joined, Ok(Commit::Committed)) {
+                let steps = protocol::Steps {
+                    mapper,
+                    id: id.into(),
+                    key,
+                };
+                let tried: Vec<Key> = owned.iter().cloned().collect();
+                steps.abort_create(&tried).await?;
+            }
+            joined?
+        };
+        match created {
+            Commit::Committed => Ok(Attempt::Committed(KeyGroup {
                 mapper,
                 id: id.into(),
                 key: key.clone(),
@@ -279,7 +345,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 until_ms: Mutex::new(owner.until_ms),
                 turn: tokio::sync::Mutex::new(()),
             })),
-            Commit::Conflict { key } => Ok(super::super::attempt::Attempt::Conflict(key)),
+            Commit::Conflict { key } => Ok(Attempt::Conflict(key)),
         }
     }
 
@@ -485,6 +551,9 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
     /// transaction (else as a writer without a token, for documents whose lease passed).
     async fn rewrite(&self, owner: Option<&Owner>, token: bool) -> Result<()> {
         let mapper = self.mapper;
+        if !mapper.store.cross_group_transactions() {
+            return self.rewrite_in_steps(owner).await;
+        }
         let mut retrying = mapper.retrying("key group");
         loop {
             let attempt = async {
@@ -539,6 +608,48 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
     }
 }
 
+impl<S: DocumentStore> KeyGroup<'_, S> {
+    /// [`KeyGroup::rewrite`] on a store without cross-group commits (see `protocol`): the
+    /// transaction left in flight settled, each entity group's documents, then the group
+    /// document.
+    async fn rewrite_in_steps(&self, owner: Option<&Owner>) -> Result<()> {
+        let steps = self.steps();
+        steps.settle_recorded().await?;
+        let Some(state) = self.mapper.store.get(&self.key).await? else {
+            return Err(Error::GroupLost {
+                key: self.key.clone(),
+                group: self.id.to_string(),
+            });
+        };
+        let owned = owned_of(&self.key, &state.doc)?;
+        steps.rewrite_owned(&owned, owner).await?;
+        let Some(owner) = owner else {
+            return steps.delete_group_document().await;
+        };
+        let mut retrying = self.mapper.retrying("key group");
+        loop {
+            let attempt = async {
+                let Some(state) = self.mapper.store.get(&self.key).await? else {
+                    return Err(Error::GroupLost {
+                        key: self.key.clone(),
+                        group: self.id.to_string(),
+                    });
+                };
+                let mut doc = state.doc;
+                doc.insert(OWNER.to_owned(), owner.to_value());
+                let txn = Transaction::new()
+                    .owned_by(self.id.clone())
+                    .expect(self.key.clone(), Some(state.version))
+                    .put(self.key.clone(), doc);
+                Ok(self.mapper.store.commit(&txn).await?.into())
+            };
+            if let std::ops::ControlFlow::Break(()) = retrying.attempt(attempt).await? {
+                return Ok(());
+            }
+        }
+    }
+}
+
 /// How a transaction holds its group: its turn on a shared handle, or the group of a
 /// one-shot transaction, dissolved at its end.
 enum Holder<'g, 'm, S> {
@@ -567,7 +678,7 @@ pub struct GroupTransaction<'g, 'm, S> {
     state: Option<Versioned>,
     /// Every document read, and the version it had (`None`: absent).
     reads: BTreeMap<Key, Option<Version>>,
-    /// Every document as read or, once written, as it will be written.
+    /// Every document as read.
     docs: BTreeMap<Key, Option<Document>>,
     /// The documents to write.
     writes: BTreeMap<Key, Document>,
@@ -608,6 +719,10 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             key: group.key.clone(),
             group: group.id.to_string(),
         };
+        if !group.mapper.store.cross_group_transactions() {
+            // A transaction of the group left in flight is settled before anything is read.
+            group.steps().settle_recorded().await?;
+        }
         let state = group.mapper.store.get(&group.key).await?.ok_or_else(lost)?;
         if Owner::of(&state.doc).is_none_or(|o| *o.group != *group.id) {
             return Err(lost());
@@ -650,16 +765,21 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         let reads = mains
             .iter()
             .map(|main| group.mapper.read_entity_with::<E>(main, true));
-        let state = async {
-            match &self.state {
-                Some(_) => Ok(None),
-                None => Self::read_state(group).await.map(Some),
-            }
-        };
-        let (found, state) = futures::try_join!(futures::future::try_join_all(reads), state)?;
-        if let Some(state) = state {
+        let found = if self.state.is_some() {
+            futures::future::try_join_all(reads).await?
+        } else if group.mapper.store.cross_group_transactions() {
+            // Members and the group document in one round trip.
+            let (found, state) = futures::try_join!(
+                futures::future::try_join_all(reads),
+                Self::read_state(group)
+            )?;
             self.state = Some(state);
-        }
+            found
+        } else {
+            // The group document first: it settles a transaction left in flight.
+            self.state = Some(Self::read_state(group).await?);
+            futures::future::try_join_all(reads).await?
+        };
         let mut entities = Vec::with_capacity(ids.len());
         for ((id, main), found) in ids.iter().zip(mains).zip(found) {
             let (keys, docs, extra) = &*found;
@@ -688,6 +808,14 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
     }
 
+    /// The document at `key` as this transaction has it: as staged, else as read.
+    fn current(&self, key: &Key) -> Option<Document> {
+        match self.writes.get(key) {
+            Some(doc) => Some(doc.clone()),
+            None => self.docs.get(key).cloned().flatten(),
+        }
+    }
+
     /// The owner every document the transaction writes carries.
     fn owner(&self) -> Owner {
         let group = self.group();
@@ -702,7 +830,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     fn stage_write(&mut self, key: Key, mut doc: Document) {
         doc.insert(OWNER.to_owned(), self.owner().to_value());
         self.reads.entry(key.clone()).or_insert(None);
-        self.docs.insert(key.clone(), Some(doc.clone()));
         self.writes.insert(key, doc);
     }
 
@@ -731,8 +858,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             if let Some(incarnation) = incarnation.as_deref().filter(|i| !i.is_empty()) {
                 stored_doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
             }
-            if let Some(Some(stored)) = self.docs.get(&main) {
-                layout::carry_over::<E>(stored, &mut stored_doc);
+            if let Some(stored) = self.current(&main) {
+                layout::carry_over::<E>(&stored, &mut stored_doc);
             }
             self.stage_write(main.clone(), stored_doc);
             if let Some(state) = entity.state_mut() {
@@ -747,7 +874,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             };
             let slot = rand::rng().random_range(0..p.layout.shards.max(1));
             let key = p.live_shard(&main, slot);
-            let current = self.docs.get(&key).cloned().flatten();
+            let current = self.current(&key);
             let version = self.reads.get(&key).copied().flatten();
             let current = current.map(|doc| Versioned {
                 doc,
@@ -847,7 +974,36 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             .map(|main| mapper.invalidating(main))
             .collect();
         let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
-        let answer = send(mapper, &txn, &group.key, landed).await;
+        let answer = if mapper.store.cross_group_transactions() {
+            send(mapper, &txn, &group.key, landed).await
+        } else {
+            let current = self
+                .writes
+                .keys()
+                .map(|key| {
+                    let version = self.reads.get(key).copied().flatten();
+                    let doc = self.docs.get(key).cloned().flatten();
+                    (key.clone(), (version, doc))
+                })
+                .collect();
+            let txn_id = write_ids::dynamic_name(&write);
+            let state = match txn.writes().last() {
+                Some((_, Write::Put(state))) => state.clone(),
+                _ => Document::new(),
+            };
+            protocol::commit_in_steps(
+                &group.steps(),
+                &self.owner(),
+                &stored,
+                state,
+                &self.writes,
+                &current,
+                landed,
+                &txn_id,
+            )
+            .await
+            .map(|()| Commit::Committed)
+        };
         if !matches!(answer, Err(Error::Backend { .. })) {
             writer.settle();
         }

@@ -1,0 +1,573 @@
+//! The grouping protocol, for a store whose commits stay within one entity group (a Redis
+//! Cluster: members live in different slots and no script spans them). Each step below is
+//! one or more commits of one entity group each; the group document (in a slot of its
+//! own, the leader's) orders them and records what is in flight, so that any client can
+//! finish a step a crashed one left.
+//!
+//! - **Join** (create): the group document is inserted first, listing the documents it
+//!   will own. Then each member's entity groups join concurrently: a commit that expects
+//!   the version read (the *yield id*: a join that arrives after anything else changed the
+//!   document finds another version and does nothing) and stamps the owner. If any join
+//!   fails, every document tried is read again: those the group owns are released, and
+//!   the free ones are rewritten unchanged, which changes their version, so that a join
+//!   still on its way cannot land afterwards and leave a key owned by a group that no
+//!   longer exists (G-Store's ghost groups, its Figure 5). Then the group document is
+//!   deleted.
+//! - **Transaction**: (1) *log*: the group document records the transaction (its id and
+//!   the documents it writes) and its write id, expecting the version the transaction
+//!   began with, so transactions of one group are ordered and a resent log is found;
+//!   (2) *prepare*: each written document is stamped as held by the transaction
+//!   (`~own.txn`, so it stays owned past the lease) with its new content beside the old
+//!   one ([`NEXT`]), expecting the version read; (3) *decide*: the group document records
+//!   commit (every prepare committed) or abort, as one compare-and-set, so the decision is
+//!   made once whoever makes it; (4) *settle*: each held document takes its new content
+//!   (commit) or drops it (abort) and is held no more; then the log entry goes.
+//! - **Settle** is what anyone does with a transaction the group document still records:
+//!   the next transaction of the group before it reads, `dissolve`, and
+//!   [`Mapper::recover_key_groups`] once the lease has passed. An undecided transaction
+//!   is decided abort first (the compare-and-set makes a late decision of its client
+//!   fail), so a crash at any step leaves the transaction applied whole or not at all.
+//! - **Release** (dissolve, renew): each entity group's documents in one commit, the
+//!   group document last.
+//!
+//! Outside the group, a load reads each document as committed: it may see a transaction
+//! settled in some documents and not yet in others. Read through the group for a
+//! snapshot.
+
+use super::{send, KeyGroup};
+use crate::document::{Document, Value, Versioned};
+use crate::error::{Error, FieldError, Result};
+use crate::key::Key;
+use crate::mapper::Mapper;
+use crate::store::ownership::{Owner, OWNER};
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The property of the group document that records the transaction in flight.
+pub(super) const PENDING: &str = "pending";
+
+/// The reserved property of a document a transaction holds: its content once the
+/// transaction commits.
+pub(super) const NEXT: &str = "~next";
+
+/// How many times a step rereads documents that changed under it before giving up.
+const REREADS: u32 = 16;
+
+/// The transaction a group document records as in flight.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Pending {
+    /// Its id (also the `txn` of the documents it holds).
+    pub txn: String,
+    /// The documents it writes.
+    pub keys: Vec<Key>,
+    /// `Some(true)`: committed; `Some(false)`: aborted; `None`: not decided yet.
+    pub decided: Option<bool>,
+}
+
+impl Pending {
+    /// The transaction the group document `doc` at `key` records, if any.
+    pub(super) fn of(key: &Key, doc: &Document) -> Result<Option<Pending>> {
+        let Some(pending) = doc.get(PENDING) else {
+            return Ok(None);
+        };
+        let bad = || {
+            Error::malformed(
+                key,
+                FieldError::new(PENDING, "expected `{txn, keys, decided}`"),
+            )
+        };
+        let txn = pending.get("txn").and_then(Value::as_str).ok_or_else(bad)?;
+        let keys = pending
+            .get("keys")
+            .and_then(Value::as_array)
+            .ok_or_else(bad)?
+            .iter()
+            .map(|k| k.as_str().and_then(|k| Key::decode(k).ok()).ok_or_else(bad))
+            .collect::<Result<_>>()?;
+        let decided = match pending.get("decided") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => return Err(bad()),
+        };
+        Ok(Some(Pending {
+            txn: txn.to_owned(),
+            keys,
+            decided,
+        }))
+    }
+
+    pub(super) fn to_value(&self) -> Value {
+        serde_json::json!({
+            "txn": self.txn,
+            "keys": self.keys.iter().map(Key::encode).collect::<Vec<_>>(),
+            "decided": self.decided,
+        })
+    }
+}
+
+/// `txn` split by entity group: one transaction per group, with the same owner token.
+pub(super) fn split(txn: &Transaction) -> Vec<Transaction> {
+    let mut parts: BTreeMap<Key, Transaction> = BTreeMap::new();
+    let part = |parts: &mut BTreeMap<Key, Transaction>, key: &Key| {
+        let mut fresh = Transaction::new();
+        if let Some(owner) = txn.owner() {
+            fresh = fresh.owned_by(owner);
+        }
+        parts.entry(key.group()).or_insert(fresh).clone()
+    };
+    for (key, version) in txn.reads() {
+        let t = part(&mut parts, key).expect(key.clone(), *version);
+        parts.insert(key.group(), t);
+    }
+    for (key, write) in txn.writes() {
+        let t = part(&mut parts, key);
+        let t = match write {
+            crate::store::Write::Put(doc) => t.put(key.clone(), doc.clone()),
+            crate::store::Write::Delete => t.delete(key.clone()),
+        };
+        parts.insert(key.group(), t);
+    }
+    parts.into_values().collect()
+}
+
+/// Commits every part concurrently; `Committed` when all did, else the first conflict
+/// (the other parts may have committed) or the first error.
+pub(super) async fn commit_all<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    parts: &[Transaction],
+) -> Result<Commit> {
+    let answers = futures::future::join_all(parts.iter().map(|t| mapper.store.commit(t))).await;
+    let mut outcome = Ok(Commit::Committed);
+    for answer in answers {
+        match (answer, &outcome) {
+            (Err(e), Ok(_)) => outcome = Err(e),
+            (Ok(conflict @ Commit::Conflict { .. }), Ok(Commit::Committed)) => {
+                outcome = Ok(conflict);
+            }
+            _ => {}
+        }
+    }
+    outcome
+}
+
+/// Commits `txn` with its owner token, or without one when the token is refused because
+/// the lease has passed (documents a passed lease left free take writes without it).
+pub(super) async fn commit_either<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    txn: &Transaction,
+) -> Result<Commit> {
+    match mapper.store.commit(txn).await {
+        Err(Error::GroupLost { .. }) if txn.owner().is_some() => {
+            mapper.store.commit(&without_owner(txn)).await
+        }
+        other => other,
+    }
+}
+
+/// The same transaction without an owner token.
+fn without_owner(txn: &Transaction) -> Transaction {
+    let mut plain = Transaction::new();
+    for (key, version) in txn.reads() {
+        plain = plain.expect(key.clone(), *version);
+    }
+    for (key, write) in txn.writes() {
+        plain = match write {
+            crate::store::Write::Put(doc) => plain.put(key.clone(), doc.clone()),
+            crate::store::Write::Delete => plain.delete(key.clone()),
+        };
+    }
+    plain
+}
+
+/// The document `doc` prepared for transaction `txn` of the group `owner` names: as it is,
+/// held by the transaction, with `next` beside it.
+pub(super) fn prepared(
+    current: Option<&Document>,
+    owner: &Owner,
+    txn: &str,
+    next: Document,
+) -> Document {
+    let mut doc = current.cloned().unwrap_or_default();
+    let held = Owner {
+        txn: Some(txn.to_owned()),
+        ..owner.clone()
+    };
+    doc.insert(OWNER.to_owned(), held.to_value());
+    doc.insert(NEXT.to_owned(), Value::Object(next.into_iter().collect()));
+    doc
+}
+
+/// What the document `doc` at `key`, held by a transaction, becomes once it is settled:
+/// its next content when the transaction committed, else itself; owned by the group, held
+/// no more.
+fn settled(key: &Key, doc: &Document, owner: &Owner, commit: bool) -> Result<Document> {
+    let released = Owner {
+        txn: None,
+        ..owner.clone()
+    };
+    let mut doc = if commit {
+        match doc.get(NEXT) {
+            Some(Value::Object(next)) => next.clone().into_iter().collect(),
+            _ => {
+                return Err(Error::malformed(
+                    key,
+                    FieldError::new(NEXT, "a held document without its next content"),
+                ))
+            }
+        }
+    } else {
+        let mut doc = doc.clone();
+        doc.remove(NEXT);
+        doc
+    };
+    doc.insert(OWNER.to_owned(), released.to_value());
+    Ok(doc)
+}
+
+/// What a group's steps need: the mapper, the group's id and document.
+pub(super) struct Steps<'a, S> {
+    pub mapper: &'a Mapper<S>,
+    pub id: Arc<str>,
+    pub key: &'a Key,
+}
+
+impl<S: DocumentStore> Steps<'_, S> {
+    fn token(&self) -> Transaction {
+        Transaction::new().owned_by(self.id.clone())
+    }
+
+    /// The decision on transaction `pending`, made `commit` unless it was made already:
+    /// `None` when the group document no longer records it (it was settled).
+    pub(super) async fn decide(&self, pending: &Pending, commit: bool) -> Result<Option<bool>> {
+        for _ in 0..REREADS {
+            let Some(state) = self.mapper.store.get(self.key).await? else {
+                return Ok(None);
+            };
+            let recorded = Pending::of(self.key, &state.doc)?;
+            let Some(recorded) = recorded.filter(|p| p.txn == pending.txn) else {
+                return Ok(None);
+            };
+            if let Some(decided) = recorded.decided {
+                return Ok(Some(decided));
+            }
+            let mut doc = state.doc.clone();
+            let decided = Pending {
+                decided: Some(commit),
+                ..recorded
+            };
+            doc.insert(PENDING.to_owned(), decided.to_value());
+            let txn = self
+                .token()
+                .expect(self.key.clone(), Some(state.version))
+                .put(self.key.clone(), doc);
+            match commit_either(self.mapper, &txn).await {
+                Ok(Commit::Committed) => return Ok(Some(commit)),
+                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contention {
+            key: self.key.clone(),
+            attempts: REREADS,
+        })
+    }
+
+    /// Settles transaction `pending` (decided abort first when undecided): every document
+    /// it holds takes its next content or drops it, then the group document forgets it.
+    /// Whether it committed (`None`: someone settled it meanwhile).
+    pub(super) async fn settle(&self, pending: &Pending) -> Result<Option<bool>> {
+        let decided = match pending.decided {
+            Some(decided) => Some(decided),
+            None => self.decide(pending, false).await?,
+        };
+        let Some(commit) = decided else {
+            return Ok(None);
+        };
+        let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+        for key in &pending.keys {
+            by_group.entry(key.group()).or_default().push(key.clone());
+        }
+        let parts = by_group
+            .values()
+            .map(|keys| self.settle_part(keys, &pending.txn, commit));
+        futures::future::try_join_all(parts).await?;
+        self.forget(&pending.txn).await?;
+        Ok(Some(commit))
+    }
+
+    /// Settles the documents `keys` of one entity group that transaction `txn` holds.
+    async fn settle_part(&self, keys: &[Key], txn: &str, commit: bool) -> Result<()> {
+        for _ in 0..REREADS {
+            let docs = self.mapper.get_exactly(keys).await?;
+            let mut write = self.token();
+            let mut any = false;
+            for (key, doc) in keys.iter().zip(docs) {
+                let Some(doc) = doc else { continue };
+                let Some(owner) = Owner::of(&doc.doc) else {
+                    continue;
+                };
+                if owner.txn.as_deref() != Some(txn) || *owner.group != *self.id {
+                    continue;
+                }
+                let settled = settled(key, &doc.doc, &owner, commit)?;
+                write = write
+                    .expect(key.clone(), Some(doc.version))
+                    .put(key.clone(), settled);
+                any = true;
+            }
+            if !any {
+                return Ok(());
+            }
+            match self.mapper.store.commit(&write).await {
+                Ok(Commit::Committed) => return Ok(()),
+                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contention {
+            key: keys[0].clone(),
+            attempts: REREADS,
+        })
+    }
+
+    /// Takes transaction `txn` out of the group document.
+    async fn forget(&self, txn: &str) -> Result<()> {
+        for _ in 0..REREADS {
+            let Some(state) = self.mapper.store.get(self.key).await? else {
+                return Ok(());
+            };
+            if Pending::of(self.key, &state.doc)?.is_none_or(|p| p.txn != txn) {
+                return Ok(());
+            }
+            let mut doc = state.doc.clone();
+            doc.remove(PENDING);
+            let write = self
+                .token()
+                .expect(self.key.clone(), Some(state.version))
+                .put(self.key.clone(), doc);
+            match commit_either(self.mapper, &write).await {
+                Ok(Commit::Committed) => return Ok(()),
+                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contention {
+            key: self.key.clone(),
+            attempts: REREADS,
+        })
+    }
+
+    /// Settles the transaction the group document records, if any: what every step does
+    /// before it reads members.
+    pub(super) async fn settle_recorded(&self) -> Result<()> {
+        let Some(state) = self.mapper.store.get(self.key).await? else {
+            return Ok(());
+        };
+        if let Some(pending) = Pending::of(self.key, &state.doc)? {
+            tracing::debug!(group = %self.id, txn = %pending.txn, "settling a transaction left in flight");
+            self.settle(&pending).await?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites each document of `keys` the group owns (with `owner`, or without an owner
+    /// for `None`), one entity group at a time, rereading those that changed meanwhile.
+    pub(super) async fn rewrite_owned(&self, keys: &[Key], owner: Option<&Owner>) -> Result<()> {
+        let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+        for key in keys {
+            by_group.entry(key.group()).or_default().push(key.clone());
+        }
+        let parts = by_group.values().map(|keys| async move {
+            for _ in 0..REREADS {
+                let docs = self.mapper.get_exactly(keys).await?;
+                let mut write = self.token();
+                for (key, doc) in keys.iter().zip(docs) {
+                    let Some(doc) = doc else { continue };
+                    if Owner::of(&doc.doc).is_none_or(|o| *o.group != *self.id) {
+                        continue;
+                    }
+                    let mut new = doc.doc;
+                    match owner {
+                        Some(owner) => new.insert(OWNER.to_owned(), owner.to_value()),
+                        None => new.remove(OWNER),
+                    };
+                    write = write
+                        .expect(key.clone(), Some(doc.version))
+                        .put(key.clone(), new);
+                }
+                if write.writes().is_empty() {
+                    return Ok(());
+                }
+                match commit_either(self.mapper, &write).await {
+                    Ok(Commit::Committed) => return Ok(()),
+                    Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(Error::Contention {
+                key: keys[0].clone(),
+                attempts: REREADS,
+            })
+        });
+        futures::future::try_join_all(parts).await?;
+        Ok(())
+    }
+
+    /// Undoes a create whose joins did not all commit: releases what joined and rewrites
+    /// the rest unchanged (module docs: no ghost), then deletes the group document.
+    pub(super) async fn abort_create(&self, tried: &[Key]) -> Result<()> {
+        self.rewrite_owned(tried, None).await?;
+        let docs = self.mapper.get_exactly(tried).await?;
+        let mut fences = Transaction::new();
+        for (key, doc) in tried.iter().zip(docs) {
+            if let Some(doc) = doc {
+                if Owner::of(&doc.doc).is_none() {
+                    fences = fences
+                        .expect(key.clone(), Some(doc.version))
+                        .put(key.clone(), doc.doc);
+                }
+            }
+        }
+        // A fence that conflicts or meets another group's owner has done its job: the
+        // version it expected is gone.
+        let _ = commit_all(self.mapper, &split(&fences)).await;
+        self.delete_group_document().await
+    }
+
+    /// Deletes the group document.
+    pub(super) async fn delete_group_document(&self) -> Result<()> {
+        for _ in 0..REREADS {
+            let Some(state) = self.mapper.store.get(self.key).await? else {
+                return Ok(());
+            };
+            let write = self
+                .token()
+                .expect(self.key.clone(), Some(state.version))
+                .delete(self.key.clone());
+            match commit_either(self.mapper, &write).await {
+                Ok(Commit::Committed) => return Ok(()),
+                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contention {
+            key: self.key.clone(),
+            attempts: REREADS,
+        })
+    }
+}
+
+impl<S: DocumentStore> KeyGroup<'_, S> {
+    pub(super) fn steps(&self) -> Steps<'_, S> {
+        Steps {
+            mapper: self.mapper,
+            id: self.id.clone(),
+            key: &self.key,
+        }
+    }
+}
+
+/// The transaction of a group on a store without cross-group commits: log, prepare,
+/// decide, settle (module docs). `txn` is the one commit a store with cross-group commits
+/// would take: the group document's new state (with the write id) and every document
+/// written, under the group's token.
+pub(super) async fn commit_in_steps<S: DocumentStore>(
+    steps: &Steps<'_, S>,
+    owner: &Owner,
+    stored: &Versioned,
+    state: Document,
+    writes: &BTreeMap<Key, Document>,
+    current: &BTreeMap<Key, (Option<crate::document::Version>, Option<Document>)>,
+    landed: impl Fn(Option<&Versioned>) -> bool,
+    txn_id: &str,
+) -> Result<()> {
+    let pending = Pending {
+        txn: txn_id.to_owned(),
+        keys: writes.keys().cloned().collect(),
+        decided: None,
+    };
+    let mut logged = state;
+    logged.insert(PENDING.to_owned(), pending.to_value());
+    let log = steps
+        .token()
+        .expect(steps.key.clone(), Some(stored.version))
+        .put(steps.key.clone(), logged);
+    if let Commit::Conflict { key } = send(steps.mapper, &log, steps.key, landed).await? {
+        return Err(Error::Contention { key, attempts: 1 });
+    }
+    let mut prepare = steps.token();
+    for (key, next) in writes {
+        let (version, doc) = current.get(key).cloned().unwrap_or_default();
+        prepare = prepare.expect(key.clone(), version).put(
+            key.clone(),
+            prepared(doc.as_ref(), owner, txn_id, next.clone()),
+        );
+    }
+    let prepared = commit_all(steps.mapper, &split(&prepare)).await;
+    let commit = matches!(prepared, Ok(Commit::Committed));
+    let decided = steps.decide(&pending, commit).await?;
+    let settled = steps.settle(&Pending { decided, ..pending }).await?;
+    match (settled.or(decided), prepared) {
+        (Some(true), _) => Ok(()),
+        (_, Err(e)) => Err(e),
+        (_, Ok(Commit::Conflict { key })) => Err(Error::Contention { key, attempts: 1 }),
+        (_, Ok(Commit::Committed)) => Err(Error::Contention {
+            key: steps.key.clone(),
+            attempts: 1,
+        }),
+    }
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Finishes every key group whose lease has passed (by the store's clock), on any
+    /// store: settles the transaction it left in flight (applied whole or not at all),
+    /// takes its owner out of every document it owned, and deletes its group document. Any
+    /// client may call it, at any time; a group whose lease still runs is left alone. How
+    /// many groups it finished.
+    ///
+    /// A group whose client stopped without dissolving it leaves its members owned until
+    /// the lease passes; a document a transaction of it held ([`Error::Grouped`] past the
+    /// lease's end) stays owned until this runs.
+    ///
+    /// ```
+    /// # use autoshard::prelude::*;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// assert_eq!(db.recover_key_groups().await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Backend`], [`Error::Contention`], [`Error::Malformed`] for a group document
+    /// this crate did not write.
+    pub async fn recover_key_groups(&self) -> Result<usize> {
+        let now = self.store.now_ms().await?;
+        let groups = self
+            .scan_all(Scan::new(crate::mapper::layout::key_group_kind(), None))
+            .await?;
+        let mut recovered = 0;
+        for (key, state) in groups {
+            let Some(owner) = Owner::of(&state.doc) else {
+                continue;
+            };
+            if owner.until_ms > now {
+                continue;
+            }
+            let steps = Steps {
+                mapper: self,
+                id: owner.group.as_str().into(),
+                key: &key,
+            };
+            steps.settle_recorded().await?;
+            let owned = super::owned_of(&key, &state.doc)?;
+            steps.rewrite_owned(&owned, None).await?;
+            steps.delete_group_document().await?;
+            tracing::info!(group = %owner.group, "recovered a key group whose lease passed");
+            recovered += 1;
+        }
+        Ok(recovered)
+    }
+}
