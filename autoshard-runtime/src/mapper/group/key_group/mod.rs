@@ -272,7 +272,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         let reads = self.members.iter().map(|(main, read)| read(mapper, main));
         let read = futures::future::try_join_all(reads).await?;
         let mut joins = Transaction::new();
-        let mut owned = BTreeSet::new();
+        let mut claimed = BTreeSet::new();
         for ((main, _), member) in self.members.iter().zip(&read) {
             if member.found.1.first().is_none_or(Option::is_none) {
                 return Err(Error::NotFound { key: main.clone() });
@@ -292,7 +292,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 joins = joins
                     .expect(doc_key.clone(), Some(doc.version))
                     .put(doc_key.clone(), stamped);
-                owned.insert(doc_key.clone());
+                claimed.insert(doc_key.clone());
             }
             for (doc_key, doc) in &member.missing {
                 let mut stamped = doc.clone();
@@ -300,15 +300,15 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 joins = joins
                     .expect(doc_key.clone(), None)
                     .put(doc_key.clone(), stamped);
-                owned.insert(doc_key.clone());
+                claimed.insert(doc_key.clone());
             }
         }
         let members: Vec<Key> = self.members.iter().map(|(k, _)| k.clone()).collect();
-        let state = group_document(&members, &owned, &owner);
+        let state = group_document(&members, &claimed, &owner);
         tracing::debug!(
             group = id,
             members = members.len(),
-            documents = owned.len(),
+            documents = claimed.len(),
             "create key group"
         );
         let landed = |doc: Option<&Versioned>| doc.is_some();
@@ -330,7 +330,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                     id: id.into(),
                     key,
                 };
-                let tried: Vec<Key> = owned.iter().cloned().collect();
+                let tried: Vec<Key> = claimed.iter().cloned().collect();
                 steps.abort_create(&tried).await?;
             }
             joined?
@@ -341,7 +341,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 id: id.into(),
                 key: key.clone(),
                 members,
-                owned: Mutex::new(owned),
+                owned: Mutex::new(claimed),
                 until_ms: Mutex::new(owner.until_ms),
                 turn: tokio::sync::Mutex::new(()),
             })),
@@ -363,7 +363,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
 }
 
 /// The state document of a group: its members, the documents it owns, its lease.
-fn group_document(members: &[Key], owned: &BTreeSet<Key>, owner: &Owner) -> Document {
+fn group_document(members: &[Key], claimed: &BTreeSet<Key>, owner: &Owner) -> Document {
     let keys = |keys: &mut dyn Iterator<Item = &Key>| -> Value {
         keys.map(|k| Value::String(k.encode()))
             .collect::<Vec<_>>()
@@ -371,7 +371,7 @@ fn group_document(members: &[Key], owned: &BTreeSet<Key>, owner: &Owner) -> Docu
     };
     let mut doc = Document::new();
     doc.insert("members".to_owned(), keys(&mut members.iter()));
-    doc.insert("owned".to_owned(), keys(&mut owned.iter()));
+    doc.insert("owned".to_owned(), keys(&mut claimed.iter()));
     doc.insert(OWNER.to_owned(), owner.to_value());
     doc
 }
@@ -564,13 +564,13 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                         group: self.id.to_string(),
                     });
                 };
-                let owned = owned_of(&self.key, &state.doc)?;
-                let docs = mapper.get_exactly(&owned).await?;
+                let listed = owned_of(&self.key, &state.doc)?;
+                let docs = mapper.get_exactly(&listed).await?;
                 let mut txn = Transaction::new();
                 if token {
                     txn = txn.owned_by(self.id.clone());
                 }
-                for (key, doc) in owned.iter().zip(docs) {
+                for (key, doc) in listed.iter().zip(docs) {
                     let Some(doc) = doc else { continue };
                     if Owner::of(&doc.doc).is_none_or(|o| *o.group != *self.id) {
                         continue;
@@ -621,8 +621,8 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
                 group: self.id.to_string(),
             });
         };
-        let owned = owned_of(&self.key, &state.doc)?;
-        steps.rewrite_owned(&owned, owner).await?;
+        let listed = owned_of(&self.key, &state.doc)?;
+        steps.rewrite_owned(&listed, owner).await?;
         let Some(owner) = owner else {
             return steps.delete_group_document().await;
         };
@@ -991,18 +991,17 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 Some((_, Write::Put(state))) => state.clone(),
                 _ => Document::new(),
             };
-            protocol::commit_in_steps(
-                &group.steps(),
-                &self.owner(),
-                &stored,
+            let changes = protocol::Changes {
+                owner: &self.owner(),
+                stored: &stored,
                 state,
-                &self.writes,
-                &current,
-                landed,
-                &txn_id,
-            )
-            .await
-            .map(|()| Commit::Committed)
+                writes: &self.writes,
+                current: &current,
+                txn_id: &txn_id,
+            };
+            protocol::commit_in_steps(&group.steps(), changes, landed)
+                .await
+                .map(|()| Commit::Committed)
         };
         if !matches!(answer, Err(Error::Backend { .. })) {
             writer.settle();

@@ -468,20 +468,38 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
     }
 }
 
+/// What a transaction of a group commits.
+pub(super) struct Changes<'a> {
+    /// The group as owner (its lease).
+    pub owner: &'a Owner,
+    /// The group document as the transaction read it.
+    pub stored: &'a Versioned,
+    /// The group document's next state (with the transaction's write id).
+    pub state: Document,
+    /// Every document written, as it will be.
+    pub writes: &'a BTreeMap<Key, Document>,
+    /// Every document written, as read: its version and content (`None`: absent).
+    pub current: &'a BTreeMap<Key, (Option<crate::document::Version>, Option<Document>)>,
+    /// The transaction's id.
+    pub txn_id: &'a str,
+}
+
 /// The transaction of a group on a store without cross-group commits: log, prepare,
-/// decide, settle (module docs). `txn` is the one commit a store with cross-group commits
-/// would take: the group document's new state (with the write id) and every document
-/// written, under the group's token.
+/// decide, settle (module docs). `landed` tells from the group document whether the log
+/// committed (for a reply that was lost).
 pub(super) async fn commit_in_steps<S: DocumentStore>(
     steps: &Steps<'_, S>,
-    owner: &Owner,
-    stored: &Versioned,
-    state: Document,
-    writes: &BTreeMap<Key, Document>,
-    current: &BTreeMap<Key, (Option<crate::document::Version>, Option<Document>)>,
+    changes: Changes<'_>,
     landed: impl Fn(Option<&Versioned>) -> bool,
-    txn_id: &str,
 ) -> Result<()> {
+    let Changes {
+        owner,
+        stored,
+        state,
+        writes,
+        current,
+        txn_id,
+    } = changes;
     let pending = Pending {
         txn: txn_id.to_owned(),
         keys: writes.keys().cloned().collect(),
@@ -562,8 +580,8 @@ impl<S: DocumentStore> Mapper<S> {
                 key: &key,
             };
             steps.settle_recorded().await?;
-            let owned = super::owned_of(&key, &state.doc)?;
-            steps.rewrite_owned(&owned, None).await?;
+            let listed = super::owned_of(&key, &state.doc)?;
+            steps.rewrite_owned(&listed, None).await?;
             steps.delete_group_document().await?;
             tracing::info!(group = %owner.group, "recovered a key group whose lease passed");
             recovered += 1;
