@@ -14,6 +14,7 @@ use autoshard::store::{
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::redis::{namespace, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
+use futures::StreamExt;
 use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -451,29 +452,44 @@ async fn a_fault_at_any_call_leaves_a_recoverable_state() {
             store.calls() - before
         };
         assert!(calls >= 6, "a transfer takes {calls} store calls");
-        for n in 0..calls {
-            for fault in [Fault::Before, Fault::After] {
-                let (memory, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
-                let store = FaultyStore::new(shaped);
-                let db = Mapper::new(store.clone());
-                open_accounts(&db, 1..=3).await;
-                let start = memory.now_ms().await.unwrap();
-                store.fail_call(n, fault);
-                let outcome = transfer_ten(&db, LEASE).await;
-                let case = format!("{label}, {fault:?} call {n} of {calls}: {outcome:?}");
-                if let Err(e) = &outcome {
-                    assert!(
-                        matches!(e, Error::Backend { .. } | Error::GroupLost { .. }),
-                        "{case}"
-                    );
-                }
-                store.clear();
-                after(&memory, start + 101).await;
-                db.recover_key_groups().await.unwrap();
-                check_recovered(&db, &memory, 3, &case).await;
-            }
-        }
+        // Each case on a store of its own, several at a time (their leases pass together).
+        let cases = (0..calls).flat_map(|n| [Fault::Before, Fault::After].map(|f| (n, f)));
+        let runs = futures::stream::iter(cases)
+            .map(|(n, fault)| fault_at(shape, n, fault, calls))
+            .buffer_unordered(CONCURRENT_CASES);
+        let lost = runs.filter(|lost| std::future::ready(*lost)).count().await;
+        println!(
+            "shape {shape}: {} faults, {lost} of them after the lease had passed",
+            2 * calls
+        );
     }
+}
+
+/// How many fault cases run at a time.
+const CONCURRENT_CASES: usize = 16;
+
+/// One case of [`a_fault_at_any_call_leaves_a_recoverable_state`]: `fault` at call `n`.
+/// Whether the lease had passed before the transfer ended.
+async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
+    let (memory, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
+    let store = FaultyStore::new(shaped);
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=3).await;
+    let start = memory.now_ms().await.unwrap();
+    store.fail_call(n, fault);
+    let outcome = transfer_ten(&db, LEASE).await;
+    let case = format!("{label}, {fault:?} call {n} of {calls}: {outcome:?}");
+    if let Err(e) = &outcome {
+        assert!(
+            matches!(e, Error::Backend { .. } | Error::GroupLost { .. }),
+            "{case}"
+        );
+    }
+    store.clear();
+    after(&memory, start + 101).await;
+    db.recover_key_groups().await.unwrap();
+    check_recovered(&db, &memory, 3, &case).await;
+    matches!(outcome, Err(Error::GroupLost { .. }))
 }
 
 /// A store that runs calls until the `at`-th, which it leaves pending forever, before or
@@ -547,42 +563,57 @@ async fn a_dropped_transfer_leaves_a_recoverable_state() {
 }
 
 async fn dropped_transfers(shape: usize) {
-    for at in 0.. {
-        let mut finished = false;
-        for fault in [Fault::Before, Fault::After] {
-            let (inner, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
-            let gate = Gate {
-                inner: shaped,
-                calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
-                at,
-                fault,
-                hit: Arc::new(tokio::sync::Notify::new()),
-            };
-            let db = Mapper::new(gate.clone());
-            open_accounts(&db, 1..=3).await;
-            let start = inner.now_ms().await.unwrap();
-            gate.calls.store(0, Ordering::SeqCst);
-            let case = format!("{label}, dropped {fault:?} call {at}");
-            tokio::select! {
-                outcome = transfer_ten(&db, LEASE) => {
-                    assert!(
-                        matches!(outcome, Ok(()) | Err(Error::GroupLost { .. })),
-                        "{case}: {outcome:?}"
-                    );
-                    finished = true;
-                }
-                () = gate.hit.notified() => {}
-            }
-            gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
-            after(&inner, start + 101).await;
-            db.recover_key_groups().await.unwrap();
-            check_recovered(&db, &inner, 3, &case).await;
+    // The calls of a transfer no one drops.
+    let calls = {
+        let (_, shaped, _) = memory_stores().into_iter().nth(shape).unwrap();
+        let gate = Gate {
+            inner: shaped,
+            calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+            at: u64::MAX,
+            fault: Fault::Before,
+            hit: Arc::new(tokio::sync::Notify::new()),
+        };
+        let db = Mapper::new(gate.clone());
+        open_accounts(&db, 1..=3).await;
+        gate.calls.store(0, Ordering::SeqCst);
+        transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
+        gate.calls.load(Ordering::SeqCst)
+    };
+    assert!(calls >= 6, "a transfer takes {calls} store calls");
+    let cases = (0..calls).flat_map(|at| [Fault::Before, Fault::After].map(|f| (at, f)));
+    let runs = futures::stream::iter(cases)
+        .map(|(at, fault)| dropped_at(shape, at, fault))
+        .buffer_unordered(CONCURRENT_CASES);
+    runs.collect::<Vec<()>>().await;
+}
+
+/// One case of [`a_dropped_transfer_leaves_a_recoverable_state`]: the transfer dropped
+/// before or after its call `at`.
+async fn dropped_at(shape: usize, at: u64, fault: Fault) {
+    let (inner, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
+    let gate = Gate {
+        inner: shaped,
+        calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+        at,
+        fault,
+        hit: Arc::new(tokio::sync::Notify::new()),
+    };
+    let db = Mapper::new(gate.clone());
+    open_accounts(&db, 1..=3).await;
+    let start = inner.now_ms().await.unwrap();
+    gate.calls.store(0, Ordering::SeqCst);
+    let case = format!("{label}, dropped {fault:?} call {at}");
+    tokio::select! {
+        outcome = transfer_ten(&db, LEASE) => {
+            // A transfer whose lease passed before the call is refused there.
+            assert!(matches!(outcome, Err(Error::GroupLost { .. })), "{case}: {outcome:?}");
         }
-        if finished {
-            assert!(at >= 6, "a transfer takes {at} store calls");
-            break;
-        }
+        () = gate.hit.notified() => {}
     }
+    gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
+    after(&inner, start + 101).await;
+    db.recover_key_groups().await.unwrap();
+    check_recovered(&db, &inner, 3, &case).await;
 }
 
 /// A standalone Redis killed and restarted while clients transfer: every error is typed,
