@@ -1,6 +1,7 @@
 //! Measurement, not a test (it asserts nothing about speed): key groups after G-Store's
 //! section 6 (Das, Agrawal and El Abbadi, SoCC 2010), scaled to one machine, on a
-//! standalone Redis and a PostgreSQL cluster started here.
+//! standalone Redis, a 3-node Redis Cluster (where groups take the grouping protocol) and
+//! a PostgreSQL cluster, all started here.
 //!
 //! 1. Each client owns disjoint accounts (groups of 10 or 50 keys; 8 or 64 clients) and
 //!    runs 10 or 100 operations on them with 10 ms of think time between two. An
@@ -20,7 +21,7 @@
 use autoshard::prelude::*;
 use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
 use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Standalone};
+use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -179,6 +180,14 @@ fn main() {
             .await
             .unwrap();
         bench("Redis (standalone)", Arc::new(redis)).await;
+        drop(server);
+        let cluster = Cluster::start();
+        let options = RedisOptions::default().namespace(namespace("bench_keygroups"));
+        let redis = RedisStore::connect_cluster_with(&cluster.urls(), options)
+            .await
+            .unwrap();
+        bench("Redis Cluster (3 nodes)", Arc::new(redis)).await;
+        drop(cluster);
         let postgres = Postgres::start();
         bench("PostgreSQL", postgres.shared_store("bench_keygroups").await).await;
     });
