@@ -700,3 +700,150 @@ async fn transfers_survive_a_redis_restart() {
         failed.load(Ordering::Relaxed)
     );
 }
+
+/// A store that commits within one entity group only, and whose first join of `key` (a
+/// commit stamping an owner on it) is answered with a lost reply while the request stays
+/// on its way, to land once `release` is notified: G-Store's delayed join.
+#[derive(Debug, Clone)]
+struct LateJoin {
+    inner: Arc<TestStore<MemoryStore>>,
+    key: autoshard::Key,
+    fired: Arc<std::sync::atomic::AtomicBool>,
+    release: Arc<tokio::sync::Notify>,
+    landed: Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<Result<Commit>>>>>,
+}
+
+#[async_trait]
+impl DocumentStore for LateJoin {
+    async fn get(&self, key: &autoshard::Key) -> Result<Option<Versioned>> {
+        self.inner.get(key).await
+    }
+    async fn get_many(&self, keys: &[autoshard::Key]) -> Result<Vec<Option<Versioned>>> {
+        self.inner.get_many(keys).await
+    }
+    async fn insert(&self, key: &autoshard::Key, doc: Document) -> Result<Version> {
+        self.inner.insert(key, doc).await
+    }
+    async fn put(&self, key: &autoshard::Key, doc: Document) -> Result<Version> {
+        self.inner.put(key, doc).await
+    }
+    async fn delete(&self, key: &autoshard::Key) -> Result<bool> {
+        self.inner.delete(key).await
+    }
+    async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        self.inner.scan(scan).await
+    }
+    async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        self.inner.lookup(lookup).await
+    }
+    async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        let join = txn.writes().iter().any(|(key, write)| {
+            *key == self.key
+                && matches!(write, autoshard::store::Write::Put(doc) if doc.contains_key(autoshard::store::OWNER))
+        });
+        if join && txn.owner().is_none() && !self.fired.swap(true, Ordering::SeqCst) {
+            let (inner, txn, release) = (self.inner.clone(), txn.clone(), self.release.clone());
+            let late = tokio::spawn(async move {
+                release.notified().await;
+                inner.commit(&txn).await
+            });
+            *self.landed.lock().unwrap() = Some(late);
+            return Err(Error::backend(
+                "join",
+                "the reply was lost; the request is on its way",
+            ));
+        }
+        self.inner.commit(txn).await
+    }
+    async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        self.inner.merge(merge).await
+    }
+    async fn now_ms(&self) -> Result<u64> {
+        self.inner.now_ms().await
+    }
+    fn cross_group_transactions(&self) -> bool {
+        false
+    }
+}
+
+/// G-Store's ghost group (its Figure 5): a join whose reply is lost lands after the group
+/// it was for gave up. The aborted create rewrote the document, so the late join finds
+/// another version and changes nothing: no key is left owned by a group that is gone.
+#[tokio::test]
+async fn a_join_that_lands_late_leaves_no_ghost_group() {
+    let (_, shaped, _) = memory_stores().into_iter().nth(1).unwrap();
+    let main = autoshard::Key::new("Account", "1");
+    let store = LateJoin {
+        inner: shaped,
+        key: main.clone(),
+        fired: Arc::default(),
+        release: Arc::new(tokio::sync::Notify::new()),
+        landed: Arc::default(),
+    };
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=2).await;
+    // The join of account 1's main document seems lost: the create gives up.
+    let refused = group_of(&db, &[1, 2]).create().await;
+    assert!(matches!(refused, Err(Error::Backend { .. })), "{refused:?}");
+    store.release.notify_one();
+    let late = store
+        .landed
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the join was held");
+    assert!(
+        matches!(late.await.unwrap(), Ok(Commit::Conflict { .. })),
+        "the late join landed"
+    );
+    let doc = store.get(&main).await.unwrap().unwrap();
+    assert_eq!(Owner::of(&doc.doc), None, "a ghost owner: {doc:?}");
+    db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
+    db.apply(&2, |a: &mut Account| a.deposit(1)).await.unwrap();
+    // Nothing else stayed owned either: a group over both forms at once.
+    group_of(&db, &[1, 2])
+        .create()
+        .await
+        .unwrap()
+        .dissolve()
+        .await
+        .unwrap();
+}
+
+/// A group dropped without being dissolved owns its members until its lease passes (by
+/// the store's clock); then they take writes again, and `recover_key_groups` tidies it
+/// away, from any client.
+async fn an_abandoned_group_ends_with_its_lease(backend: &Backend, label: &str) {
+    let store = backend.store("keygroup_abandoned").await;
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=2).await;
+    let lease = Duration::from_millis(300);
+    let group = group_of(&db, &[1, 2]).lease(lease).create().await.unwrap();
+    let until = group.until_ms();
+    drop(group);
+    // Another client.
+    let other = Mapper::new(store.clone());
+    after(&store, until).await;
+    other
+        .apply(&1, |a: &mut Account| a.deposit(1))
+        .await
+        .unwrap();
+    assert_eq!(other.recover_key_groups().await.unwrap(), 1, "{label}");
+    assert_eq!(other.recover_key_groups().await.unwrap(), 0, "{label}");
+    other
+        .apply(&2, |a: &mut Account| a.deposit(1))
+        .await
+        .unwrap();
+    let total: i64 = other
+        .load_many::<Account>(&[1, 2])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.unwrap().balance)
+        .sum();
+    assert_eq!(total, 2 * INITIAL + 2, "{label}");
+}
+
+mod abandoned {
+    autoshard_test_support::every_store!(super::an_abandoned_group_ends_with_its_lease);
+}
