@@ -31,6 +31,8 @@ const SUB_GROUP: &str = "~group";
 const OP: &str = "~op";
 /// Kind of a key group's state document (`Mapper::key_group`).
 const KEY_GROUP: &str = "~keygroup";
+/// Kind of the document that lists a key group's members and owned documents.
+const KEY_GROUP_MEMBERS: &str = "~members";
 
 /// The reserved property of a sharded entity's main document that holds its
 /// *incarnation*: a fresh id `insert` writes, so that a write meant for an entity that
@@ -475,6 +477,13 @@ pub(super) fn op_shard(op: &str, property: &str, shards: u32) -> u32 {
 /// Redis Cluster, in a slot of its own).
 pub(crate) fn key_group(id: &str) -> Key {
     Key::new(shared(KEY_GROUP), id)
+}
+
+/// The document that lists the members and owned documents of the key group whose state
+/// document is `group`: in the same entity group (one commit changes both), apart, so
+/// that a transaction does not rewrite the list.
+pub(crate) fn key_group_members(group: &Key) -> Key {
+    group.child(KEY_GROUP_MEMBERS, "")
 }
 
 /// The kind of key groups' state documents (for a scan of them all).

@@ -304,7 +304,8 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
             }
         }
         let members: Vec<Key> = self.members.iter().map(|(k, _)| k.clone()).collect();
-        let state = group_document(&members, &claimed, &owner);
+        let (state, list) = group_documents(&members, &claimed, &owner);
+        let list_key = layout::key_group_members(key);
         tracing::debug!(
             group = id,
             members = members.len(),
@@ -313,13 +314,19 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         );
         let landed = |doc: Option<&Versioned>| doc.is_some();
         let created = if mapper.store.cross_group_transactions() {
-            let txn = joins.expect(key.clone(), None).put(key.clone(), state);
+            let txn = joins
+                .expect(key.clone(), None)
+                .put(key.clone(), state)
+                .expect(list_key.clone(), None)
+                .put(list_key, list);
             send(mapper, &txn, key, landed).await?
         } else {
             // The grouping protocol (`protocol`): the group document, then the joins.
             let insert = Transaction::new()
                 .expect(key.clone(), None)
-                .put(key.clone(), state);
+                .put(key.clone(), state)
+                .expect(list_key.clone(), None)
+                .put(list_key, list);
             if let Commit::Conflict { key } = send(mapper, &insert, key, landed).await? {
                 return Ok(Attempt::Conflict(key));
             }
@@ -362,21 +369,41 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     }
 }
 
-/// The state document of a group: its members, the documents it owns, its lease.
-fn group_document(members: &[Key], claimed: &BTreeSet<Key>, owner: &Owner) -> Document {
+/// The state document of a group (its lease; later its write records and the
+/// transaction in flight) and its list document ([`layout::key_group_members`]: its
+/// members and the documents it owns), both owned by the group.
+fn group_documents(
+    members: &[Key],
+    claimed: &BTreeSet<Key>,
+    owner: &Owner,
+) -> (Document, Document) {
     let keys = |keys: &mut dyn Iterator<Item = &Key>| -> Value {
         keys.map(|k| Value::String(k.encode()))
             .collect::<Vec<_>>()
             .into()
     };
-    let mut doc = Document::new();
-    doc.insert("members".to_owned(), keys(&mut members.iter()));
-    doc.insert("owned".to_owned(), keys(&mut claimed.iter()));
-    doc.insert(OWNER.to_owned(), owner.to_value());
-    doc
+    let mut state = Document::new();
+    state.insert(OWNER.to_owned(), owner.to_value());
+    let mut list = Document::new();
+    list.insert("members".to_owned(), keys(&mut members.iter()));
+    list.insert("owned".to_owned(), keys(&mut claimed.iter()));
+    list.insert(OWNER.to_owned(), owner.to_value());
+    (state, list)
 }
 
-/// The documents a group document lists as owned.
+/// The documents the group whose state document is `key` owns (its list document
+/// among them), as its list document says; none when it has none.
+async fn listed<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<Vec<Key>> {
+    let list_key = layout::key_group_members(key);
+    let mut owned = match mapper.store.get(&list_key).await? {
+        Some(list) => owned_of(&list_key, &list.doc)?,
+        None => Vec::new(),
+    };
+    owned.push(list_key);
+    Ok(owned)
+}
+
+/// The documents a list document lists as owned.
 fn owned_of(key: &Key, doc: &Document) -> Result<Vec<Key>> {
     let bad = || {
         Error::malformed(
@@ -564,7 +591,7 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                         group: self.id.to_string(),
                     });
                 };
-                let listed = owned_of(&self.key, &state.doc)?;
+                let listed = listed(mapper, &self.key).await?;
                 let docs = mapper.get_exactly(&listed).await?;
                 let mut txn = Transaction::new();
                 if token {
@@ -575,14 +602,20 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                     if Owner::of(&doc.doc).is_none_or(|o| *o.group != *self.id) {
                         continue;
                     }
+                    txn = txn.expect(key.clone(), Some(doc.version));
                     let mut doc_new = doc.doc;
-                    match owner {
-                        Some(owner) => doc_new.insert(OWNER.to_owned(), owner.to_value()),
-                        None => doc_new.remove(OWNER),
+                    txn = match owner {
+                        Some(owner) => {
+                            doc_new.insert(OWNER.to_owned(), owner.to_value());
+                            txn.put(key.clone(), doc_new)
+                        }
+                        // The list document goes with the group.
+                        None if key.parent().as_ref() == Some(&self.key) => txn.delete(key.clone()),
+                        None => {
+                            doc_new.remove(OWNER);
+                            txn.put(key.clone(), doc_new)
+                        }
                     };
-                    txn = txn
-                        .expect(key.clone(), Some(doc.version))
-                        .put(key.clone(), doc_new);
                 }
                 txn = txn.expect(self.key.clone(), Some(state.version));
                 let gone = owner.is_none();
@@ -615,13 +648,17 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
     async fn rewrite_in_steps(&self, owner: Option<&Owner>) -> Result<()> {
         let steps = self.steps();
         steps.settle_recorded().await?;
-        let Some(state) = self.mapper.store.get(&self.key).await? else {
+        if self.mapper.store.get(&self.key).await?.is_none() {
             return Err(Error::GroupLost {
                 key: self.key.clone(),
                 group: self.id.to_string(),
             });
-        };
-        let listed = owned_of(&self.key, &state.doc)?;
+        }
+        let mut listed = listed(self.mapper, &self.key).await?;
+        if owner.is_none() {
+            // The list document goes with the group document, still owned.
+            listed.retain(|key| key.parent().as_ref() != Some(&self.key));
+        }
         steps.rewrite_owned(&listed, owner).await?;
         let Some(owner) = owner else {
             return steps.delete_group_document().await;
@@ -953,11 +990,11 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             .filter(|k| !owned.contains(*k))
             .cloned()
             .collect();
-        if !fresh.is_empty() {
+        // The list document is rewritten only when the transaction creates documents.
+        let list = (!fresh.is_empty()).then(|| {
             owned.extend(fresh);
-            let keys: Vec<Value> = owned.iter().map(|k| Value::String(k.encode())).collect();
-            state.insert("owned".to_owned(), keys.into());
-        }
+            group_documents(&group.members, &owned, &self.owner()).1
+        });
         let mut txn = Transaction::new().owned_by(group.id.clone());
         for (key, version) in &self.reads {
             txn = txn.expect(key.clone(), *version);
@@ -968,6 +1005,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         txn = txn
             .expect(group.key.clone(), Some(stored.version))
             .put(group.key.clone(), state);
+        if let Some(list) = &list {
+            txn = txn.put(layout::key_group_members(&group.key), list.clone());
+        }
         let _invalidate: Vec<_> = self
             .loaded
             .keys()
@@ -987,10 +1027,14 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 })
                 .collect();
             let txn_id = write_ids::dynamic_name(&write);
-            let state = match txn.writes().last() {
-                Some((_, Write::Put(state))) => state.clone(),
-                _ => Document::new(),
-            };
+            let state = txn
+                .writes()
+                .iter()
+                .find_map(|(key, write)| match write {
+                    Write::Put(state) if *key == group.key => Some(state.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
             let changes = protocol::Changes {
                 owner: &self.owner(),
                 stored: &stored,
@@ -998,6 +1042,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 writes: &self.writes,
                 current: &current,
                 txn_id: &txn_id,
+                list,
             };
             protocol::commit_in_steps(&group.steps(), changes, landed)
                 .await

@@ -435,7 +435,7 @@ impl<S: DocumentStore> Steps<'_, S> {
         self.delete_group_document().await
     }
 
-    /// Deletes the group document.
+    /// Deletes the group document and its list document (one entity group).
     pub(super) async fn delete_group_document(&self) -> Result<()> {
         for _ in 0..REREADS {
             let Some(state) = self.mapper.store.get(self.key).await? else {
@@ -444,7 +444,8 @@ impl<S: DocumentStore> Steps<'_, S> {
             let write = self
                 .token()
                 .expect(self.key.clone(), Some(state.version))
-                .delete(self.key.clone());
+                .delete(self.key.clone())
+                .delete(crate::mapper::layout::key_group_members(self.key));
             match commit_either(self.mapper, &write).await {
                 Ok(Commit::Committed) => return Ok(()),
                 Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
@@ -482,6 +483,8 @@ pub(super) struct Changes<'a> {
     pub current: &'a BTreeMap<Key, (Option<crate::document::Version>, Option<Document>)>,
     /// The transaction's id.
     pub txn_id: &'a str,
+    /// The group's list document, when the transaction creates documents.
+    pub list: Option<Document>,
 }
 
 /// The transaction of a group on a store without cross-group commits: log, prepare,
@@ -499,6 +502,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
         writes,
         current,
         txn_id,
+        list,
     } = changes;
     let pending = Pending {
         txn: txn_id.to_owned(),
@@ -507,10 +511,13 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     };
     let mut logged = state;
     logged.insert(PENDING.to_owned(), pending.to_value());
-    let log = steps
+    let mut log = steps
         .token()
         .expect(steps.key.clone(), Some(stored.version))
         .put(steps.key.clone(), logged);
+    if let Some(list) = list {
+        log = log.put(crate::mapper::layout::key_group_members(steps.key), list);
+    }
     if let Commit::Conflict { key } = send(steps.mapper, &log, steps.key, landed).await? {
         return Err(Error::Contention { key, attempts: 1 });
     }
@@ -580,7 +587,7 @@ impl<S: DocumentStore> Mapper<S> {
                 key: &key,
             };
             steps.settle_recorded().await?;
-            let listed = super::owned_of(&key, &state.doc)?;
+            let listed = super::listed(self, &key).await?;
             steps.rewrite_owned(&listed, None).await?;
             steps.delete_group_document().await?;
             tracing::info!(group = %owner.group, "recovered a key group whose lease passed");
