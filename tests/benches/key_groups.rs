@@ -65,7 +65,10 @@ async fn client(db: Arc<Mapper>, ids: Vec<u64>, ops: usize, grouped: bool, seed:
         let start = Instant::now();
         let group = ids
             .iter()
-            .fold(db.key_group(), |g, id| g.member::<Account>(id))
+            .fold(
+                db.key_group(),
+                autoshard::group::KeyGroupBuilder::member::<Account>,
+            )
             .create()
             .await
             .expect("create");

@@ -53,7 +53,7 @@ async fn open_accounts<S: DocumentStore>(db: &Mapper<S>, ids: impl IntoIterator<
 
 fn group_of<'m, S: DocumentStore>(db: &'m Mapper<S>, ids: &[u64]) -> KeyGroupBuilder<'m, S> {
     ids.iter()
-        .fold(db.key_group(), |group, id| group.member::<Account>(id))
+        .fold(db.key_group(), KeyGroupBuilder::member::<Account>)
 }
 
 /// Loads every account of `ids` through `txn`: a snapshot of the group.
@@ -179,7 +179,7 @@ mod bank {
                 let total = audit(&db, ACCOUNTS).await.unwrap();
                 assert_eq!(
                     total,
-                    INITIAL * ACCOUNTS as i64,
+                    INITIAL * i64::try_from(ACCOUNTS).unwrap(),
                     "{label}: the halfway total"
                 );
                 audits += 1;
@@ -191,7 +191,7 @@ mod bank {
                 Ok(total) => {
                     assert_eq!(
                         total,
-                        INITIAL * ACCOUNTS as i64,
+                        INITIAL * i64::try_from(ACCOUNTS).unwrap(),
                         "{label}: a snapshot's total"
                     );
                     audits += 1;
@@ -205,7 +205,11 @@ mod bank {
             refused += client.await.unwrap();
         }
         let total = audit(&db, ACCOUNTS).await.unwrap();
-        assert_eq!(total, INITIAL * ACCOUNTS as i64, "{label}: the final total");
+        assert_eq!(
+            total,
+            INITIAL * i64::try_from(ACCOUNTS).unwrap(),
+            "{label}: the final total"
+        );
         let plain: i64 = db
             .load_many::<Account>(&(1..=ACCOUNTS).collect::<Vec<_>>())
             .await
@@ -215,7 +219,7 @@ mod bank {
             .sum();
         assert_eq!(
             plain,
-            INITIAL * ACCOUNTS as i64,
+            INITIAL * i64::try_from(ACCOUNTS).unwrap(),
             "{label}: loads after dissolve"
         );
         println!(
@@ -407,7 +411,7 @@ async fn check_recovered<S: DocumentStore>(
         .collect();
     assert_eq!(
         balances.iter().sum::<i64>(),
-        INITIAL * n as i64,
+        INITIAL * i64::try_from(n).unwrap(),
         "{case}: {balances:?}"
     );
     assert!(
@@ -693,7 +697,7 @@ async fn transfers_survive_a_redis_restart() {
             Err(e) => panic!("audit: {e}"),
         }
     };
-    assert_eq!(total, INITIAL * ACCOUNTS as i64);
+    assert_eq!(total, INITIAL * i64::try_from(ACCOUNTS).unwrap());
     println!(
         "redis restart: {} transfers, {} cut short",
         committed.load(Ordering::Relaxed),

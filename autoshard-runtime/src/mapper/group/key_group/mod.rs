@@ -995,6 +995,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             owned.extend(fresh);
             group_documents(&group.members, &owned, &self.owner()).1
         });
+        // Every document read is expected, not only the group document: the group document
+        // was read with the members, not before them, and a commit of an earlier
+        // transaction whose future was dropped may land between those reads.
         let mut txn = Transaction::new().owned_by(group.id.clone());
         for (key, version) in &self.reads {
             txn = txn.expect(key.clone(), *version);
