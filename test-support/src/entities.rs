@@ -71,3 +71,28 @@ impl Counter {
         a + b
     }
 }
+
+/// A bank account for key-group transfers: a plain count of transfers out, and a sharded
+/// balance.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct Account {
+    #[id]
+    pub id: u64,
+    pub transfers: u64,
+    #[shardable(neutral = 0, shards = 4)]
+    pub balance: i64,
+}
+
+impl Account {
+    /// Adds `amount` (takes it out when negative).
+    #[shard_method]
+    pub fn deposit(&mut self, amount: i64) {
+        self.balance += amount;
+    }
+
+    #[shard_fold]
+    pub fn fold_balance(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}

@@ -20,32 +20,12 @@
 
 use autoshard::prelude::*;
 use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
+use autoshard_test_support::entities::Account;
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-struct Account {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0, shards = 4)]
-    balance: i64,
-}
-
-impl Account {
-    #[shard_method]
-    fn deposit(&mut self, amount: i64) {
-        self.balance += amount;
-    }
-
-    #[shard_fold]
-    fn fold_balance(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
 
 const THINK: Duration = Duration::from_millis(10);
 
@@ -127,7 +107,7 @@ async fn run(db: &Arc<Mapper>, size: u64, clients: u64, ops: usize, grouped: boo
 async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
     let db = Arc::new(Mapper::new(store));
     for id in 1..=64 * 50 {
-        db.insert(&mut Account::new(id, 1_000)).await.unwrap();
+        db.insert(&mut Account::new(id, 0, 1_000)).await.unwrap();
     }
     println!(
         "\n{label}: mean latency per operation, group create/dissolve spread over its operations"

@@ -11,6 +11,7 @@ use autoshard::store::{
     Commit, Document, DocumentStore, Found, Lookup, Merge, Merged, Owner, Scan, ScanPage,
     Transaction, Version, Versioned,
 };
+use autoshard_test_support::entities::Account;
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::redis::{namespace, Standalone};
 use autoshard_test_support::store::{Knobs, TestStore};
@@ -19,29 +20,6 @@ use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// An account: a plain count of transfers out, and a sharded balance.
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-struct Account {
-    #[id]
-    id: u64,
-    transfers: u64,
-    #[shardable(neutral = 0, shards = 4)]
-    balance: i64,
-}
-
-impl Account {
-    #[shard_method]
-    fn deposit(&mut self, amount: i64) {
-        self.balance += amount;
-    }
-
-    #[shard_fold]
-    fn fold_balance(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
 
 const INITIAL: i64 = 100;
 

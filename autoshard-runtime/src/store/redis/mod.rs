@@ -47,9 +47,13 @@ use layout::Layout;
 use std::fmt;
 use std::sync::Arc;
 
-const COMMIT_LUA: &str = include_str!("lua/commit.lua");
+// The scripts that write check owners with the one copy of the rule in `owner.lua`.
+const COMMIT_LUA: &str = concat!(
+    include_str!("lua/owner.lua"),
+    include_str!("lua/commit.lua")
+);
 const READ_LUA: &str = include_str!("lua/read.lua");
-const MERGE_LUA: &str = include_str!("lua/merge.lua");
+const MERGE_LUA: &str = concat!(include_str!("lua/owner.lua"), include_str!("lua/merge.lua"));
 
 /// The field name reported in [`Error::Malformed`] when a whole stored value is wrong.
 const WHOLE_DOCUMENT: &str = "(document)";

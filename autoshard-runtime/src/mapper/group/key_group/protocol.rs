@@ -225,6 +225,25 @@ fn settled(key: &Key, doc: &Document, owner: &Owner, commit: bool) -> Result<Doc
     Ok(doc)
 }
 
+/// What one run of a step found to do ([`Steps::until_committed`]).
+enum Next<T> {
+    /// Nothing (left) to write: the step's answer.
+    Done(T),
+    /// Commit this, and answer that once it commits.
+    Commit(Transaction, T),
+}
+
+impl Next<()> {
+    /// Commit `write`, or nothing when it writes nothing.
+    fn commit_unless_empty(write: Transaction) -> Self {
+        if write.writes().is_empty() {
+            Next::Done(())
+        } else {
+            Next::Commit(write, ())
+        }
+    }
+}
+
 /// What a group's steps need: the mapper, the group's id and document.
 pub(super) struct Steps<'a, S> {
     pub mapper: &'a Mapper<S>,
@@ -237,21 +256,52 @@ impl<S: DocumentStore> Steps<'_, S> {
         Transaction::new().owned_by(self.id.clone())
     }
 
+    /// Runs `step` until the commit it asks for commits: each run reads what it needs and
+    /// answers [`Next`]; after a conflict or an unknown outcome it runs again (so a commit
+    /// that landed shows up as nothing left to do), at most [`REREADS`] times. `either`:
+    /// commit as [`commit_either`] does (for documents a passed lease may have freed).
+    async fn until_committed<T, F, Fut>(&self, key: &Key, either: bool, mut step: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Next<T>>>,
+    {
+        for _ in 0..REREADS {
+            let (txn, value) = match step().await? {
+                Next::Done(value) => return Ok(value),
+                Next::Commit(txn, value) => (txn, value),
+            };
+            let answer = if either {
+                commit_either(self.mapper, &txn).await
+            } else {
+                self.mapper.store.commit(&txn).await
+            };
+            match answer {
+                Ok(Commit::Committed) => return Ok(value),
+                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Contention {
+            key: key.clone(),
+            attempts: REREADS,
+        })
+    }
+
     /// The decision on transaction `pending`, made `commit` unless it was made already:
     /// `None` when the group document no longer records it (it was settled).
     pub(super) async fn decide(&self, pending: &Pending, commit: bool) -> Result<Option<bool>> {
-        for _ in 0..REREADS {
+        self.until_committed(self.key, true, || async {
             let Some(state) = self.mapper.store.get(self.key).await? else {
-                return Ok(None);
+                return Ok(Next::Done(None));
             };
             let recorded = Pending::of(self.key, &state.doc)?;
             let Some(recorded) = recorded.filter(|p| p.txn == pending.txn) else {
-                return Ok(None);
+                return Ok(Next::Done(None));
             };
             if let Some(decided) = recorded.decided {
-                return Ok(Some(decided));
+                return Ok(Next::Done(Some(decided)));
             }
-            let mut doc = state.doc.clone();
+            let mut doc = state.doc;
             let decided = Pending {
                 decided: Some(commit),
                 ..recorded
@@ -261,16 +311,9 @@ impl<S: DocumentStore> Steps<'_, S> {
                 .token()
                 .expect(self.key.clone(), Some(state.version))
                 .put(self.key.clone(), doc);
-            match commit_either(self.mapper, &txn).await {
-                Ok(Commit::Committed) => return Ok(Some(commit)),
-                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::Contention {
-            key: self.key.clone(),
-            attempts: REREADS,
+            Ok(Next::Commit(txn, Some(commit)))
         })
+        .await
     }
 
     /// Settles transaction `pending` (decided abort first when undecided): every document
@@ -298,10 +341,9 @@ impl<S: DocumentStore> Steps<'_, S> {
 
     /// Settles the documents `keys` of one entity group that transaction `txn` holds.
     async fn settle_part(&self, keys: &[Key], txn: &str, commit: bool) -> Result<()> {
-        for _ in 0..REREADS {
+        self.until_committed(&keys[0], false, || async {
             let docs = self.mapper.get_exactly(keys).await?;
             let mut write = self.token();
-            let mut any = false;
             for (key, doc) in keys.iter().zip(docs) {
                 let Some(doc) = doc else { continue };
                 let Some(owner) = Owner::of(&doc.doc) else {
@@ -314,48 +356,30 @@ impl<S: DocumentStore> Steps<'_, S> {
                 write = write
                     .expect(key.clone(), Some(doc.version))
                     .put(key.clone(), settled);
-                any = true;
             }
-            if !any {
-                return Ok(());
-            }
-            match self.mapper.store.commit(&write).await {
-                Ok(Commit::Committed) => return Ok(()),
-                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::Contention {
-            key: keys[0].clone(),
-            attempts: REREADS,
+            Ok(Next::commit_unless_empty(write))
         })
+        .await
     }
 
     /// Takes transaction `txn` out of the group document.
     async fn forget(&self, txn: &str) -> Result<()> {
-        for _ in 0..REREADS {
+        self.until_committed(self.key, true, || async {
             let Some(state) = self.mapper.store.get(self.key).await? else {
-                return Ok(());
+                return Ok(Next::Done(()));
             };
             if Pending::of(self.key, &state.doc)?.is_none_or(|p| p.txn != txn) {
-                return Ok(());
+                return Ok(Next::Done(()));
             }
-            let mut doc = state.doc.clone();
+            let mut doc = state.doc;
             doc.remove(PENDING);
             let write = self
                 .token()
                 .expect(self.key.clone(), Some(state.version))
                 .put(self.key.clone(), doc);
-            match commit_either(self.mapper, &write).await {
-                Ok(Commit::Committed) => return Ok(()),
-                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::Contention {
-            key: self.key.clone(),
-            attempts: REREADS,
+            Ok(Next::Commit(write, ()))
         })
+        .await
     }
 
     /// Settles the transaction the group document records, if any: what every step does
@@ -378,8 +402,8 @@ impl<S: DocumentStore> Steps<'_, S> {
         for key in keys {
             by_group.entry(key.group()).or_default().push(key.clone());
         }
-        let parts = by_group.values().map(|keys| async move {
-            for _ in 0..REREADS {
+        let parts = by_group.values().map(|keys| {
+            self.until_committed(&keys[0], true, move || async move {
                 let docs = self.mapper.get_exactly(keys).await?;
                 let mut write = self.token();
                 for (key, doc) in keys.iter().zip(docs) {
@@ -396,18 +420,7 @@ impl<S: DocumentStore> Steps<'_, S> {
                         .expect(key.clone(), Some(doc.version))
                         .put(key.clone(), new);
                 }
-                if write.writes().is_empty() {
-                    return Ok(());
-                }
-                match commit_either(self.mapper, &write).await {
-                    Ok(Commit::Committed) => return Ok(()),
-                    Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Err(Error::Contention {
-                key: keys[0].clone(),
-                attempts: REREADS,
+                Ok(Next::commit_unless_empty(write))
             })
         });
         futures::future::try_join_all(parts).await?;
@@ -437,25 +450,18 @@ impl<S: DocumentStore> Steps<'_, S> {
 
     /// Deletes the group document and its list document (one entity group).
     pub(super) async fn delete_group_document(&self) -> Result<()> {
-        for _ in 0..REREADS {
+        self.until_committed(self.key, true, || async {
             let Some(state) = self.mapper.store.get(self.key).await? else {
-                return Ok(());
+                return Ok(Next::Done(()));
             };
             let write = self
                 .token()
                 .expect(self.key.clone(), Some(state.version))
                 .delete(self.key.clone())
                 .delete(crate::mapper::layout::key_group_members(self.key));
-            match commit_either(self.mapper, &write).await {
-                Ok(Commit::Committed) => return Ok(()),
-                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(Error::Contention {
-            key: self.key.clone(),
-            attempts: REREADS,
+            Ok(Next::Commit(write, ()))
         })
+        .await
     }
 }
 

@@ -27,7 +27,8 @@
 -- made before it, so nothing below may fail once writing has started.
 --
 -- Every key checked also passes the ownership rule of `store/ownership.rs` (by the
--- server's clock): without a token, no document a live key group owns; with one, only
+-- server's clock; `live_owner`, in `owner.lua`, which `mod.rs` puts before this script):
+-- without a token, no document a live key group owns; with one, only
 -- documents that group owns (or absent ones).
 --
 -- Reply: {'ok', version_1, existed_1, ..., version_W, existed_W}
@@ -56,39 +57,6 @@ local function inspect(key)
     end
   end
   return version
-end
-
--- The store's clock in milliseconds (TIME), read once per call and only when needed.
-local clock
-local function now_ms()
-  if not clock then
-    local t = redis.call('TIME')
-    clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return clock
-end
-
--- The live owner of a document whose `p:~own` field holds `text` (see
--- `store/ownership.rs`): its group id and lease end (decimal text), or nil when the field
--- is absent, not of the form `{"group": <string>, "until": <integer>}` (with an optional
--- `"txn": <string>`), or its lease has passed and no transaction holds it.
-local function live_owner(text)
-  if type(text) ~= 'string' or not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
-    return nil
-  end
-  local ok, owner = pcall(cjson.decode, text)
-  if not ok or type(owner) ~= 'table' then
-    return nil
-  end
-  local group, until_ms, txn = owner['group'], owner['until'], owner['txn']
-  if type(group) ~= 'string' or type(until_ms) ~= 'number' or until_ms < 0
-      or until_ms ~= math.floor(until_ms) or (txn ~= nil and type(txn) ~= 'string') then
-    return nil
-  end
-  if txn == nil and until_ms <= now_ms() then
-    return nil
-  end
-  return group, string.format('%.0f', until_ms)
 end
 
 local pos = 1
