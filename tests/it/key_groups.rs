@@ -359,11 +359,13 @@ async fn after<S: DocumentStore>(store: &S, until_ms: u64) {
 }
 
 /// After a group's lease: no document of the accounts `1..=n` is owned, the total is
-/// unchanged, every account takes a write again.
+/// unchanged, the transfer of 10 from account 1 to 2 is applied whole or not at all (as
+/// `known` says, when the transfer's answer told), and every account takes a write again.
 async fn check_recovered<S: DocumentStore>(
     db: &Mapper<S>,
     store: &MemoryStore,
     n: u64,
+    known: Option<bool>,
     case: &str,
 ) {
     let now = store.now_ms().await.unwrap();
@@ -392,10 +394,17 @@ async fn check_recovered<S: DocumentStore>(
         INITIAL * i64::try_from(n).unwrap(),
         "{case}: {balances:?}"
     );
+    let applied = balances == [INITIAL - 10, INITIAL + 10, INITIAL];
     assert!(
-        balances == [INITIAL; 3] || balances == [INITIAL - 10, INITIAL + 10, INITIAL],
+        balances == [INITIAL; 3] || applied,
         "{case}: applied partly or twice: {balances:?}"
     );
+    if let Some(known) = known {
+        assert_eq!(
+            applied, known,
+            "{case}: the outcome said otherwise: {balances:?}"
+        );
+    }
     for id in 1..=n {
         db.apply(&id, |a: &mut Account| a.deposit(0)).await.unwrap();
         let mut account: Account = db.load(&id).await.unwrap();
@@ -470,7 +479,13 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
     store.clear();
     after(&memory, start + 101).await;
     db.recover_key_groups().await.unwrap();
-    check_recovered(&db, &memory, 3, &case).await;
+    // A transfer that answered knows its outcome: committed, or refused.
+    let known = match &outcome {
+        Ok(()) => Some(true),
+        Err(Error::GroupLost { .. }) => Some(false),
+        Err(_) => None,
+    };
+    check_recovered(&db, &memory, 3, known, &case).await;
     matches!(outcome, Err(Error::GroupLost { .. }))
 }
 
@@ -595,7 +610,7 @@ async fn dropped_at(shape: usize, at: u64, fault: Fault) {
     gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
     after(&inner, start + 101).await;
     db.recover_key_groups().await.unwrap();
-    check_recovered(&db, &inner, 3, &case).await;
+    check_recovered(&db, &inner, 3, None, &case).await;
 }
 
 /// A standalone Redis killed and restarted while clients transfer: every error is typed,
