@@ -235,6 +235,27 @@ impl RedisServer {
         );
     }
 
+    /// Stops the process (SIGSTOP) without ending it: its connections stay open and it
+    /// answers nothing, as a server that lags far behind would.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a process stopped by [`RedisServer::pause`] go on (SIGCONT). (A stopped
+    /// process still ends on drop: `kill` sends SIGKILL.)
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("a running server");
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// Sends a command with `redis-cli` and returns its output.
     pub fn cli(&self, args: &[&str]) -> String {
         let out = Command::new("redis-cli")
@@ -306,6 +327,66 @@ impl Standalone {
     pub fn tls_url(&self) -> String {
         let port = self.server.extra_port.expect("a server from start_tls");
         format!("rediss://127.0.0.1:{port}/")
+    }
+}
+
+/// A standalone master with one replica that follows it.
+pub struct Replicated {
+    pub master: Standalone,
+    pub replica: Standalone,
+}
+
+impl Replicated {
+    /// Starts both, and waits until the replica's link is up.
+    pub fn start() -> Replicated {
+        let pair = Replicated {
+            master: Standalone::start(),
+            replica: Standalone::start(),
+        };
+        let port = pair.master.server.port.to_string();
+        pair.replica.server.cli(&["replicaof", "127.0.0.1", &port]);
+        let deadline = Instant::now() + START_UP_BOUND;
+        while !pair
+            .replica
+            .server
+            .cli(&["info", "replication"])
+            .contains("master_link_status:up")
+        {
+            assert!(Instant::now() < deadline, "the replica did not sync");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        pair
+    }
+
+    /// Waits until the replica has acknowledged everything the master wrote so far, then
+    /// stops it ([`RedisServer::pause`]): the master still counts it as a connected
+    /// replica, whose acknowledgements stay where they are.
+    pub fn pause_replica(&self) {
+        let deadline = Instant::now() + START_UP_BOUND;
+        loop {
+            let info = self.master.server.cli(&["info", "replication"]);
+            let field = |name: &str| -> Option<u64> {
+                info.split(['\n', ','])
+                    .find_map(|part| part.trim().strip_prefix(name))
+                    .and_then(|v| v.trim().parse().ok())
+            };
+            if let (Some(written), Some(acked)) = (field("master_repl_offset:"), field("offset=")) {
+                if acked >= written {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica did not catch up:\n{info}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.replica.server.pause();
+    }
+
+    /// Lets the replica go on after [`Replicated::pause_replica`].
+    pub fn resume_replica(&self) {
+        self.replica.server.resume();
     }
 }
 

@@ -271,6 +271,10 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         Ok(outcome)
     }
 
+    async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        self.inner.make_durable(keys).await
+    }
+
     fn cross_group_transactions(&self) -> bool {
         self.knobs
             .cross_group_transactions

@@ -26,6 +26,7 @@ mod redis_conformance;
 mod redis_failover;
 mod redis_faults;
 mod redis_store;
+mod replica_acks;
 mod resharding;
 mod sharded_entity;
 mod shared_reads;

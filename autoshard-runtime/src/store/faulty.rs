@@ -227,6 +227,9 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         faulty!(self, "merge", self.inner.merge(merge))
     }
+    async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        faulty!(self, "make_durable", self.inner.make_durable(keys))
+    }
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
     }

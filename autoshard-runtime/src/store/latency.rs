@@ -224,6 +224,12 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
         self.inner.merge(merge).await
     }
 
+    async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        // Nothing changes: no write slot, a round trip.
+        self.read_delay().await;
+        self.inner.make_durable(keys).await
+    }
+
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
     }

@@ -114,6 +114,15 @@ pub use redis::{RedisOptions, RedisStore};
 /// [`Error::GroupLost`](crate::Error::GroupLost)) writes nothing. A commit that both
 /// conflicts and is refused may answer either.
 ///
+/// **Durability of what a read showed.** A store may show a write before it is as
+/// durable as the writes it acknowledges: a Redis master shows a write its replicas do
+/// not hold yet, whose writer was answered with an error. An answer that acknowledges a
+/// write on the strength of a read (a write id found recorded, a marker found present)
+/// therefore first calls [`DocumentStore::make_durable`] on what it read; a `merge`
+/// answering [`Merged::AlreadyApplied`] does the same itself. A store whose reads show
+/// only what is as durable as its acknowledged writes keeps the default, which does
+/// nothing.
+///
 /// **Errors.** [`Error::Backend`](crate::Error::Backend) from a read means nothing was
 /// read. From a write (`insert`, `put`, `delete`, `commit`) it is **ambiguous**: the
 /// request may have been applied in full or not at all, never in part (a commit is
@@ -187,6 +196,11 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
             let current = self.get(&merge.key).await?;
             let doc = match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
                 merge::Step::Write(doc) => doc,
+                merge::Step::Answer(Merged::AlreadyApplied) => {
+                    // Answered from a read: the write it stands for may not be durable.
+                    self.make_durable(std::slice::from_ref(&merge.key)).await?;
+                    return Ok(Merged::AlreadyApplied);
+                }
                 merge::Step::Answer(answer) => return Ok(answer),
             };
             let txn = Transaction::new()
@@ -196,6 +210,27 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
                 return Ok(Merged::Applied);
             }
         }
+    }
+
+    /// Returns once what reads of `keys` have shown is as durable as a write this store
+    /// acknowledges: a failover that keeps every acknowledged write keeps it too. Called
+    /// before an answer that acknowledges a write on the strength of a read (see the
+    /// contract above, "Durability of what a read showed"), never on the common path.
+    ///
+    /// The default does nothing: right for a store whose reads show only what is as
+    /// durable as its acknowledged writes (a store in this process). Redis with
+    /// `RedisOptions::wait_for_replicas` makes a write that changes nothing in each key's
+    /// entity group and waits for the replicas on the same connection; a master's
+    /// replication stream is ordered, so their acknowledgement covers everything the
+    /// reads saw. PostgreSQL commits a transaction that writes to the log, which waits
+    /// for synchronous standbys where the server has them.
+    ///
+    /// # Errors
+    /// [`crate::Error::Backend`] when that durability could not be reached (fewer
+    /// replicas acknowledged in time): the caller must not acknowledge the write.
+    async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        let _ = keys;
+        Ok(())
     }
 
     /// Whether a transaction may touch several entity groups (a standalone server can; a
@@ -428,6 +463,9 @@ macro_rules! forward_store {
             }
             async fn merge(&self, merge: &Merge) -> Result<Merged> {
                 (**self).merge(merge).await
+            }
+            async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+                (**self).make_durable(keys).await
             }
             fn cross_group_transactions(&self) -> bool {
                 (**self).cross_group_transactions()

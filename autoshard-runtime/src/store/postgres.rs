@@ -381,6 +381,7 @@ struct Sql {
     scan: String,
     scan_roots: String,
     now: String,
+    durable: String,
 }
 
 impl Sql {
@@ -404,6 +405,10 @@ impl Sql {
             write: format!("SELECT {s}.autoshard_write($1, $2, $3, $4, $5)"),
             delete: format!("SELECT {s}.autoshard_delete($1)"),
             now: "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint".to_owned(),
+            // A transaction that writes a record to the log and changes no data: its
+            // commit waits for the synchronous standbys (`make_durable`).
+            durable: "SELECT pg_logical_emit_message(true, 'autoshard', 'durable')::text"
+                .to_owned(),
             commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6, $7)"),
             // Part 0: the documents by key; part i: the first page of scan i (its
             // parent '' for roots). `$1` says whether documents keep their write record.
@@ -695,6 +700,20 @@ impl DocumentStore for PostgresStore {
         let row = self.query_one("clock", &self.sql.now, &[]).await?;
         let ms = column::<i64>(&row, 0, "(the clock)")?;
         Ok(u64::try_from(ms).unwrap_or(0))
+    }
+
+    /// One statement that commits a record to the log and no data: the server answers it
+    /// once its synchronous standbys (if it has any, `synchronous_standby_names`) hold
+    /// the log up to it, so up to every commit a read could have seen (the log is
+    /// ordered). A plain read commits nothing, so it waits for nothing: a commit whose
+    /// own wait for the standbys was cancelled is visible before they hold it.
+    async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.query_one("making what was read durable", &self.sql.durable, &[])
+            .await
+            .map(drop)
     }
 
     /// One call of `autoshard_merge`, which folds on the server under the key's lock.

@@ -112,7 +112,10 @@ impl<S: DocumentStore> Mapper<S> {
         let main_version = check_same_entity(entity, main, main_doc.as_ref())?;
         let applied = shard.is_some()
             || write_ids::applied(compacted_doc.as_ref().map(|c| &c.doc), &sent.write);
-        if !applied {
+        if applied {
+            // Answered from what was read: the send that stored it may have failed.
+            self.store.make_durable(&read[2..]).await?;
+        } else {
             let mut txn = Transaction::new();
             if self.store.cross_group_transactions() {
                 txn = txn.expect(main.clone(), Some(main_version));

@@ -206,6 +206,10 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         if !writes_any {
+            // Answered from the markers read: the run that left them may have failed
+            // after writing (unknown outcome), so they need not be durable yet.
+            let markers: Vec<Key> = parts.iter().map(|part| part.marker.clone()).collect();
+            self.store.make_durable(&markers).await?;
             return Ok(Attempt::Committed(false));
         }
         Ok(self.commit_attempt(&txn).await?.map(|()| true))

@@ -257,6 +257,8 @@ impl<S: DocumentStore> Mapper<S> {
             main_doc.as_ref(),
         )?;
         if write_ids::applied(shard.as_ref().map(|s| &s.doc), &sent.write) {
+            // Answered from what was read: the send that stored it may have failed.
+            self.store.make_durable(&read[1..]).await?;
             return Ok(Attempt::Committed(None));
         }
         let p = target.p;

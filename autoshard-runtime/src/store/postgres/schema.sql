@@ -266,6 +266,9 @@ BEGIN
         WHERE r.key = k AND r.writer = autoshard_merge.writer) >= seq
        OR ("{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
            AND (d -> '~w' -> writer ->> 0)::numeric >= seq) THEN
+        -- Answered from what was read: a record in the log, so that this commit waits for
+        -- the synchronous standbys and covers the write the answer stands for.
+        PERFORM pg_logical_emit_message(true, 'autoshard', 'already');
         RETURN 'already';
     END IF;
     IF d ? prop THEN

@@ -18,6 +18,19 @@
 //! Cluster promotes the replica with the most recent data, so with one replica per
 //! master and `n = 1` a failover loses no acknowledged write.
 //!
+//! What a read showed: an answer that acknowledges a write because a read found it
+//! stored (a write id recorded, a marker present) rests on state that may be on the
+//! master alone: the write it stands for may have failed its `WAIT`, and a `WAIT` after
+//! a script that wrote nothing covers only what its connection wrote before, which need
+//! not include that write (another pooled connection, another process made it).
+//! [`DocumentStore::make_durable`](crate::store::DocumentStore::make_durable) makes it
+//! durable: a write that changes nothing (`INCRBY` of the entity group's version counter
+//! by 0, in the slot of what was read) and `WAIT` on the same connection. A master's
+//! replication stream is ordered, so a replica that acknowledged that write holds
+//! everything the read saw. `merge.lua` makes the same write itself when it answers
+//! `already`, so the `WAIT` after it covers the write it stands for. Only answers that
+//! rest on a read pay it: a write that applies its change is covered by its own `WAIT`.
+//!
 //! The scan-index updates a cluster makes around a script (module docs of the store)
 //! are not waited for: an index entry lost in a failover hides a root document or a
 //! static shard from scans of its kind until it is written again, never a value from a
@@ -30,6 +43,7 @@
 use super::call::ScriptCall;
 use super::{RedisOptions, RedisStore};
 use crate::error::Result;
+use crate::key::Key;
 use ::redis::{ErrorKind, ServerErrorKind, Value};
 use std::fmt;
 use std::time::Duration;
@@ -66,28 +80,70 @@ impl RedisStore {
         call: &ScriptCall<'_>,
         what: impl Fn() -> W + Send + Sync,
     ) -> Result<Value> {
-        let mut conn = self.conns.get();
         let Some(replicas) = self.replicas else {
+            let mut conn = self.conns.get();
             return call
                 .run(&mut conn)
                 .await
                 .map_err(|e| self.backend(what(), e));
         };
+        self.write_and_wait(call.cmd(), Some(call), replicas, what)
+            .await
+    }
+
+    /// [`DocumentStore::make_durable`](crate::store::DocumentStore::make_durable) (module
+    /// docs, "What a read showed"): per master that holds one of `keys` (per entity
+    /// group on a cluster, the one server otherwise), a write that changes nothing, then
+    /// `WAIT` on the same connection. Nothing to do without replicas to wait for.
+    pub(super) async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        let Some(replicas) = self.replicas else {
+            return Ok(());
+        };
+        let mut groups: Vec<&Key> = Vec::new();
+        for key in keys {
+            if groups.is_empty() || (self.is_cluster() && !groups.iter().any(|g| g.same_group(key)))
+            {
+                groups.push(key);
+            }
+        }
+        futures::future::try_join_all(groups.into_iter().map(|key| {
+            let mut touch = ::redis::cmd("INCRBY");
+            touch.arg(self.layout.counter(key)).arg(0);
+            async move {
+                let what = || format!("making what was read of `{key}` durable");
+                self.write_and_wait(&touch, None, replicas, what).await
+            }
+        }))
+        .await
+        .map(drop)
+    }
+
+    /// Sends `cmd` and `WAIT` for `replicas` in one pipeline, on one connection; fails
+    /// when fewer acknowledged in time. `script`: the call `cmd` is, loaded and sent
+    /// again when the server does not know it.
+    async fn write_and_wait<W: fmt::Display>(
+        &self,
+        cmd: &::redis::Cmd,
+        script: Option<&ScriptCall<'_>>,
+        replicas: Replicas,
+        what: impl Fn() -> W + Send + Sync,
+    ) -> Result<Value> {
+        let mut conn = self.conns.get();
         let mut pipe = ::redis::pipe();
-        pipe.add_command(call.cmd().clone())
+        pipe.add_command(cmd.clone())
             .cmd("WAIT")
             .arg(replicas.count)
             .arg(replicas.timeout_ms());
-        let answer = match pipe.query_async::<(Value, u64)>(&mut conn).await {
+        let answer = match (pipe.query_async::<(Value, u64)>(&mut conn).await, script) {
             // A server that does not know the script (a fresh or promoted one) ran
             // nothing: load it and send the pipeline again.
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            (Err(e), Some(call)) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 call.load(&mut conn)
                     .await
                     .map_err(|e| self.backend(what(), e))?;
                 pipe.query_async::<(Value, u64)>(&mut conn).await
             }
-            answer => answer,
+            (answer, _) => answer,
         };
         let (reply, acknowledged) = answer.map_err(|e| self.backend(what(), e))?;
         if acknowledged < u64::from(replicas.count) {

@@ -329,6 +329,10 @@ impl DocumentStore for RedisStore {
         self.run_merge(merge).await
     }
 
+    async fn make_durable(&self, keys: &[Key]) -> Result<()> {
+        RedisStore::make_durable(self, keys).await
+    }
+
     fn cross_group_transactions(&self) -> bool {
         !self.is_cluster()
     }

@@ -442,7 +442,7 @@ async fn send<S: DocumentStore>(
             Ok(conflict) => {
                 // An earlier copy may have landed: the group document says.
                 return match mapper.store.get(key).await {
-                    Ok(doc) if landed(doc.as_ref()) => Ok(Commit::Committed),
+                    Ok(doc) if landed(doc.as_ref()) => durable_landing(mapper, key).await,
                     Ok(_) => Ok(conflict),
                     Err(e) => Err(e),
                 };
@@ -451,7 +451,7 @@ async fn send<S: DocumentStore>(
                 tracing::debug!(key = %key, error = %e, "key group step: outcome unknown");
                 if let Ok(doc) = mapper.store.get(key).await {
                     if landed(doc.as_ref()) {
-                        return Ok(Commit::Committed);
+                        return durable_landing(mapper, key).await;
                     }
                 }
                 unknown = Some(e);
@@ -460,6 +460,14 @@ async fn send<S: DocumentStore>(
         }
     }
     Err(unknown.unwrap_or_else(|| Error::backend("key group step", "no answer")))
+}
+
+/// `Committed` for a copy of a step that a read of the group document at `key` found
+/// landed, once that read is durable: the copy that landed was answered with an error,
+/// so nothing made it durable (`DocumentStore::make_durable`).
+async fn durable_landing<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<Commit> {
+    mapper.store.make_durable(std::slice::from_ref(key)).await?;
+    Ok(Commit::Committed)
 }
 
 /// A key group (G-Store; Das, Agrawal and El Abbadi, SoCC 2010): root entities of any

@@ -299,6 +299,11 @@ impl<S: DocumentStore> Steps<'_, S> {
                 return Ok(Next::Done(None));
             };
             if let Some(decided) = recorded.decided {
+                // Another run's decision, which may have been answered with an error.
+                self.mapper
+                    .store
+                    .make_durable(std::slice::from_ref(self.key))
+                    .await?;
                 return Ok(Next::Done(Some(decided)));
             }
             let mut doc = state.doc;
