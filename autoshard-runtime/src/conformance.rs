@@ -94,6 +94,7 @@ cases!(
     merge_drops_records_older_than_the_horizon,
     merge_matches_the_reference_fold,
     concurrent_merges_are_exact,
+    make_durable_changes_nothing,
     lookup_answers_as_get_many_and_scan,
     owned_documents_take_only_their_groups_writes,
     a_groups_transaction_takes_only_owned_or_absent_documents,
@@ -1442,6 +1443,42 @@ pub async fn concurrent_merges_are_exact(store: &dyn DocumentStore) {
     });
     join_all(writers).await;
     assert_eq!(must_get(store, &key).await.doc["n"], WRITERS * EACH);
+}
+
+/// `make_durable` of documents present and absent, in one group and in several, changes
+/// nothing a read shows: the same versions (a commit expecting them still commits), absent
+/// keys stay absent, and the next write still gets a version never handed out.
+pub async fn make_durable_changes_nothing(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Durable");
+    let (a, b, absent) = (
+        Key::new(kind.as_str(), "a"),
+        Key::new(kind.as_str(), "b"),
+        Key::new(kind.as_str(), "absent"),
+    );
+    let va = ok(store.insert(&a, doc(&[("n", 1.into())])).await, "insert");
+    let vb = ok(store.insert(&b, doc(&[("n", 2.into())])).await, "insert");
+    ok(store.make_durable(&[]).await, "make_durable of no key");
+    ok(
+        store
+            .make_durable(&[a.clone(), b.clone(), absent.clone()])
+            .await,
+        "make_durable",
+    );
+    assert_eq!(must_get(store, &a).await.version, va);
+    assert_eq!(must_get(store, &b).await.version, vb);
+    assert!(
+        get(store, &absent).await.is_none(),
+        "an absent key stays absent"
+    );
+    let txn = Transaction::new()
+        .expect(a.clone(), Some(va))
+        .put(a.clone(), doc(&[("n", 3.into())]));
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    let after = must_get(store, &a).await.version;
+    assert!(
+        after != va && after != vb,
+        "a new version after make_durable"
+    );
 }
 
 /// A lookup answers, for its keys, what `get_many` answers (in order, `None` for missing

@@ -10,8 +10,11 @@
 //! replicates asynchronously and the votes acknowledged after the cut are gone; the test
 //! reports how many, and checks that nothing was counted twice.
 //!
-//! Every writer keeps its entity across errors, so a vote whose outcome is unknown is
-//! sent again under its write id until it is answered. The steps wait for counts (votes
+//! Votes are saved (each writer keeps its entity across errors, so a vote whose outcome
+//! is unknown is sent again under its write id until it is answered), or cast through
+//! `update_once` on a `#[shard_fold]` property over 4 shards (each vote sent again under
+//! its name until it is answered: a send that finds it applied answers
+//! `AlreadyApplied`, which must rest on what the replica holds too). The steps wait for counts (votes
 //! answered, saves failed), never for time to pass.
 
 use autoshard::prelude::*;
@@ -38,6 +41,48 @@ impl Counter {
     }
 }
 
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+#[entity(kind = "Ballot")]
+struct Ballot {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 4)]
+    n: i64,
+}
+
+impl Ballot {
+    #[shard_method]
+    fn add(&mut self) {
+        self.n += 1;
+    }
+
+    #[shard_fold]
+    fn fold_n(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// How the writers vote.
+#[derive(Clone, Copy, PartialEq)]
+enum Cast {
+    /// `save` of a `fold = sum` counter over 8 shards.
+    Saved,
+    /// `update_once` on a `#[shard_fold]` property over 4 shards, one name per vote.
+    Keyed,
+}
+
+/// Casts vote `vote` of writer `writer` through `update_once` until the store answers.
+async fn keyed_until_answered(db: &Mapper<RedisStore>, op: &str, tally: &Tally) {
+    let deadline = Instant::now() + WAIT_BOUND;
+    while let Err(e) = db.update_once(&1, op, Ballot::add).await {
+        tally.fail();
+        assert!(Instant::now() < deadline, "no vote went through: {e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tally.ack();
+}
+
 const WRITERS: u64 = 8;
 const VOTES: u64 = 150;
 
@@ -55,7 +100,7 @@ async fn save_until_answered(db: &Mapper<RedisStore>, counter: &mut Counter, tal
 
 /// Votes `WRITERS * VOTES` times while the master of shard 0 dies and its replica takes
 /// over; returns the votes cast and the total a load reads afterwards.
-async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
+async fn votes_through_a_failover(wait_for_replicas: bool, how: Cast) -> (u64, i64) {
     let cluster = Cluster::start_with_replicas();
     let ns = namespace("failover");
     let mut options = RedisOptions::default()
@@ -69,19 +114,25 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
         .unwrap();
     let db = Mapper::new(store);
     db.insert(&mut Counter::new(1, 0)).await.unwrap();
+    db.insert(&mut Ballot::new(1, 0)).await.unwrap();
 
     let tally = Arc::new(Tally::default());
     // Each writer casts a quarter of its votes, waits at this gate while the replica is
     // cut off, and casts the rest after the cut (however fast the machine is).
     let (open, gate) = tokio::sync::watch::channel(false);
     let writers: Vec<_> = (0..WRITERS)
-        .map(|_| {
+        .map(|writer| {
             let (db, tally, mut gate) = (db.clone(), tally.clone(), gate.clone());
             tokio::spawn(async move {
                 let mut counter: Counter = db.load(&1).await.unwrap();
                 for vote in 0..VOTES {
                     if vote == VOTES / 4 {
                         gate.wait_for(|open| *open).await.unwrap();
+                    }
+                    if how == Cast::Keyed {
+                        let op = format!("vote:{writer}:{vote}");
+                        keyed_until_answered(&db, &op, &tally).await;
+                        continue;
                     }
                     counter.add();
                     save_until_answered(&db, &mut counter, &tally).await;
@@ -92,7 +143,10 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
 
     // Under load: a quarter of the votes are in when the replica stops receiving.
     wait_until("the writers", || tally.acked() >= WRITERS * (VOTES / 4)).await;
-    let main = <Counter as Entity>::key_for(&1);
+    let main = match how {
+        Cast::Saved => <Counter as Entity>::key_for(&1),
+        Cast::Keyed => <Ballot as Entity>::key_for(&1),
+    };
     let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
     let (cluster, victim, replica) = tokio::task::spawn_blocking(move || {
         let victim = cluster.master_of(&shard);
@@ -131,8 +185,12 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
     let cast = tally.acked();
     let deadline = Instant::now() + WAIT_BOUND;
     let total = loop {
-        match db.load::<Counter>(&1).await {
-            Ok(counter) => break counter.n,
+        let loaded = match how {
+            Cast::Saved => db.load::<Counter>(&1).await.map(|c| c.n),
+            Cast::Keyed => db.load::<Ballot>(&1).await.map(|b| b.n),
+        };
+        match loaded {
+            Ok(total) => break total,
             Err(e) => assert!(Instant::now() < deadline, "no load went through: {e}"),
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -143,7 +201,7 @@ async fn votes_through_a_failover(wait_for_replicas: bool) -> (u64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_loses_no_acknowledged_vote_when_writes_wait_for_a_replica() {
-    let (cast, total) = votes_through_a_failover(true).await;
+    let (cast, total) = votes_through_a_failover(true, Cast::Saved).await;
     assert_eq!(cast, WRITERS * VOTES);
     assert_eq!(
         total,
@@ -153,8 +211,19 @@ async fn a_failover_loses_no_acknowledged_vote_when_writes_wait_for_a_replica() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_loses_no_acknowledged_keyed_vote_when_writes_wait_for_a_replica() {
+    let (cast, total) = votes_through_a_failover(true, Cast::Keyed).await;
+    assert_eq!(cast, WRITERS * VOTES);
+    assert_eq!(
+        total,
+        i64::try_from(cast).unwrap(),
+        "every keyed vote counted exactly once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_without_waiting_for_replicas_counts_no_vote_twice() {
-    let (cast, total) = votes_through_a_failover(false).await;
+    let (cast, total) = votes_through_a_failover(false, Cast::Saved).await;
     let lost = i64::try_from(cast).unwrap() - total;
     println!("without wait_for_replicas: {lost} of {cast} acknowledged votes lost in the failover");
     assert!(lost >= 0, "{} votes counted twice", -lost);

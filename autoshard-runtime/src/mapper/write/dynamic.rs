@@ -7,7 +7,9 @@
 //! Invariant: the insert of a dynamic shard expects the compacted document's version and
 //! the main document, so a change is applied once even when an old request lands after its
 //! resend was compacted. The layout: `docs/design/exactly-once.md`, "The dynamic-shard
-//! writer".
+//! writer". A resend that finds its change stored answers only after
+//! [`DocumentStore::make_durable`] of what it read (the same note, "Acknowledgements across
+//! a failover").
 
 use crate::document::Document;
 use crate::entity::{Entity, Pending, Sent};

@@ -5,6 +5,11 @@
 //! it changes (`layout::op_marker`), expecting it absent, so every run meets the markers of
 //! the runs before it. Markers stay for the entity's life and carry its incarnation. The
 //! argument: `docs/design/exactly-once.md`, "Keyed operations".
+//!
+//! Across a failover: a run that finds all its markers answers `AlreadyApplied` only after
+//! [`DocumentStore::make_durable`] of them (the run that left them may have failed its wait
+//! for replicas); a run that writes is covered by its commit's own wait. The argument:
+//! the same note, "Acknowledgements across a failover".
 
 use crate::document::{Document, Value};
 use crate::entity::{Entity, EntityState};

@@ -9,6 +9,10 @@
 //! of the batch after an unknown outcome), its shard applies it at most once; a shard a
 //! shrink sealed sends it, under the same id, to the base shard every sender picks alike.
 //! The argument: `docs/design/exactly-once.md`, "The static-shard writer".
+//!
+//! Across a failover: a send that finds its write id recorded answers only after
+//! [`DocumentStore::make_durable`] of the shard, since the send that stored it may have
+//! failed its wait for replicas (the same note, "Acknowledgements across a failover").
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, EntityState, Pending, Sent};

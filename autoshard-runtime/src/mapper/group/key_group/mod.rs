@@ -31,7 +31,9 @@
 //!   through one [`KeyGroup`] handle take turns, so they do not conflict with each other.
 //! - *Exactly once.* A commit whose reply is lost is checked against the group document:
 //!   the write id it recorded there says whether it landed, and a resend expects the same
-//!   versions, so at most one copy applies.
+//!   versions, so at most one copy applies. A copy found landed, or a decision found
+//!   recorded, is answered only after `DocumentStore::make_durable` of the group document:
+//!   the copy that landed may have failed its wait for replicas.
 //! - *One group per key.* Create expects every document unowned (or owned by a group whose
 //!   lease passed) in the commit that stamps it, so of two groups racing for a key one
 //!   commits and the other gets [`Error::Grouped`] or a conflict.
