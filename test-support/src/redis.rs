@@ -393,7 +393,7 @@ impl Replicated {
 /// A Redis Cluster of 3 masters, with or without replicas.
 pub struct Cluster {
     pub nodes: Vec<RedisServer>,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl Cluster {
@@ -410,28 +410,31 @@ impl Cluster {
         cluster
     }
 
-    fn start_with(replicas: usize, node_timeout_ms: u32) -> Cluster {
-        let dir = TempDir::new("redis-cluster");
+    /// A cluster-enabled server in `dir`, in no cluster yet.
+    fn node(dir: &Path, node_timeout_ms: u32) -> RedisServer {
         let timeout = node_timeout_ms.to_string();
         // A replica takes over however long its link to the master was down (a test may
         // cut it on purpose, see `cut_replication`).
+        RedisServer::start(
+            dir,
+            &[
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--cluster-node-timeout",
+                &timeout,
+                "--cluster-replica-validity-factor",
+                "0",
+            ],
+            Some("cluster-port"),
+        )
+    }
+
+    fn start_with(replicas: usize, node_timeout_ms: u32) -> Cluster {
+        let dir = TempDir::new("redis-cluster");
         let nodes: Vec<RedisServer> = (0..3 * (1 + replicas))
-            .map(|i| {
-                RedisServer::start(
-                    &dir.path().join(format!("node{i}")),
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        &timeout,
-                        "--cluster-replica-validity-factor",
-                        "0",
-                    ],
-                    Some("cluster-port"),
-                )
-            })
+            .map(|i| Self::node(&dir.path().join(format!("node{i}")), node_timeout_ms))
             .collect();
         let addrs: Vec<String> = nodes
             .iter()
@@ -450,9 +453,80 @@ impl Cluster {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = Cluster { nodes, _dir: dir };
+        let cluster = Cluster { nodes, dir };
         cluster.wait_until_ok(None);
         cluster
+    }
+
+    /// Adds an empty master (`redis-cli --cluster add-node`) and waits until every node
+    /// knows it and reports `cluster_state:ok`; its index in `nodes`.
+    pub fn add_master(&mut self) -> usize {
+        let index = self.nodes.len();
+        let node = Self::node(&self.dir.path().join(format!("node{index}")), 5000);
+        let (new, existing) = (
+            format!("127.0.0.1:{}", node.port),
+            format!("127.0.0.1:{}", self.nodes[0].port),
+        );
+        self.nodes.push(node);
+        redis_cli_cluster(&["add-node", &new, &existing]);
+        let deadline = Instant::now() + START_UP_BOUND;
+        while !self.nodes.iter().all(|n| {
+            n.cli(&["cluster", "nodes"]).lines().count() == self.nodes.len()
+                && n.cli(&["cluster", "info"]).contains("cluster_state:ok")
+        }) {
+            assert!(Instant::now() < deadline, "the new node did not join");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        index
+    }
+
+    /// The cluster id of node `index`.
+    pub fn node_id(&self, index: usize) -> String {
+        self.nodes[index]
+            .cli(&["cluster", "myid"])
+            .trim()
+            .to_owned()
+    }
+
+    /// Moves slots between the masters with `redis-cli --cluster rebalance` (5 keys per
+    /// `MIGRATE`) until each holds its share: empty masters included, and node `drain`, if
+    /// given, weighted 0 (all its slots move off it). Returns when every slot has moved.
+    pub fn rebalance(&self, drain: Option<usize>) {
+        let entry = format!("127.0.0.1:{}", self.nodes[0].port);
+        let mut args = vec![
+            "rebalance".to_owned(),
+            entry,
+            "--cluster-use-empty-masters".to_owned(),
+            "--cluster-pipeline".to_owned(),
+            "5".to_owned(),
+            "--cluster-yes".to_owned(),
+        ];
+        if let Some(drain) = drain {
+            args.push("--cluster-weight".to_owned());
+            args.push(format!("{}=0", self.node_id(drain)));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        redis_cli_cluster(&args);
+        self.wait_until_ok(None);
+    }
+
+    /// How many slots node `index` serves, as it sees itself.
+    pub fn slots_of(&self, index: usize) -> usize {
+        let me = self.nodes[index].cli(&["cluster", "nodes"]);
+        me.lines()
+            .find(|line| line.contains("myself"))
+            .map_or(0, |line| {
+                line.split_whitespace()
+                    .skip(8)
+                    .filter(|range| !range.starts_with('['))
+                    .map(|range| match range.split_once('-') {
+                        Some((lo, hi)) => {
+                            hi.parse::<usize>().unwrap_or(0) + 1 - lo.parse::<usize>().unwrap_or(0)
+                        }
+                        None => 1,
+                    })
+                    .sum()
+            })
     }
 
     pub fn urls(&self) -> Vec<String> {
@@ -571,6 +645,22 @@ impl Cluster {
         }
         self.wait_until_ok(Some(dead));
     }
+}
+
+/// Runs `redis-cli --cluster <args>`, failing the test when it fails.
+fn redis_cli_cluster(args: &[&str]) {
+    let out = Command::new("redis-cli")
+        .arg("--cluster")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{MISSING} ({e})"));
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster {} failed:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A namespace no other case of the run uses.

@@ -25,6 +25,7 @@ mod redis_concurrency;
 mod redis_conformance;
 mod redis_failover;
 mod redis_faults;
+mod redis_rebalance;
 mod redis_store;
 mod replica_acks;
 mod resharding;

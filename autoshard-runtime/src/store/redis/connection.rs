@@ -2,6 +2,15 @@
 //! `ConnectionManager`s, used round-robin) or to a Redis Cluster (one `ClusterConnection`,
 //! which multiplexes over one connection per node and follows slot moves).
 //!
+//! A cluster connection that stops answering is replaced: while slots move between
+//! masters (a node added and given slots, or drained), redis-rs's `ClusterConnection`
+//! can end up timing out every request for the moved slots for good, while a fresh
+//! connection from the same client answers at once. So a request that times out or
+//! loses its connection marks the connection it used stale, and one task connects
+//! anew and puts the fresh connection in its place; requests in flight finish on the
+//! old one. A timed-out write is an unknown outcome either way (the store contract),
+//! which the mapper resolves by sending it again under its write id.
+//!
 //! Nothing here holds per-request server state: the store never uses WATCH, so requests
 //! of many tasks may share a connection safely (see the module docs of the store).
 
@@ -12,20 +21,26 @@ use ::redis::cluster::ClusterClientBuilder;
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// One connection handle, cheap to clone.
 #[derive(Clone)]
 pub(super) enum Conn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    /// A cluster connection, the generation it is of, and where to report it stale.
+    Cluster(ClusterConnection, u64, Arc<ClusterConns>),
 }
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c, generation, conns) => {
+                let (generation, conns) = (*generation, conns.clone());
+                let answer = c.req_packed_command(cmd);
+                Box::pin(async move { conns.watch(generation, answer.await) })
+            }
         }
     }
 
@@ -37,15 +52,82 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c, generation, conns) => {
+                let (generation, conns) = (*generation, conns.clone());
+                let answer = c.req_packed_commands(pipeline, offset, count);
+                Box::pin(async move { conns.watch(generation, answer.await) })
+            }
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
+            Conn::Cluster(c, ..) => c.get_db(),
         }
+    }
+}
+
+/// The connection to a cluster, replaced by a fresh one from `client` when a request on
+/// it times out or loses its connection (module docs).
+pub(super) struct ClusterConns {
+    client: ::redis::cluster::ClusterClient,
+    current: RwLock<(ClusterConnection, u64)>,
+    /// Whether a task is connecting anew.
+    replacing: AtomicBool,
+    /// How many connections were replaced.
+    replaced: AtomicU64,
+}
+
+impl ClusterConns {
+    fn get(self: &Arc<Self>) -> Conn {
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Conn::Cluster(current.0.clone(), current.1, self.clone())
+    }
+
+    /// Passes `answer` through; a timeout or a lost connection on generation
+    /// `generation` has a task replace it (one at a time; a request on an older
+    /// generation changes nothing).
+    fn watch<T>(
+        self: &Arc<Self>,
+        generation: u64,
+        answer: ::redis::RedisResult<T>,
+    ) -> ::redis::RedisResult<T> {
+        if let Err(e) = &answer {
+            let stale = e.is_timeout() || e.is_io_error() || e.is_connection_dropped();
+            let current = self.current.read().map_or(0, |c| c.1);
+            if stale && generation == current && !self.replacing.swap(true, Ordering::SeqCst) {
+                let conns = self.clone();
+                tokio::spawn(async move { conns.replace(generation).await });
+            }
+        }
+        answer
+    }
+
+    async fn replace(&self, generation: u64) {
+        match self.client.get_async_connection().await {
+            Ok(fresh) => {
+                let mut current = self
+                    .current
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if current.1 == generation {
+                    *current = (fresh, generation + 1);
+                    self.replaced.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(
+                        generation = generation + 1,
+                        "Redis Cluster: a connection that stopped answering was replaced"
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "Redis Cluster: connecting anew failed; the next failed request tries again");
+            }
+        }
+        self.replacing.store(false, Ordering::SeqCst);
     }
 }
 
@@ -54,7 +136,7 @@ enum Kind {
         pool: Vec<ConnectionManager>,
         next: AtomicUsize,
     },
-    Cluster(ClusterConnection),
+    Cluster(Arc<ClusterConns>),
 }
 
 /// The connections of one store, and the address(es) they talk to (for error messages;
@@ -168,15 +250,20 @@ impl Connections {
     ) -> Result<Self> {
         let fail = |err| Error::backend(format!("connecting to Redis Cluster at {endpoint}"), err);
         let conn = client.get_async_connection().await.map_err(fail)?;
-        let mut probe = Conn::Cluster(conn.clone());
+        let conns = Arc::new(ClusterConns {
+            client: client.clone(),
+            current: RwLock::new((conn, 0)),
+            replacing: AtomicBool::new(false),
+            replaced: AtomicU64::new(0),
+        });
         // The client connects lazily to some nodes; make sure the cluster answers now.
         ::redis::cmd("PING")
-            .query_async::<Value>(&mut probe)
+            .query_async::<Value>(&mut conns.get())
             .await
             .map_err(fail)?;
         tracing::debug!(%endpoint, "connected to Redis Cluster");
         Ok(Connections {
-            kind: Kind::Cluster(conn),
+            kind: Kind::Cluster(conns),
             endpoint,
         })
     }
@@ -188,7 +275,7 @@ impl Connections {
                 let i = next.fetch_add(1, Ordering::Relaxed) % pool.len();
                 Conn::Single(pool[i].clone())
             }
-            Kind::Cluster(conn) => Conn::Cluster(conn.clone()),
+            Kind::Cluster(conns) => conns.get(),
         }
     }
 
