@@ -19,6 +19,7 @@ mod lifecycle;
 mod mapper;
 mod multi_property;
 mod observability;
+mod postgres_standbys;
 mod postgres_store;
 mod read_cache;
 mod redis_concurrency;

@@ -77,6 +77,9 @@ pub(super) struct ClusterConns {
     replacing: AtomicBool,
     /// How many connections were replaced.
     replaced: AtomicU64,
+    /// How long connecting anew may take before it is given up (and tried again at the
+    /// next failed request).
+    connect_bound: std::time::Duration,
 }
 
 impl ClusterConns {
@@ -108,7 +111,15 @@ impl ClusterConns {
     }
 
     async fn replace(&self, generation: u64) {
-        match self.client.get_async_connection().await {
+        let fresh = tokio::time::timeout(self.connect_bound, self.client.get_async_connection())
+            .await
+            .unwrap_or_else(|_| {
+                Err(::redis::RedisError::from((
+                    ::redis::ErrorKind::Io,
+                    "connecting anew timed out",
+                )))
+            });
+        match fresh {
             Ok(fresh) => {
                 let mut current = self
                     .current
@@ -239,7 +250,8 @@ impl Connections {
             .max_retry_wait(500)
             .build()
             .map_err(fail)?;
-        Self::cluster_client(&client, endpoint).await
+        let bound = options.connect_timeout + options.response_timeout;
+        Self::cluster_client(&client, endpoint, bound).await
     }
 
     /// Connects to a cluster through `client`, checking that it answers; `endpoint` names
@@ -247,6 +259,7 @@ impl Connections {
     pub(super) async fn cluster_client(
         client: &::redis::cluster::ClusterClient,
         endpoint: String,
+        connect_bound: std::time::Duration,
     ) -> Result<Self> {
         let fail = |err| Error::backend(format!("connecting to Redis Cluster at {endpoint}"), err);
         let conn = client.get_async_connection().await.map_err(fail)?;
@@ -255,6 +268,7 @@ impl Connections {
             current: RwLock::new((conn, 0)),
             replacing: AtomicBool::new(false),
             replaced: AtomicU64::new(0),
+            connect_bound,
         });
         // The client connects lazily to some nodes; make sure the cluster answers now.
         ::redis::cmd("PING")

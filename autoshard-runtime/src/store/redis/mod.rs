@@ -222,8 +222,11 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         options: RedisOptions,
     ) -> Result<Self> {
         let layout = options.layout()?;
-        let conns =
-            Connections::cluster_client(client, "the nodes of the given client".into()).await?;
+        let conns = Connections::cluster_client(client, "the nodes of the given client".into(), {
+            let defaults = RedisOptions::default();
+            defaults.connect_timeout + defaults.response_timeout
+        })
+        .await?;
         Ok(Self::new(conns, layout, &options))
     }
 

@@ -1,0 +1,155 @@
+//! PostgreSQL with synchronous standbys: an answer that acknowledges a write on the
+//! strength of a read (`update_once` finding its markers, a merge answered "already
+//! applied") commits a record to the log first, so it waits for the standbys as a write
+//! does (`DocumentStore::make_durable`).
+//!
+//! The server is told to wait for a standby that never connects
+//! (`synchronous_standby_names`), so every commit that writes to the log waits for good,
+//! by construction: the test sees the wait in `pg_stat_activity` (`wait_event =
+//! 'SyncRep'`) while the answer has not come, then clears the setting, which releases it.
+//! A plain read commits nothing and would answer at once.
+
+use autoshard::prelude::*;
+use autoshard::store::postgres::tokio_postgres;
+use autoshard::store::{Fold, Merge, Merged, WriteId};
+use autoshard::{layout, KeyedOutcome};
+use autoshard_test_support::postgres::Postgres;
+use autoshard_test_support::progress::WAIT_BOUND;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+#[entity(kind = "Poll")]
+struct Poll {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 4)]
+    n: i64,
+    #[shardable(shards = 4, fold = sum)]
+    likes: i64,
+}
+
+impl Poll {
+    #[shard_method]
+    fn add(&mut self) {
+        self.n += 1;
+    }
+
+    #[shard_fold]
+    fn fold_n(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// Sets `synchronous_standby_names` (empty: none) and waits until new sessions see it.
+async fn standbys(client: &tokio_postgres::Client, url: &str, names: &str) {
+    // Two statements: ALTER SYSTEM runs outside a transaction block.
+    client
+        .batch_execute(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{names}'"
+        ))
+        .await
+        .unwrap();
+    client
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
+    let deadline = Instant::now() + WAIT_BOUND;
+    loop {
+        let (probe, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let row = probe
+            .query_one("SHOW synchronous_standby_names", &[])
+            .await
+            .unwrap();
+        if row.get::<_, String>(0) == names {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the setting did not take");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `answer` while the server waits for a standby that never comes: it must not
+/// answer before one of its commits is seen waiting for the standby; then the standby
+/// requirement is dropped and its answer returned.
+async fn held_for_the_standby<T: Send + 'static>(
+    server: &Postgres,
+    client: &tokio_postgres::Client,
+    what: &str,
+    answer: impl Future<Output = T> + Send + 'static,
+) -> T {
+    standbys(client, &server.url(), "autoshard_no_such_standby").await;
+    let mut task = tokio::spawn(answer);
+    let deadline = Instant::now() + WAIT_BOUND;
+    loop {
+        let waiting: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            !task.is_finished(),
+            "{what}: answered without waiting for the standby"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{what}: nothing waits for the standby"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    standbys(client, &server.url(), "").await;
+    tokio::time::timeout(WAIT_BOUND, &mut task)
+        .await
+        .expect("released once no standby is asked for")
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_found_from_a_read_wait_for_synchronous_standbys() {
+    let server = Postgres::start();
+    let store = PostgresStore::connect(&server.url()).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let db = Mapper::new(store.clone());
+    db.insert(&mut Poll::new(1, 0, 0)).await.unwrap();
+    let first = db.update_once(&1, "vote:17", Poll::add).await.unwrap();
+    assert_eq!(first, KeyedOutcome::Applied(()));
+    let shard = layout::static_shard(&<Poll as Entity>::key_for(&1), "likes", 0);
+    let write = WriteId {
+        writer: "w".into(),
+        seq: 1,
+        at_ms: 1,
+        horizon_ms: 0,
+    };
+    let merge = Merge::new(shard, "shard_likes", Fold::SUM_I64, 1.into(), write);
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+
+    let again = {
+        let db = db.clone();
+        async move { db.update_once(&1, "vote:17", Poll::add).await }
+    };
+    let again = held_for_the_standby(&server, &client, "update_once", again).await;
+    assert_eq!(again.unwrap(), KeyedOutcome::AlreadyApplied);
+
+    let again = {
+        let (store, merge) = (store.clone(), merge.clone());
+        async move { store.merge(&merge).await }
+    };
+    let again = held_for_the_standby(&server, &client, "merge", again).await;
+    assert_eq!(again.unwrap(), Merged::AlreadyApplied);
+
+    let poll: Poll = db.load(&1).await.unwrap();
+    assert_eq!((poll.n, poll.likes), (1, 1));
+}
