@@ -2,14 +2,21 @@
 //! `ConnectionManager`s, used round-robin) or to a Redis Cluster (one `ClusterConnection`,
 //! which multiplexes over one connection per node and follows slot moves).
 //!
-//! A cluster connection that stops answering is replaced: while slots move between
-//! masters (a node added and given slots, or drained), redis-rs's `ClusterConnection`
-//! can end up timing out every request for the moved slots for good, while a fresh
-//! connection from the same client answers at once. So a request that times out or
-//! loses its connection marks the connection it used stale, and one task connects
-//! anew and puts the fresh connection in its place; requests in flight finish on the
-//! old one. A timed-out write is an unknown outcome either way (the store contract),
-//! which the mapper resolves by sending it again under its write id.
+//! A cluster connection that stops answering is replaced. While slots move between
+//! masters (a node added and given slots, or drained), a `MOVED` answer makes redis-rs's
+//! `ClusterConnection` (1.8) refresh its slot map, and that refresh can wait for ever:
+//! it needs the write half of the connection's internal lock, a request in flight queued
+//! for the read half before it (tokio's lock hands the lock to waiters in order, polled
+//! or not), and the connection polls no request in flight until the refresh is done.
+//! From then on every request waits in the connection's queue until its response
+//! timeout, while a fresh connection from the same client answers at once
+//! (`tests/it/redis_rebalance.rs` shows both; valkey-glide's fork of redis-rs fixed the
+//! same deadlock by making that lock synchronous). So a request that times out or loses
+//! its connection marks the connection it used stale, and one task connects anew
+//! (bounded by the connect and response timeouts) and puts the fresh connection in its
+//! place; requests in flight finish on the old one, whose task is left behind. A
+//! timed-out write is an unknown outcome either way (the store contract), which the
+//! mapper resolves by sending it again under its write id.
 //!
 //! Nothing here holds per-request server state: the store never uses WATCH, so requests
 //! of many tasks may share a connection safely (see the module docs of the store).
