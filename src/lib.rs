@@ -18,15 +18,15 @@
 //! 2. Make a [`Mapper`] over a store from [`store`]: [`store::MemoryStore`]
 //!    (embedded), [`store::RedisStore`] (feature `redis`, on by default),
 //!    `store::PostgresStore` (feature `postgres`).
-//!
-//! These pages show what the features you built with enable: `cargo doc -p autoshard
-//! --all-features --no-deps --open` builds them all (PostgreSQL and TLS included), as
-//! docs.rs does.
 //! 3. Call its operations: [`insert`](Mapper::insert), [`load`](Mapper::load),
 //!    [`save`](Mapper::save), [`update`](Mapper::update), [`apply`](Mapper::apply) (the
 //!    hot path: one round trip, no read), [`delete`](Mapper::delete);
 //!    [`Mapper::entities`] gives them for one kind, with closures that infer. Every
 //!    failure is an [`Error`].
+//!
+//! These pages show what the features you built with enable: `cargo doc -p autoshard
+//! --all-features --no-deps --open` builds them all (PostgreSQL and TLS included), as
+//! docs.rs does.
 //!
 //! ```
 //! use autoshard::prelude::*;

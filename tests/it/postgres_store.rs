@@ -39,6 +39,11 @@ async fn bad_urls_and_schemas_are_refused_without_the_password() {
             && !shown.contains("s3cret"),
         "{shown}"
     );
+    // In words a user can act on, not the pool's.
+    assert!(
+        !shown.contains("creating a new object") && shown.contains("check that the server runs"),
+        "{shown}"
+    );
     let refused = PostgresStore::connect("not a url").await;
     assert!(matches!(refused, Err(Error::Invalid(_))));
     let server = Postgres::start();

@@ -250,9 +250,26 @@ impl PostgresStore {
 
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|e| {
+            // The pool's own words ("error occurred while creating a new object") say
+            // nothing to a user: the driver's error, and what to check, do.
+            let reason = match &e {
+                deadpool_postgres::PoolError::Backend(e) => {
+                    let refused = std::error::Error::source(e)
+                        .and_then(|s| s.downcast_ref::<std::io::Error>())
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+                    let hint = if refused {
+                        " (nothing listens there: check that the server runs and takes TCP \
+                         connections on that host and port, `listen_addresses` and `port`)"
+                    } else {
+                        ""
+                    };
+                    format!("{}{hint}", explain(e))
+                }
+                other => explain(other),
+            };
             Error::backend(
                 format!("connecting to PostgreSQL at {}", self.target),
-                explain(&e),
+                reason,
             )
         })
     }

@@ -128,9 +128,44 @@ struct WorkerArgs {
     duration: f64,
 }
 
+/// Where `serve` runs: its data stays under one namespace across restarts.
+#[derive(Args, Debug, Clone)]
+struct ServeStoreArgs {
+    /// Serve from the Redis server at this URL (redis://HOST:PORT/).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["redis_cluster", "postgres"])]
+    redis: Option<String>,
+    /// Serve from the Redis Cluster reached through these node URLs.
+    #[arg(long, value_name = "URL", num_args = 1.., conflicts_with = "postgres")]
+    redis_cluster: Option<Vec<String>>,
+    /// Serve from the PostgreSQL database at this URL
+    /// (postgres://USER:PASSWORD@HOST:PORT/DBNAME), in the schema `--namespace` names.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+    /// Prefix of every key on Redis, or the schema on PostgreSQL. What visitors store is
+    /// kept there across restarts (`moderator clean --namespace NAME` deletes it).
+    #[arg(long, default_value = "moderator-web")]
+    namespace: String,
+}
+
+impl ServeStoreArgs {
+    /// The store to serve from, kept after the server stops.
+    fn resolved(&self) -> StoreArgs {
+        StoreArgs {
+            redis: self.redis.clone(),
+            redis_cluster: self.redis_cluster.clone(),
+            postgres: self.postgres.clone(),
+            namespace: Some(self.namespace.clone()),
+            keep: true,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 struct ServeArgs {
     #[command(flatten)]
+    serve_from: ServeStoreArgs,
+    /// `serve_from`, resolved.
+    #[arg(skip)]
     store: StoreArgs,
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
@@ -297,16 +332,12 @@ struct LeaderboardArgs {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut command = cli.command.unwrap_or(Command::App(cli.app));
-    let serving = matches!(command, Command::Serve(_));
+    if let Command::Serve(args) = &mut command {
+        // A server keeps what visitors stored, under a namespace the next start finds.
+        args.store = args.serve_from.resolved();
+    }
     let store = command.store_mut();
     let explicit = store.namespace.is_some();
-    if serving {
-        // A server keeps what visitors stored, under a namespace the next start finds.
-        store
-            .namespace
-            .get_or_insert_with(|| "moderator-web".to_owned());
-        store.keep = true;
-    }
     store.namespace.get_or_insert_with(fresh_namespace);
     let store = store.clone();
     let clean = !store.keep && !matches!(command, Command::Clean(_));

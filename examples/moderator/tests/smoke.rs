@@ -287,6 +287,20 @@ fn the_app_takes_its_options_without_a_command_and_help_lists_them() {
 }
 
 #[test]
+fn serve_help_states_what_serve_does_with_its_data() {
+    let (code, help, stderr) = moderator(&["serve", "--help"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(help.contains("[default: moderator-web]"), "{help}");
+    assert!(help.contains("kept there across restarts"), "{help}");
+    for wrong in ["--keep", "fresh one per run", "deleted when the run ends"] {
+        assert!(
+            !help.contains(wrong),
+            "serve --help says {wrong:?}:\n{help}"
+        );
+    }
+}
+
+#[test]
 fn bad_numbers_are_refused_before_any_work() {
     for args in [
         &["--questions", "0"][..],
