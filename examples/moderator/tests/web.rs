@@ -240,6 +240,12 @@ async fn visitors_without_an_id_get_one() {
 async fn the_page_and_the_live_leaderboard_show_the_questions() {
     let url = memory::<Question>().await;
     let http = reqwest::Client::new();
+    let empty = http.get(format!("{url}/")).send().await.unwrap();
+    let html = empty.text().await.unwrap();
+    assert!(
+        html.contains("No questions yet: ask the first one"),
+        "{html}"
+    );
     let q = ask(&http, &url, "What about <affordable> housing?").await;
     vote(&http, &url, q.id, "ab").await;
     let page = http.get(format!("{url}/")).send().await.unwrap();
@@ -249,6 +255,7 @@ async fn the_page_and_the_live_leaderboard_show_the_questions() {
         html.contains("What about &lt;affordable&gt; housing?"),
         "escaped"
     );
+    assert!(!html.contains("No questions yet"), "{html}");
     assert!(
         html.contains(&format!("data-votes=\"{}\">1<", q.id)),
         "{html}"

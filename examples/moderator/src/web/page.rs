@@ -61,7 +61,10 @@ if (board && window.EventSource) {
     return li;
   };
   new EventSource('/api/events').addEventListener('leaderboard', (e) => {
-    for (const q of JSON.parse(e.data)) {
+    const questions = JSON.parse(e.data);
+    const empty = document.getElementById('empty');
+    if (empty && questions.length) empty.remove();
+    for (const q of questions) {
       const li = document.getElementById('q-' + q.id) || item(q);
       li.querySelector('[data-votes]').textContent = q.votes;
       board.appendChild(li);
@@ -130,6 +133,12 @@ pub async fn index<Q: Poll>(State(web): State<Web<Q>>, jar: CookieJar) -> Respon
                 placeholder="Ask a question" {}
             input type="text" name="author" maxlength=(MAX_AUTHOR) placeholder="Your name (optional)";
             button type="submit" id="ask" { "Ask" }
+        }
+        @if questions.is_empty() {
+            p id="empty" {
+                "No questions yet: ask the first one above, then vote on it here and from \
+                 another browser, and watch the count move."
+            }
         }
         ol.board id="board" {
             @for q in &questions { (row(q)) }
