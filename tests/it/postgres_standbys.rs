@@ -12,35 +12,12 @@
 use autoshard::prelude::*;
 use autoshard::store::postgres::tokio_postgres;
 use autoshard::store::{Fold, Merge, Merged, WriteId};
-use autoshard::{layout, KeyedOutcome};
+use autoshard::{Key, KeyedOutcome};
+use autoshard_test_support::entities::Question;
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::progress::WAIT_BOUND;
 use std::future::Future;
 use std::time::{Duration, Instant};
-
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-#[entity(kind = "Poll")]
-struct Poll {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0, shards = 4)]
-    n: i64,
-    #[shardable(shards = 4, fold = sum)]
-    likes: i64,
-}
-
-impl Poll {
-    #[shard_method]
-    fn add(&mut self) {
-        self.n += 1;
-    }
-
-    #[shard_fold]
-    fn fold_n(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
 
 /// Sets `synchronous_standby_names` (empty: none) and waits until new sessions see it.
 async fn standbys(client: &tokio_postgres::Client, url: &str, names: &str) {
@@ -123,22 +100,29 @@ async fn answers_found_from_a_read_wait_for_synchronous_standbys() {
         .unwrap();
     tokio::spawn(connection);
     let db = Mapper::new(store.clone());
-    db.insert(&mut Poll::new(1, 0, 0)).await.unwrap();
-    let first = db.update_once(&1, "vote:17", Poll::add).await.unwrap();
+    db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    let first = db
+        .update_once(&1, "vote:17", Question::vote_up)
+        .await
+        .unwrap();
     assert_eq!(first, KeyedOutcome::Applied(()));
-    let shard = layout::static_shard(&<Poll as Entity>::key_for(&1), "likes", 0);
+    let counter = Key::new("Likes", "1");
+    store
+        .insert(&counter, [("n".to_owned(), 0.into())].into())
+        .await
+        .unwrap();
     let write = WriteId {
         writer: "w".into(),
         seq: 1,
         at_ms: 1,
         horizon_ms: 0,
     };
-    let merge = Merge::new(shard, "shard_likes", Fold::SUM_I64, 1.into(), write);
+    let merge = Merge::new(counter.clone(), "n", Fold::SUM_I64, 1.into(), write);
     assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
 
     let again = {
         let db = db.clone();
-        async move { db.update_once(&1, "vote:17", Poll::add).await }
+        async move { db.update_once(&1, "vote:17", Question::vote_up).await }
     };
     let again = held_for_the_standby(&server, &client, "update_once", again).await;
     assert_eq!(again.unwrap(), KeyedOutcome::AlreadyApplied);
@@ -150,6 +134,7 @@ async fn answers_found_from_a_read_wait_for_synchronous_standbys() {
     let again = held_for_the_standby(&server, &client, "merge", again).await;
     assert_eq!(again.unwrap(), Merged::AlreadyApplied);
 
-    let poll: Poll = db.load(&1).await.unwrap();
-    assert_eq!((poll.n, poll.likes), (1, 1));
+    assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 1);
+    let stored = store.get(&counter).await.unwrap().unwrap();
+    assert_eq!(stored.doc["n"], 1);
 }

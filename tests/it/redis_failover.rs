@@ -12,13 +12,14 @@
 //!
 //! Votes are saved (each writer keeps its entity across errors, so a vote whose outcome
 //! is unknown is sent again under its write id until it is answered), or cast through
-//! `update_once` on a `#[shard_fold]` property over 4 shards (each vote sent again under
+//! `update_once` on a `#[shard_fold]` property over 10 shards (each vote sent again under
 //! its name until it is answered: a send that finds it applied answers
 //! `AlreadyApplied`, which must rest on what the replica holds too). The steps wait for counts (votes
 //! answered, saves failed), never for time to pass.
 
 use autoshard::prelude::*;
 use autoshard::{layout, Key};
+use autoshard_test_support::entities::Question;
 use autoshard_test_support::progress::{wait_until, Tally, WAIT_BOUND};
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use std::sync::Arc;
@@ -41,41 +42,19 @@ impl Counter {
     }
 }
 
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-#[entity(kind = "Ballot")]
-struct Ballot {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0, shards = 4)]
-    n: i64,
-}
-
-impl Ballot {
-    #[shard_method]
-    fn add(&mut self) {
-        self.n += 1;
-    }
-
-    #[shard_fold]
-    fn fold_n(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
-
 /// How the writers vote.
 #[derive(Clone, Copy, PartialEq)]
 enum Cast {
     /// `save` of a `fold = sum` counter over 8 shards.
     Saved,
-    /// `update_once` on a `#[shard_fold]` property over 4 shards, one name per vote.
+    /// `update_once` on a `#[shard_fold]` property over 10 shards, one name per vote.
     Keyed,
 }
 
 /// Casts vote `vote` of writer `writer` through `update_once` until the store answers.
 async fn keyed_until_answered(db: &Mapper<RedisStore>, op: &str, tally: &Tally) {
     let deadline = Instant::now() + WAIT_BOUND;
-    while let Err(e) = db.update_once(&1, op, Ballot::add).await {
+    while let Err(e) = db.update_once(&1, op, Question::vote_up).await {
         tally.fail();
         assert!(Instant::now() < deadline, "no vote went through: {e}");
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -114,7 +93,7 @@ async fn votes_through_a_failover(wait_for_replicas: bool, how: Cast) -> (u64, i
         .unwrap();
     let db = Mapper::new(store);
     db.insert(&mut Counter::new(1, 0)).await.unwrap();
-    db.insert(&mut Ballot::new(1, 0)).await.unwrap();
+    db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
 
     let tally = Arc::new(Tally::default());
     // Each writer casts a quarter of its votes, waits at this gate while the replica is
@@ -143,11 +122,14 @@ async fn votes_through_a_failover(wait_for_replicas: bool, how: Cast) -> (u64, i
 
     // Under load: a quarter of the votes are in when the replica stops receiving.
     wait_until("the writers", || tally.acked() >= WRITERS * (VOTES / 4)).await;
-    let main = match how {
-        Cast::Saved => <Counter as Entity>::key_for(&1),
-        Cast::Keyed => <Ballot as Entity>::key_for(&1),
+    let (main, property) = match how {
+        Cast::Saved => (<Counter as Entity>::key_for(&1), "n"),
+        Cast::Keyed => (<Question as Entity>::key_for(&1), "votes"),
     };
-    let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
+    let shard = format!(
+        "{ns}:{}",
+        Key::encode(&layout::static_shard(&main, property, 0))
+    );
     let (cluster, victim, replica) = tokio::task::spawn_blocking(move || {
         let victim = cluster.master_of(&shard);
         let replica = cluster.replica_of(victim);
@@ -164,7 +146,10 @@ async fn votes_through_a_failover(wait_for_replicas: bool, how: Cast) -> (u64, i
         tally.acked() >= cast + 100 || tally.failed() >= failed + WRITERS
     })
     .await;
-    let shard = format!("{ns}:{}", Key::encode(&layout::static_shard(&main, "n", 0)));
+    let shard = format!(
+        "{ns}:{}",
+        Key::encode(&layout::static_shard(&main, property, 0))
+    );
     let cluster = tokio::task::spawn_blocking(move || {
         let mut cluster = cluster;
         cluster.nodes[victim].kill();
@@ -187,7 +172,7 @@ async fn votes_through_a_failover(wait_for_replicas: bool, how: Cast) -> (u64, i
     let total = loop {
         let loaded = match how {
             Cast::Saved => db.load::<Counter>(&1).await.map(|c| c.n),
-            Cast::Keyed => db.load::<Ballot>(&1).await.map(|b| b.n),
+            Cast::Keyed => db.load::<Question>(&1).await.map(|q| q.votes),
         };
         match loaded {
             Ok(total) => break total,

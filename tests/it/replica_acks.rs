@@ -15,7 +15,7 @@
 use autoshard::prelude::*;
 use autoshard::store::{Fold, Merge, Merged, WriteId};
 use autoshard::{layout, KeyedOutcome};
-use autoshard_test_support::entities::Account;
+use autoshard_test_support::entities::{Account, Counter, Question};
 use autoshard_test_support::redis::{namespace, Replicated};
 use std::time::Duration;
 
@@ -27,50 +27,6 @@ struct Votes {
     id: u64,
     #[shardable(shards = 4, fold = sum)]
     n: i64,
-}
-
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-#[entity(kind = "Scores")]
-struct Scores {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0, shards = 4)]
-    n: i64,
-}
-
-impl Scores {
-    #[shard_method]
-    fn add(&mut self) {
-        self.n += 1;
-    }
-
-    #[shard_fold]
-    fn fold_n(a: i64, b: i64) -> i64 {
-        a + b
-    }
-}
-
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-#[entity(kind = "Tally")]
-struct Tally {
-    #[id]
-    id: u64,
-    #[shardable(neutral = 0)]
-    n: i64,
-}
-
-impl Tally {
-    #[shard_method]
-    fn add(&mut self) {
-        self.n += 1;
-    }
-
-    #[shard_fold]
-    fn fold_n(a: i64, b: i64) -> i64 {
-        a + b
-    }
 }
 
 /// A store on the master of `pair` whose writes wait for its replica, with two pooled
@@ -130,51 +86,54 @@ async fn a_merge_already_applied_waits_for_the_replica_on_its_own_connection() {
 async fn a_save_sent_again_that_finds_its_write_id_waits_for_the_replica() {
     let pair = Replicated::start();
     let db = Mapper::new(store_on(&pair, "acks-save").await);
-    db.insert(&mut Scores::new(1, 0)).await.unwrap();
-    db.insert(&mut Tally::new(1, 0)).await.unwrap();
-    let mut scores: Scores = db.load(&1).await.unwrap();
-    let mut tally: Tally = db.load(&1).await.unwrap();
+    db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    db.insert(&mut Counter::new(1, 0)).await.unwrap();
+    let mut question: Question = db.load(&1).await.unwrap();
+    let mut counter: Counter = db.load(&1).await.unwrap();
 
     pair.pause_replica();
-    scores.add();
-    tally.add();
+    question.vote_up();
+    counter.hit();
     // A static shard by compare-and-set, and a new dynamic shard document.
-    assert_unacknowledged(db.save(&mut scores).await, "a static save");
-    assert_unacknowledged(db.save(&mut tally).await, "a dynamic save");
+    assert_unacknowledged(db.save(&mut question).await, "a static save");
+    assert_unacknowledged(db.save(&mut counter).await, "a dynamic save");
     for _ in 0..2 {
-        assert_unacknowledged(db.save(&mut scores).await, "the static save again");
-        assert_unacknowledged(db.save(&mut tally).await, "the dynamic save again");
+        assert_unacknowledged(db.save(&mut question).await, "the static save again");
+        assert_unacknowledged(db.save(&mut counter).await, "the dynamic save again");
     }
 
     pair.resume_replica();
-    db.save(&mut scores).await.unwrap();
-    db.save(&mut tally).await.unwrap();
-    assert_eq!(db.load::<Scores>(&1).await.unwrap().n, 1);
-    assert_eq!(db.load::<Tally>(&1).await.unwrap().n, 1);
+    db.save(&mut question).await.unwrap();
+    db.save(&mut counter).await.unwrap();
+    assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 1);
+    assert_eq!(db.load::<Counter>(&1).await.unwrap().hits, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_operation_found_applied_waits_for_the_replica() {
     let pair = Replicated::start();
     let db = Mapper::new(store_on(&pair, "acks-keyed").await);
-    db.insert(&mut Scores::new(1, 0)).await.unwrap();
-    db.insert(&mut Tally::new(1, 0)).await.unwrap();
+    db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    db.insert(&mut Counter::new(1, 0)).await.unwrap();
 
     pair.pause_replica();
     for _ in 0..3 {
-        let answer = db.update_once(&1, "vote:17", Scores::add).await;
+        let answer = db.update_once(&1, "vote:17", Question::vote_up).await;
         assert_unacknowledged(answer, "a keyed vote on static shards");
-        let answer = db.update_once(&1, "vote:17", Tally::add).await;
+        let answer = db.update_once(&1, "vote:17", Counter::hit).await;
         assert_unacknowledged(answer, "a keyed vote on dynamic shards");
     }
 
     pair.resume_replica();
-    let again = db.update_once(&1, "vote:17", Scores::add).await.unwrap();
+    let again = db
+        .update_once(&1, "vote:17", Question::vote_up)
+        .await
+        .unwrap();
     assert_eq!(again, KeyedOutcome::AlreadyApplied);
-    let again = db.update_once(&1, "vote:17", Tally::add).await.unwrap();
+    let again = db.update_once(&1, "vote:17", Counter::hit).await.unwrap();
     assert_eq!(again, KeyedOutcome::AlreadyApplied);
-    assert_eq!(db.load::<Scores>(&1).await.unwrap().n, 1);
-    assert_eq!(db.load::<Tally>(&1).await.unwrap().n, 1);
+    assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 1);
+    assert_eq!(db.load::<Counter>(&1).await.unwrap().hits, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
