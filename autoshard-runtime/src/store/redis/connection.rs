@@ -166,14 +166,15 @@ pub(super) struct Connections {
 
 impl fmt::Debug for Connections {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (mode, pool) = match &self.kind {
-            Kind::Standalone { pool, .. } => ("standalone", pool.len()),
-            Kind::Cluster(_) => ("cluster", 1),
+        let (mode, pool, replaced) = match &self.kind {
+            Kind::Standalone { pool, .. } => ("standalone", pool.len(), 0),
+            Kind::Cluster(conns) => ("cluster", 1, conns.replaced.load(Ordering::Relaxed)),
         };
         f.debug_struct("Connections")
             .field("mode", &mode)
             .field("endpoint", &self.endpoint)
             .field("pool", &pool)
+            .field("replaced", &replaced)
             .finish()
     }
 }

@@ -20,9 +20,10 @@
 //!
 //! What a read showed: an answer that acknowledges a write because a read found it
 //! stored (a write id recorded, a marker present) rests on state that may be on the
-//! master alone: the write it stands for may have failed its `WAIT`, and a `WAIT` after
-//! a script that wrote nothing covers only what its connection wrote before, which need
-//! not include that write (another pooled connection, another process made it).
+//! master alone: the write it stands for may have failed its `WAIT`; a read sends no
+//! `WAIT` at all; and from Redis 7.2 on, a `WAIT` after a script that wrote nothing
+//! covers only what its connection wrote before, which need not include that write
+//! (another pooled connection, another process made it).
 //! [`DocumentStore::make_durable`](crate::store::DocumentStore::make_durable) makes it
 //! durable: a write that changes nothing (`INCRBY` of the entity group's version counter
 //! by 0, in the slot of what was read) and `WAIT` on the same connection. A master's
