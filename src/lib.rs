@@ -208,6 +208,13 @@ pub use autoshard_derive::Entity;
 /// fold leaves unchanged (0 for a sum), `shards = N` asks for `N` static shards, and
 /// without `shards` the property is sharded dynamically.
 ///
+/// `neutral` is any expression of the field's type, not only a literal: a set's identity
+/// is `BTreeSet::new()` (the `#[shard_fold]` example below), a struct's may be
+/// `Stats::default()`. It is evaluated each time a neutral value is needed (a fresh
+/// shadow, an empty shard), so it must give the same value every time: a function call
+/// is fine when it is pure, and the macro cannot check that a value is the fold's
+/// identity, so a wrong one shows as wrong totals, never as an error.
+///
 /// **Dynamic sharding needs compaction.** A dynamic property gets a new shard document
 /// per save (no write ever contends), and every load reads all of them until compaction
 /// folds them back: run [`Mapper::compact`](crate::Mapper::compact) yourself, or a

@@ -45,6 +45,16 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
         },
         _ => None,
     };
+    let rewritten = item
+        .attrs
+        .iter()
+        .any(|a| a.path() == SHARDED_MARKER && a.parse_args::<syn::Ident>().is_err());
+    if let Some(named) = named.as_ref().filter(|_| !rewritten) {
+        // (A struct rewritten already has the hidden fields; `check_shape` said so.)
+        for ident in named.named.iter().filter_map(|f| f.ident.as_ref()) {
+            check::reserved_field_name(&cx, ident);
+        }
+    }
     if let Some(named) = &named {
         if !named.named.iter().any(|f| is_shardable(&f.attrs)) {
             cx.error_at(

@@ -50,16 +50,22 @@ fn kind(cx: &Ctxt, entity: &Entity) {
 
 fn reserved_field_names(cx: &Ctxt, entity: &Entity) {
     for field in entity.fields.iter().filter(|f| !f.hidden) {
-        if field.ident.to_string().starts_with(HIDDEN_PREFIX) {
-            cx.error_spanned_by(
-                field.ident,
-                format_args!(
-                    "field names starting with `{HIDDEN_PREFIX}` are reserved for the fields \
-                     the autoshard macros generate; rename `{}`",
-                    field.ident
-                ),
-            );
-        }
+        reserved_field_name(cx, field.ident);
+    }
+}
+
+/// Reports a user field whose name the macros keep for the fields they generate (the
+/// derive for any entity, `#[autoshard::sharded]` before it adds its own, so that a
+/// clash is one error on the user's field, not a duplicate generated field).
+pub fn reserved_field_name(cx: &Ctxt, ident: &syn::Ident) {
+    if ident.to_string().starts_with(HIDDEN_PREFIX) {
+        cx.error_spanned_by(
+            ident,
+            format_args!(
+                "field names starting with `{HIDDEN_PREFIX}` are reserved for the fields \
+                 the autoshard macros generate; rename `{ident}`"
+            ),
+        );
     }
 }
 
