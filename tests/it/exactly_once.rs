@@ -415,6 +415,55 @@ async fn keyed_operation_changing_an_unsharded_field_is_refused() {
     assert_eq!((stored.title.as_str(), stored.votes), ("a", 0));
 }
 
+/// A `#[shard_method]` that also changes an unsharded field: its body runs twice (on the
+/// shadows, then on the aggregate), so `apply` and `update_once` refuse it with `Invalid`
+/// and write nothing, and a loaded entity saves the field as the method left it, changed
+/// once per run.
+#[tokio::test]
+async fn a_shard_method_changing_an_unsharded_field_is_refused_without_a_load() {
+    #[autoshard::sharded]
+    #[derive(Entity, Debug, Clone)]
+    struct Titled {
+        #[id]
+        id: u64,
+        title: String,
+        #[shardable(shards = 2, fold = sum)]
+        votes: i64,
+    }
+    impl Titled {
+        #[shard_method]
+        fn vote_and_mark(&mut self) {
+            self.votes += 1;
+            self.title.push('!');
+        }
+    }
+    let db = Mapper::new(MemoryStore::new());
+    db.insert(&mut Titled::new(1, "a".into(), 0)).await.unwrap();
+    let refused = db.apply(&1, Titled::vote_and_mark).await.unwrap_err();
+    assert!(matches!(refused, Error::Invalid(_)), "{refused:?}");
+    let refused = db
+        .update_once(&1, "mark", Titled::vote_and_mark)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::Invalid(_)), "{refused:?}");
+    let stored: Titled = db.load(&1).await.unwrap();
+    assert_eq!(
+        (stored.title.as_str(), stored.votes),
+        ("a", 0),
+        "nothing written"
+    );
+
+    let mut loaded = stored;
+    loaded.vote_and_mark();
+    db.save(&mut loaded).await.unwrap();
+    let stored: Titled = db.load(&1).await.unwrap();
+    assert_eq!(
+        (stored.title.as_str(), stored.votes),
+        ("a!!", 1),
+        "once per run"
+    );
+}
+
 /// A change whose reply was lost and that is saved again after the write window fails
 /// with `Expired` and stays pending; within the window it is stored once.
 #[tokio::test]
