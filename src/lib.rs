@@ -311,7 +311,7 @@ pub use autoshard_derive::sharded;
 /// - the body should change only sharded fields: a change to any other field, or any
 ///   other side effect, happens twice. [`Mapper::apply`](crate::Mapper::apply) and
 ///   [`Mapper::update_once`](crate::Mapper::update_once) refuse a method that changes
-///   another field ([`Error::Invalid`](crate::Error::Invalid), nothing written); on an
+///   another field ([`Error::Invalid`], nothing written); on an
 ///   entity you loaded, [`Mapper::save`](crate::Mapper::save) stores the field as the
 ///   method left it, changed once per run. Change other fields outside the method;
 /// - after a call every sharded field's shadow counts as touched.
