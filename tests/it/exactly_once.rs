@@ -379,28 +379,39 @@ async fn keyed_vote_with_lost_reply_applies_once(store: Arc<dyn DocumentStore>, 
     }
 }
 
+/// A title beside sharded votes, for the refusals of changes to unsharded fields.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Titled {
+    #[id]
+    id: u64,
+    title: String,
+    #[shardable(neutral = 0, shards = 2)]
+    votes: i64,
+}
+
+impl Titled {
+    #[shard_method]
+    fn vote(&mut self) {
+        self.votes += 1;
+    }
+
+    /// A shard method that also changes the unsharded title.
+    #[shard_method]
+    fn vote_and_mark(&mut self) {
+        self.votes += 1;
+        self.title.push('!');
+    }
+
+    #[shard_fold]
+    fn fold_votes(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
 /// A keyed operation may not change unsharded fields; nothing is written.
 #[tokio::test]
 async fn keyed_operation_changing_an_unsharded_field_is_refused() {
-    #[autoshard::sharded]
-    #[derive(Entity, Debug, Clone)]
-    struct Titled {
-        #[id]
-        id: u64,
-        title: String,
-        #[shardable(neutral = 0, shards = 2)]
-        votes: i64,
-    }
-    impl Titled {
-        #[shard_method]
-        fn vote(&mut self) {
-            self.votes += 1;
-        }
-        #[shard_fold]
-        fn fold_votes(a: i64, b: i64) -> i64 {
-            a + b
-        }
-    }
     let db = Mapper::new(MemoryStore::new());
     db.insert(&mut Titled::new(1, "a".into(), 0)).await.unwrap();
     let err = db
@@ -421,22 +432,6 @@ async fn keyed_operation_changing_an_unsharded_field_is_refused() {
 /// once per run.
 #[tokio::test]
 async fn a_shard_method_changing_an_unsharded_field_is_refused_without_a_load() {
-    #[autoshard::sharded]
-    #[derive(Entity, Debug, Clone)]
-    struct Titled {
-        #[id]
-        id: u64,
-        title: String,
-        #[shardable(shards = 2, fold = sum)]
-        votes: i64,
-    }
-    impl Titled {
-        #[shard_method]
-        fn vote_and_mark(&mut self) {
-            self.votes += 1;
-            self.title.push('!');
-        }
-    }
     let db = Mapper::new(MemoryStore::new());
     db.insert(&mut Titled::new(1, "a".into(), 0)).await.unwrap();
     let refused = db.apply(&1, Titled::vote_and_mark).await.unwrap_err();
