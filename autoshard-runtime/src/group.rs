@@ -58,7 +58,8 @@
 //! root entities of any kinds and ids ([`crate::Mapper::key_group`]); while it lives it
 //! owns them, its transactions ([`GroupTransaction`]) are serializable and exactly once,
 //! and every other write to its members fails with [`crate::Error::Grouped`]. The
-//! argument, step by step, is in the module docs of `mapper/group/key_group.rs`.
+//! argument, step by step, is in the module docs of `mapper/group/key_group/` (`mod.rs`
+//! and `protocol.rs`).
 
 pub use crate::mapper::{GroupTransaction, KeyGroup, KeyGroupBuilder, DEFAULT_LEASE};
 

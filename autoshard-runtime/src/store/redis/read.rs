@@ -1,6 +1,6 @@
 //! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`,
 //! and a lookup lists its pages in the same step, answered from there when it read every
-//! listed document (the store's module docs, "Round trips"); on a cluster, and for scan
+//! listed document (`docs/design/redis.md`, "Round trips"); on a cluster, and for scan
 //! pages, one read script per slot lists and reads atomically (`lua/read.lua`). Both
 //! replies are decoded here.
 
