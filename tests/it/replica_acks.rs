@@ -9,14 +9,23 @@
 //! and answer "already applied" from that read; each must fail instead while the replica
 //! holds nothing of it, and succeed, counting it once, when the replica goes on.
 //!
-//! Nothing here waits for time to pass: the replica is stopped, so each `WAIT` after a
-//! new write runs out by construction, whatever the machine's speed.
+//! Nothing here depends on the machine's speed. Each test writes through three stores on
+//! the same data: one that waits for no replica (to set up, before the replica stops),
+//! one that waits 200 ms (while the replica is stopped, so each `WAIT` after a new write
+//! runs out by construction), and one that waits up to 30 s (once the replica goes on,
+//! for the sends that must then be acknowledged).
 
 use autoshard::prelude::*;
-use autoshard::store::{Fold, Merge, Merged, WriteId};
+use autoshard::store::{
+    Commit, Document, DocumentStore, Fold, Found, Lookup, Merge, Merged, Scan, ScanPage,
+    Transaction, Version, Versioned, WriteId,
+};
+use autoshard::Key;
 use autoshard::{layout, KeyedOutcome};
 use autoshard_test_support::entities::{Account, Counter, Question};
 use autoshard_test_support::redis::{namespace, Replicated};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 #[autoshard::sharded]
@@ -29,16 +38,33 @@ struct Votes {
     n: i64,
 }
 
-/// A store on the master of `pair` whose writes wait for its replica, with two pooled
-/// connections used in turn.
-async fn store_on(pair: &Replicated, case: &str) -> RedisStore {
-    let options = RedisOptions::default()
-        .namespace(namespace(case))
-        .pool_size(2)
-        .wait_for_replicas(1, Duration::from_millis(200));
-    RedisStore::connect_with(&pair.master.url(), options)
-        .await
-        .unwrap()
+/// Stores on the master of `pair`, one namespace for all three (module docs).
+struct Stores {
+    /// Waits for no replica.
+    setup: RedisStore,
+    /// Waits 200 ms for the replica, with two pooled connections used in turn.
+    stopped: RedisStore,
+    /// Waits up to 30 s for the replica.
+    running: RedisStore,
+}
+
+async fn stores_on(pair: &Replicated, case: &str) -> Stores {
+    let namespace = namespace(case);
+    let url = pair.master.url();
+    let connect = |wait: Option<Duration>| {
+        let mut options = RedisOptions::default()
+            .namespace(namespace.clone())
+            .pool_size(2);
+        if let Some(wait) = wait {
+            options = options.wait_for_replicas(1, wait);
+        }
+        RedisStore::connect_with(&url, options)
+    };
+    Stores {
+        setup: connect(None).await.unwrap(),
+        stopped: connect(Some(Duration::from_millis(200))).await.unwrap(),
+        running: connect(Some(Duration::from_secs(30))).await.unwrap(),
+    }
 }
 
 /// Fails the test unless `answer` is the error of a write the replica did not
@@ -58,9 +84,10 @@ fn assert_unacknowledged<T: std::fmt::Debug>(answer: autoshard::Result<T>, what:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merge_already_applied_waits_for_the_replica_on_its_own_connection() {
     let pair = Replicated::start();
-    let store = store_on(&pair, "acks-merge").await;
-    let db = Mapper::new(store.clone());
+    let stores = stores_on(&pair, "acks-merge").await;
+    let db = Mapper::new(stores.setup.clone());
     db.insert(&mut Votes::new(1, 0)).await.unwrap();
+    let store = &stores.stopped;
     let shard = layout::static_shard(&<Votes as Entity>::key_for(&1), "n", 0);
     let write = WriteId {
         writer: "w".into(),
@@ -78,18 +105,21 @@ async fn a_merge_already_applied_waits_for_the_replica_on_its_own_connection() {
     assert_unacknowledged(store.merge(&merge).await, "the third send");
 
     pair.resume_replica();
-    assert_eq!(store.merge(&merge).await.unwrap(), Merged::AlreadyApplied);
+    let answer = stores.running.merge(&merge).await.unwrap();
+    assert_eq!(answer, Merged::AlreadyApplied);
     assert_eq!(db.load::<Votes>(&1).await.unwrap().n, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_save_sent_again_that_finds_its_write_id_waits_for_the_replica() {
     let pair = Replicated::start();
-    let db = Mapper::new(store_on(&pair, "acks-save").await);
-    db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
-    db.insert(&mut Counter::new(1, 0)).await.unwrap();
-    let mut question: Question = db.load(&1).await.unwrap();
-    let mut counter: Counter = db.load(&1).await.unwrap();
+    let stores = stores_on(&pair, "acks-save").await;
+    let setup = Mapper::new(stores.setup);
+    setup.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    setup.insert(&mut Counter::new(1, 0)).await.unwrap();
+    let mut question: Question = setup.load(&1).await.unwrap();
+    let mut counter: Counter = setup.load(&1).await.unwrap();
+    let db = Mapper::new(stores.stopped);
 
     pair.pause_replica();
     question.vote_up();
@@ -103,6 +133,8 @@ async fn a_save_sent_again_that_finds_its_write_id_waits_for_the_replica() {
     }
 
     pair.resume_replica();
+    // A change in doubt is sent again by any mapper, under its write id.
+    let db = Mapper::new(stores.running);
     db.save(&mut question).await.unwrap();
     db.save(&mut counter).await.unwrap();
     assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 1);
@@ -112,9 +144,11 @@ async fn a_save_sent_again_that_finds_its_write_id_waits_for_the_replica() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyed_operation_found_applied_waits_for_the_replica() {
     let pair = Replicated::start();
-    let db = Mapper::new(store_on(&pair, "acks-keyed").await);
-    db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
-    db.insert(&mut Counter::new(1, 0)).await.unwrap();
+    let stores = stores_on(&pair, "acks-keyed").await;
+    let setup = Mapper::new(stores.setup);
+    setup.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    setup.insert(&mut Counter::new(1, 0)).await.unwrap();
+    let db = Mapper::new(stores.stopped);
 
     pair.pause_replica();
     for _ in 0..3 {
@@ -125,6 +159,7 @@ async fn a_keyed_operation_found_applied_waits_for_the_replica() {
     }
 
     pair.resume_replica();
+    let db = Mapper::new(stores.running);
     let again = db
         .update_once(&1, "vote:17", Question::vote_up)
         .await
@@ -136,10 +171,77 @@ async fn a_keyed_operation_found_applied_waits_for_the_replica() {
     assert_eq!(db.load::<Counter>(&1).await.unwrap().hits, 1);
 }
 
+/// The `running` store until `stopped` is set, then the `stopped` one: a key group is
+/// formed through one mapper and commits through it, before and while the replica is
+/// stopped.
+#[derive(Debug)]
+struct Switch {
+    running: RedisStore,
+    stopped: RedisStore,
+    replica_stopped: AtomicBool,
+}
+
+impl Switch {
+    fn now(&self) -> &RedisStore {
+        if self.replica_stopped.load(Ordering::SeqCst) {
+            &self.stopped
+        } else {
+            &self.running
+        }
+    }
+}
+
+#[deny(clippy::missing_trait_methods)]
+#[async_trait::async_trait]
+impl DocumentStore for Switch {
+    async fn get(&self, key: &Key) -> autoshard::Result<Option<Versioned>> {
+        self.now().get(key).await
+    }
+    async fn get_many(&self, keys: &[Key]) -> autoshard::Result<Vec<Option<Versioned>>> {
+        self.now().get_many(keys).await
+    }
+    async fn insert(&self, key: &Key, doc: Document) -> autoshard::Result<Version> {
+        self.now().insert(key, doc).await
+    }
+    async fn put(&self, key: &Key, doc: Document) -> autoshard::Result<Version> {
+        self.now().put(key, doc).await
+    }
+    async fn delete(&self, key: &Key) -> autoshard::Result<bool> {
+        self.now().delete(key).await
+    }
+    async fn scan(&self, scan: &Scan) -> autoshard::Result<ScanPage> {
+        self.now().scan(scan).await
+    }
+    async fn lookup(&self, lookup: &Lookup) -> autoshard::Result<Found> {
+        self.now().lookup(lookup).await
+    }
+    async fn commit(&self, txn: &Transaction) -> autoshard::Result<Commit> {
+        self.now().commit(txn).await
+    }
+    async fn merge(&self, merge: &Merge) -> autoshard::Result<Merged> {
+        self.now().merge(merge).await
+    }
+    async fn make_durable(&self, keys: &[Key]) -> autoshard::Result<()> {
+        self.now().make_durable(keys).await
+    }
+    fn cross_group_transactions(&self) -> bool {
+        self.now().cross_group_transactions()
+    }
+    async fn now_ms(&self) -> autoshard::Result<u64> {
+        self.now().now_ms().await
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_group_commit_found_landed_waits_for_the_replica() {
     let pair = Replicated::start();
-    let db = Mapper::new(store_on(&pair, "acks-group").await);
+    let stores = stores_on(&pair, "acks-group").await;
+    let switch = Arc::new(Switch {
+        running: stores.running,
+        stopped: stores.stopped,
+        replica_stopped: AtomicBool::new(false),
+    });
+    let db = Mapper::new(switch.clone());
     for id in [1, 2] {
         db.insert(&mut Account::new(id, 0, 10)).await.unwrap();
     }
@@ -152,6 +254,7 @@ async fn a_key_group_commit_found_landed_waits_for_the_replica() {
         .unwrap();
 
     pair.pause_replica();
+    switch.replica_stopped.store(true, Ordering::SeqCst);
     let mut txn = group.transaction().await;
     let [mut from, mut to] =
         <[Account; 2]>::try_from(txn.load_many(&[1, 2]).await.unwrap()).expect("two members");
@@ -164,6 +267,7 @@ async fn a_key_group_commit_found_landed_waits_for_the_replica() {
     assert_unacknowledged(txn.commit().await, "a group transaction");
 
     pair.resume_replica();
+    switch.replica_stopped.store(false, Ordering::SeqCst);
     let mut txn = group.transaction().await;
     let balances: Vec<i64> = txn
         .load_many::<Account>(&[1, 2])

@@ -300,10 +300,8 @@ impl<S: DocumentStore> Steps<'_, S> {
             };
             if let Some(decided) = recorded.decided {
                 // Another run's decision, which may have been answered with an error.
-                self.mapper
-                    .store
-                    .make_durable(std::slice::from_ref(self.key))
-                    .await?;
+                let read = std::slice::from_ref(self.key);
+                self.mapper.store.make_durable(read).await?;
                 return Ok(Next::Done(Some(decided)));
             }
             let mut doc = state.doc;
