@@ -217,51 +217,39 @@ async fn a_failover_without_waiting_for_replicas_counts_no_vote_twice() {
 /// On a server without a replica, a write waiting for one fails with an unknown outcome
 /// (the master applied it); once a replica follows, the entity's next save sends it
 /// again under its write id, and it counts once.
+///
+/// Nothing here depends on the machine's speed: the entity is set up through a store
+/// that waits for no replica, the save fails through one that waits 50 ms for a replica
+/// the server does not have (so its `WAIT` runs out by construction), and the save again
+/// goes through one that waits up to 30 s, time for the replica to synchronise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_no_replica_acknowledged_fails_and_is_applied_once_when_sent_again() {
     let master = Standalone::start();
-    let options = RedisOptions::default()
-        .namespace(namespace("wait"))
-        .wait_for_replicas(1, Duration::from_millis(50));
-    let db = Mapper::new(
-        RedisStore::connect_with(&master.url(), options)
-            .await
-            .unwrap(),
-    );
-    // The insert waits for a replica too: let it through with one attached.
-    let replica = Standalone::start();
-    let port = master.server.port.to_string();
-    let follow = async || {
-        replica.server.cli(&["replicaof", "127.0.0.1", &port]);
-        wait_until("the replica's link", || {
-            replica
-                .server
-                .cli(&["info", "replication"])
-                .contains("master_link_status:up")
-        })
-        .await;
+    let (ns, url) = (namespace("wait"), master.url());
+    let connect = |wait: Option<Duration>| {
+        let mut options = RedisOptions::default().namespace(ns.clone());
+        if let Some(wait) = wait {
+            options = options.wait_for_replicas(1, wait);
+        }
+        RedisStore::connect_with(&url, options)
     };
-    follow().await;
-    db.insert(&mut Counter::new(1, 0)).await.unwrap();
-    let mut counter: Counter = db.load(&1).await.unwrap();
+    let setup = Mapper::new(connect(None).await.unwrap());
+    setup.insert(&mut Counter::new(1, 0)).await.unwrap();
+    let mut counter: Counter = setup.load(&1).await.unwrap();
 
-    replica.server.cli(&["replicaof", "no", "one"]);
-    wait_until("the replica to leave", || {
-        master
-            .server
-            .cli(&["info", "replication"])
-            .contains("connected_slaves:0")
-    })
-    .await;
+    let alone = Mapper::new(connect(Some(Duration::from_millis(50))).await.unwrap());
     counter.add();
-    let refused = db.save(&mut counter).await.unwrap_err();
+    let refused = alone.save(&mut counter).await.unwrap_err();
     assert!(
         matches!(refused, Error::Backend { .. })
             && refused.to_string().contains("0 of the 1 replicas"),
         "{refused}"
     );
 
-    follow().await;
-    db.save(&mut counter).await.unwrap();
-    assert_eq!(db.load::<Counter>(&1).await.unwrap().n, 1);
+    let replica = Standalone::start();
+    let port = master.server.port.to_string();
+    replica.server.cli(&["replicaof", "127.0.0.1", &port]);
+    let followed = Mapper::new(connect(Some(Duration::from_secs(30))).await.unwrap());
+    followed.save(&mut counter).await.unwrap();
+    assert_eq!(followed.load::<Counter>(&1).await.unwrap().n, 1);
 }
