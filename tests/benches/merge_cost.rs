@@ -1,0 +1,251 @@
+//! Measurement, not a test: the Redis server's time per merge, beside what the fewest
+//! commands that count a vote exactly once cost, in the same run on the same server.
+//!
+//! Three variants, each `CALLS` calls from 64 writers, one call in flight each (a
+//! writer's sequence numbers grow call by call):
+//! - `raw HINCRBY`: one command, no exactly-once;
+//! - `3-call script`: a Lua script that reads the writer's record (`HGET`), writes it
+//!   (`HSET`) and adds (`HINCRBY`): the least a script can do to count a vote once;
+//! - `merge`: `DocumentStore::merge` of `RedisStore` (an integer `sum` into one static
+//!   shard document, as `Mapper::apply` sends it), its real script and arguments.
+//!
+//! The figures are the server's own (`INFO commandstats`, `usec_per_call`), so they do
+//! not depend on how fast the client is. Run it with the server pinned to one core and
+//! this process to another (`scripts/merge-cost` does both): on shared cores the
+//! server's time per call also counts the time it waits while it is preempted.
+//!
+//! ```sh
+//! scripts/merge-cost                      # pinned, a server started for the run
+//! REDIS_URL=redis://127.0.0.1:6379/ cargo bench -p autoshard-integration --bench merge_cost
+//! ```
+//!
+//! Without `REDIS_URL` a standalone Redis is started here, unpinned.
+
+use autoshard::store::{DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, WriteId};
+use autoshard::{layout, Entity, Mapper};
+use autoshard_test_support::entities::Question;
+use autoshard_test_support::redis::{namespace, Standalone};
+use futures::future::try_join_all;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const WRITERS: u64 = 64;
+
+/// The 3-call exactly-once script: `KEYS`: the counter hash, the record hash; `ARGV`:
+/// writer, sequence number, increment.
+const THREE_CALLS: &str = r"
+local seen = redis.call('HGET', KEYS[2], ARGV[1])
+if seen and tonumber(seen) >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return redis.call('HINCRBY', KEYS[1], 'n', ARGV[3])
+";
+
+/// Calls of each variant (`CALLS` in the environment; 100,000 by default).
+fn calls() -> u64 {
+    std::env::var("CALLS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// Server time per call of each command since the last `CONFIG RESETSTAT`: name →
+/// (calls, microseconds per call).
+async fn commandstats(
+    conn: &mut redis::aio::MultiplexedConnection,
+) -> BTreeMap<String, (u64, f64)> {
+    let text: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(conn)
+        .await
+        .unwrap();
+    text.lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |key: &str| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                    .map(str::to_owned)
+            };
+            let calls = field("calls")?.parse().ok()?;
+            let per_call = field("usec_per_call")?.parse().ok()?;
+            Some((name.to_owned(), (calls, per_call)))
+        })
+        .collect()
+}
+
+/// Runs `call(writer, seq)` for every writer, concurrently, and each writer's sequence
+/// numbers in order, and returns the server's time per call of `command` and of the commands
+/// it ran inside (a script's `redis.call`s).
+async fn measure<F, Fut>(
+    conn: &mut redis::aio::MultiplexedConnection,
+    command: &str,
+    call: F,
+) -> (f64, f64)
+where
+    F: Fn(u64, u64) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let per_writer = calls() / WRITERS;
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async(conn)
+        .await
+        .unwrap();
+    let tasks = (0..WRITERS).map(|writer| {
+        let call = call.clone();
+        tokio::spawn(async move {
+            for seq in 1..=per_writer {
+                call(writer, seq).await;
+            }
+        })
+    });
+    try_join_all(tasks).await.unwrap();
+    let stats = commandstats(conn).await;
+    let (calls, per_call) = stats[command];
+    let inside: f64 = 0.0
+        + stats
+            .iter()
+            .filter(|(name, _)| ![command, "config|resetstat"].contains(&name.as_str()))
+            .map(|(_, &(n, us))| n as f64 * us)
+            .sum::<f64>()
+            / calls as f64;
+    (per_call, inside)
+}
+
+#[tokio::main]
+async fn main() {
+    let started;
+    let url = match std::env::var("REDIS_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            println!("(no REDIS_URL: a standalone Redis started here, not pinned to a core)");
+            started = Standalone::start();
+            started.url()
+        }
+    };
+    let ns = namespace("merge-cost");
+    let store = RedisStore::connect_with(&url, RedisOptions::default().namespace(ns.clone()))
+        .await
+        .unwrap();
+    let mapper = Mapper::new(store.clone());
+    mapper.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    let shard = layout::static_shard(&<Question as Entity>::key_for(&1), "votes", 0);
+    // The guard `Mapper::apply` sends: the shard is of the entity's incarnation.
+    let stored = store
+        .get(&shard)
+        .await
+        .unwrap()
+        .expect("the inserted shard");
+    let incarnation = stored
+        .doc
+        .get("~inc")
+        .and_then(|v| v.as_str())
+        .map(str::to_owned);
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let (counter, record) = (format!("{ns}-raw"), format!("{ns}-raw/~w"));
+
+    let raw = {
+        let (conn, counter) = (conn.clone(), counter.clone());
+        measure(&mut conn.clone(), "hincrby", move |_, _| {
+            let (mut conn, counter) = (conn.clone(), counter.clone());
+            async move {
+                let _: i64 = redis::cmd("HINCRBY")
+                    .arg(&counter)
+                    .arg("raw")
+                    .arg(1)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await
+    };
+    let script = Arc::new(redis::Script::new(THREE_CALLS));
+    let _: String = script.prepare_invoke().load_async(&mut conn).await.unwrap();
+    let minimal = {
+        let (conn, counter, record) = (conn.clone(), counter.clone(), record.clone());
+        measure(&mut conn.clone(), "evalsha", move |writer, seq| {
+            let (mut conn, script) = (conn.clone(), script.clone());
+            let (counter, record) = (counter.clone(), record.clone());
+            async move {
+                let _: i64 = script
+                    .key(&counter)
+                    .key(&record)
+                    .arg(format!("writer-{writer}"))
+                    .arg(seq)
+                    .arg(1)
+                    .invoke_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+        })
+        .await
+    };
+    // The merge script is loaded at the store's first call, before the statistics reset.
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let first = WriteId {
+        writer: "warm-up".into(),
+        seq: 1,
+        at_ms,
+        horizon_ms: 0,
+    };
+    let merge_of = move |shard: &autoshard::Key, writer: Arc<str>, seq: u64| {
+        let write = WriteId {
+            writer,
+            seq,
+            at_ms,
+            horizon_ms: at_ms - 60_000,
+        };
+        Merge::new(shard.clone(), "shard_votes", Fold::SUM_I64, 1.into(), write)
+            .only_if("~inc", incarnation.clone())
+    };
+    let warm = store
+        .merge(&merge_of(&shard, first.writer, 1))
+        .await
+        .unwrap();
+    assert_eq!(warm, Merged::Applied, "a merge the store applies");
+    let writers: Arc<[Arc<str>]> = (0..WRITERS)
+        .map(|w| Arc::from(format!("writer-{w}")))
+        .collect();
+    let merge = {
+        let (store, shard) = (store.clone(), shard.clone());
+        measure(&mut conn.clone(), "evalsha", move |writer, seq| {
+            let store = store.clone();
+            let merge = merge_of(&shard, writers[writer as usize].clone(), seq);
+            async move {
+                let merged = store.merge(&merge).await.unwrap();
+                assert_eq!(merged, Merged::Applied);
+            }
+        })
+        .await
+    };
+    let votes = mapper.load::<Question>(&1).await.unwrap().votes;
+    assert_eq!(
+        votes,
+        (calls() / WRITERS * WRITERS + 1) as i64,
+        "every merge counted once"
+    );
+
+    println!(
+        "server time per call, INFO commandstats ({} calls each):",
+        calls()
+    );
+    println!(
+        "{:<16}{:>12}{:>22}{:>18}",
+        "variant", "us per call", "commands inside (us)", "÷ 3-call script"
+    );
+    for (name, (per_call, inside)) in [
+        ("raw HINCRBY", raw),
+        ("3-call script", minimal),
+        ("merge", merge),
+    ] {
+        println!(
+            "{name:<16}{per_call:>12.2}{inside:>22.2}{:>18.2}",
+            per_call / minimal.0
+        );
+    }
+}
