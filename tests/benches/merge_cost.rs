@@ -102,6 +102,8 @@ where
     try_join_all(tasks).await.unwrap();
     let stats = commandstats(conn).await;
     let (calls, per_call) = stats[command];
+    // Microseconds in all: far below 2^52, exact as `f64`.
+    #[allow(clippy::cast_precision_loss)]
     let inside: f64 = 0.0
         + stats
             .iter()
@@ -112,25 +114,55 @@ where
     (per_call, inside)
 }
 
-#[tokio::main]
-async fn main() {
-    let started;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(url) => url,
-        Err(_) => {
-            println!("(no REDIS_URL: a standalone Redis started here, not pinned to a core)");
-            started = Standalone::start();
-            started.url()
+/// Raw `HINCRBY` on a hash of its own.
+async fn raw(conn: &redis::aio::MultiplexedConnection, counter: &str) -> (f64, f64) {
+    let (conn, counter) = (conn.clone(), counter.to_owned());
+    measure(&mut conn.clone(), "hincrby", move |_, _| {
+        let (mut conn, counter) = (conn.clone(), counter.clone());
+        async move {
+            let _: i64 = redis::cmd("HINCRBY")
+                .arg(&counter)
+                .arg("raw")
+                .arg(1)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
         }
-    };
-    let ns = namespace("merge-cost");
-    let store = RedisStore::connect_with(&url, RedisOptions::default().namespace(ns.clone()))
+    })
+    .await
+}
+
+/// The 3-call exactly-once script on a counter hash and a record hash of its own.
+async fn three_calls(conn: &redis::aio::MultiplexedConnection, counter: &str) -> (f64, f64) {
+    let script = Arc::new(redis::Script::new(THREE_CALLS));
+    let _: String = script
+        .prepare_invoke()
+        .load_async(&mut conn.clone())
         .await
         .unwrap();
-    let mapper = Mapper::new(store.clone());
-    mapper.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    let (conn, counter, record) = (conn.clone(), counter.to_owned(), format!("{counter}/~w"));
+    measure(&mut conn.clone(), "evalsha", move |writer, seq| {
+        let (mut conn, script) = (conn.clone(), script.clone());
+        let (counter, record) = (counter.clone(), record.clone());
+        async move {
+            let _: i64 = script
+                .key(&counter)
+                .key(&record)
+                .arg(format!("writer-{writer}"))
+                .arg(seq)
+                .arg(1)
+                .invoke_async(&mut conn)
+                .await
+                .unwrap();
+        }
+    })
+    .await
+}
+
+/// `store.merge` of 1 into vote shard 0 of question 1, as `Mapper::apply` sends it:
+/// an integer sum, guarded by the shard's incarnation.
+async fn merges(conn: &redis::aio::MultiplexedConnection, store: &RedisStore) -> (f64, f64) {
     let shard = layout::static_shard(&<Question as Entity>::key_for(&1), "votes", 0);
-    // The guard `Mapper::apply` sends: the shard is of the entity's incarnation.
     let stored = store
         .get(&shard)
         .await
@@ -141,59 +173,14 @@ async fn main() {
         .get("~inc")
         .and_then(|v| v.as_str())
         .map(str::to_owned);
-    let client = redis::Client::open(url.as_str()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let (counter, record) = (format!("{ns}-raw"), format!("{ns}-raw/~w"));
-
-    let raw = {
-        let (conn, counter) = (conn.clone(), counter.clone());
-        measure(&mut conn.clone(), "hincrby", move |_, _| {
-            let (mut conn, counter) = (conn.clone(), counter.clone());
-            async move {
-                let _: i64 = redis::cmd("HINCRBY")
-                    .arg(&counter)
-                    .arg("raw")
-                    .arg(1)
-                    .query_async(&mut conn)
-                    .await
-                    .unwrap();
-            }
-        })
-        .await
-    };
-    let script = Arc::new(redis::Script::new(THREE_CALLS));
-    let _: String = script.prepare_invoke().load_async(&mut conn).await.unwrap();
-    let minimal = {
-        let (conn, counter, record) = (conn.clone(), counter.clone(), record.clone());
-        measure(&mut conn.clone(), "evalsha", move |writer, seq| {
-            let (mut conn, script) = (conn.clone(), script.clone());
-            let (counter, record) = (counter.clone(), record.clone());
-            async move {
-                let _: i64 = script
-                    .key(&counter)
-                    .key(&record)
-                    .arg(format!("writer-{writer}"))
-                    .arg(seq)
-                    .arg(1)
-                    .invoke_async(&mut conn)
-                    .await
-                    .unwrap();
-            }
-        })
-        .await
-    };
-    // The merge script is loaded at the store's first call, before the statistics reset.
-    let at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let first = WriteId {
-        writer: "warm-up".into(),
-        seq: 1,
-        at_ms,
-        horizon_ms: 0,
-    };
-    let merge_of = move |shard: &autoshard::Key, writer: Arc<str>, seq: u64| {
+    let at_ms = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let merge_of = move |writer: Arc<str>, seq: u64| {
         let write = WriteId {
             writer,
             seq,
@@ -203,32 +190,52 @@ async fn main() {
         Merge::new(shard.clone(), "shard_votes", Fold::SUM_I64, 1.into(), write)
             .only_if("~inc", incarnation.clone())
     };
-    let warm = store
-        .merge(&merge_of(&shard, first.writer, 1))
-        .await
-        .unwrap();
+    // The script is loaded at the store's first call, before the statistics reset.
+    let warm = store.merge(&merge_of("warm-up".into(), 1)).await.unwrap();
     assert_eq!(warm, Merged::Applied, "a merge the store applies");
     let writers: Arc<[Arc<str>]> = (0..WRITERS)
         .map(|w| Arc::from(format!("writer-{w}")))
         .collect();
-    let merge = {
-        let (store, shard) = (store.clone(), shard.clone());
-        measure(&mut conn.clone(), "evalsha", move |writer, seq| {
-            let store = store.clone();
-            let merge = merge_of(&shard, writers[writer as usize].clone(), seq);
-            async move {
-                let merged = store.merge(&merge).await.unwrap();
-                assert_eq!(merged, Merged::Applied);
-            }
-        })
-        .await
+    let store = store.clone();
+    measure(&mut conn.clone(), "evalsha", move |writer, seq| {
+        let store = store.clone();
+        let merge = merge_of(writers[usize::try_from(writer).unwrap()].clone(), seq);
+        async move {
+            let merged = store.merge(&merge).await.unwrap();
+            assert_eq!(merged, Merged::Applied);
+        }
+    })
+    .await
+}
+
+#[tokio::main]
+async fn main() {
+    let started;
+    let url = if let Ok(url) = std::env::var("REDIS_URL") {
+        url
+    } else {
+        println!("(no REDIS_URL: a standalone Redis started here, not pinned to a core)");
+        started = Standalone::start();
+        started.url()
     };
+    let ns = namespace("merge-cost");
+    let store = RedisStore::connect_with(&url, RedisOptions::default().namespace(ns.clone()))
+        .await
+        .unwrap();
+    let mapper = Mapper::new(store.clone());
+    mapper.insert(&mut Question::new(1, "?", 0)).await.unwrap();
+    let conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+
+    let raw = raw(&conn, &format!("{ns}-raw")).await;
+    let minimal = three_calls(&conn, &format!("{ns}-once")).await;
+    let merge = merges(&conn, &store).await;
     let votes = mapper.load::<Question>(&1).await.unwrap().votes;
-    assert_eq!(
-        votes,
-        (calls() / WRITERS * WRITERS + 1) as i64,
-        "every merge counted once"
-    );
+    let sent = i64::try_from(calls() / WRITERS * WRITERS + 1).unwrap();
+    assert_eq!(votes, sent, "every merge counted once");
 
     println!(
         "server time per call, INFO commandstats ({} calls each):",
