@@ -85,9 +85,8 @@ pub mod __private {
     pub use crate::group::{Child, ParentId, Root};
     pub use crate::key::Key;
     pub use crate::macro_support::{
-        decode, decode_field, encode, fold_max, fold_min, fold_sum, fold_union, no_store_fold,
-        sharded_property, HasShardedProperty, IntegerFold, IntegerProbe, MissingShardFold,
-        OtherProbe, Probe, SetProbe, ShadowRun, ShardMethodArg, ShardedFields, StoreElement,
-        UnionFold,
+        decode, decode_field, encode, fold_max, fold_min, no_store_fold, sharded_property,
+        HasShardedProperty, IntegerFold, IntegerProbe, MissingShardFold, OtherProbe, Probe,
+        SetProbe, ShadowRun, ShardMethodArg, ShardedFields, StoreElement, UnionFold,
     };
 }

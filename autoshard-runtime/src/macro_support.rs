@@ -144,6 +144,23 @@ pub trait IntegerFold: Copy {
     fn to_i128(self) -> i128;
     /// The value of an `i128` within `MIN..=MAX`.
     fn from_i128(value: i128) -> Option<Self>;
+
+    /// `a + b` for `fold = sum`: exact, or a [`crate::FieldError`] marked as an overflow
+    /// naming the property when the sum leaves the type's range. (A method of the trait,
+    /// so that a field of another type gets this trait's message and nothing else.)
+    fn fold_sum(field: &str, a: Self, b: Self) -> Result<Self, crate::FieldError> {
+        let sum = a.to_i128() + b.to_i128();
+        Self::from_i128(sum).ok_or_else(|| {
+            crate::FieldError::overflow(
+                field,
+                format_args!(
+                    "the sum {sum} leaves the range {}..={} of the property's type",
+                    Self::MIN,
+                    Self::MAX
+                ),
+            )
+        })
+    }
 }
 
 macro_rules! integer_fold {
@@ -151,6 +168,7 @@ macro_rules! integer_fold {
         // `as` widens without loss here; `From` is not usable in consts, nor for
         // `isize`/`usize`.
         #[allow(clippy::cast_lossless, clippy::cast_possible_wrap)]
+        #[diagnostic::do_not_recommend]
         impl IntegerFold for $t {
             const MIN: i128 = <$t>::MIN as i128;
             const MAX: i128 = <$t>::MAX as i128;
@@ -171,9 +189,17 @@ integer_fold!(i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
     label = "not a set type",
     note = "the store folds sets of strings and integers itself; other elements go through read and compare-and-set"
 )]
-pub trait UnionFold: Extend<<Self as IntoIterator>::Item> + IntoIterator {}
+pub trait UnionFold: Extend<<Self as IntoIterator>::Item> + IntoIterator + Sized {
+    /// The union of `a` and `b`, for `fold = union`.
+    fn fold_union(_field: &str, mut a: Self, b: Self) -> Result<Self, crate::FieldError> {
+        a.extend(b);
+        Ok(a)
+    }
+}
 
+#[diagnostic::do_not_recommend]
 impl<T: Ord> UnionFold for std::collections::BTreeSet<T> {}
+#[diagnostic::do_not_recommend]
 impl<T: Eq + std::hash::Hash, S: std::hash::BuildHasher> UnionFold
     for std::collections::HashSet<T, S>
 {
@@ -306,22 +332,6 @@ pub const fn no_store_fold() -> Option<crate::Fold> {
     None
 }
 
-/// `a + b` for `fold = sum`: exact, or a [`crate::FieldError`] marked as an overflow
-/// naming the property when the sum leaves `T`'s range.
-pub fn fold_sum<T: IntegerFold>(field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
-    let sum = a.to_i128() + b.to_i128();
-    T::from_i128(sum).ok_or_else(|| {
-        crate::FieldError::overflow(
-            field,
-            format_args!(
-                "the sum {sum} leaves the range {}..={} of the property's type",
-                T::MIN,
-                T::MAX
-            ),
-        )
-    })
-}
-
 /// The larger of `a` and `b`, for `fold = max`.
 pub fn fold_max<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
     Ok(a.max(b))
@@ -330,10 +340,4 @@ pub fn fold_max<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError
 /// The smaller of `a` and `b`, for `fold = min`.
 pub fn fold_min<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
     Ok(a.min(b))
-}
-
-/// The union of `a` and `b`, for `fold = union`.
-pub fn fold_union<T: UnionFold>(_field: &str, mut a: T, b: T) -> Result<T, crate::FieldError> {
-    a.extend(b);
-    Ok(a)
 }

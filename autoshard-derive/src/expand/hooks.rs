@@ -9,6 +9,7 @@ use syn::spanned::Spanned;
 
 use crate::internals::ast::{Entity, Property, Sharding};
 use crate::internals::attr::BuiltinFold;
+use crate::internals::names;
 
 /// What a sharded entity adds to the derive's output.
 #[derive(Default)]
@@ -49,18 +50,14 @@ impl Property<'_> {
     /// type: a missing fold is reported on the field's name, a fold of another type as one
     /// mismatch between `fn(T, T) -> T` and the fold's signature.
     ///
-    /// A built-in fold (`fold = sum`) calls the runtime's typed fold instead, which
-    /// reports a type it does not take on the field's type and an overflow as a
-    /// `FieldError`.
+    /// A built-in fold (`fold = sum`) calls the property's built-in fold function
+    /// ([`builtin_fold_fns`]), which reports an overflow as a `FieldError`.
     fn fold_call(&self, a: &TokenStream, b: &TokenStream) -> TokenStream {
         let fold = &self.fold_fn;
         let ty = self.ty;
-        if let Some(builtin) = self.builtin {
-            let name = &self.name;
-            let function = format_ident!("fold_{}", builtin.name());
-            return quote_spanned! {ty.span()=>
-                ::autoshard::__private::#function::<#ty>(#name, #a, #b)?
-            };
+        if self.builtin.is_some() {
+            let function = names::builtin_fold_fn(self.ident);
+            return quote!(Self::#function(#a, #b)?);
         }
         let path = quote_spanned!(self.ident.span()=> Self::#fold);
         let fn_ty = quote_spanned!(ty.span()=> fn(#ty, #ty) -> #ty);
@@ -429,10 +426,12 @@ fn helpers(entity: &Entity) -> TokenStream {
             }
         }
     });
+    let builtin_folds = builtin_fold_fns(entity);
     quote! {
         #[automatically_derived]
         impl #ident {
             #(#neutral_fns)*
+            #builtin_folds
         }
 
         #(#markers)*
@@ -443,6 +442,42 @@ fn helpers(entity: &Entity) -> TokenStream {
         }
         impl __AutoshardFoldFallback for #ident {}
     }
+}
+
+/// The built-in fold of each property with one, in the runtime's typed fold: a field type
+/// the fold does not take is reported once, on the field's type, in the words of the
+/// fold's trait (`IntegerFold`, `UnionFold`).
+fn builtin_fold_fns(entity: &Entity) -> TokenStream {
+    let fns = entity.properties.iter().filter_map(|p| {
+        let builtin = p.builtin?;
+        let (ty, name) = (p.ty, &p.name);
+        let function = names::builtin_fold_fn(p.ident);
+        let (a, b) = (quote!(__autoshard_a), quote!(__autoshard_b));
+        let call = match builtin {
+            BuiltinFold::Sum => quote_spanned! {ty.span()=>
+                <#ty as ::autoshard::__private::IntegerFold>::fold_sum(#name, #a, #b)
+            },
+            BuiltinFold::Union => quote_spanned! {ty.span()=>
+                <#ty as ::autoshard::__private::UnionFold>::fold_union(#name, #a, #b)
+            },
+            BuiltinFold::Max => quote_spanned! {ty.span()=>
+                ::autoshard::__private::fold_max::<#ty>(#name, #a, #b)
+            },
+            BuiltinFold::Min => quote_spanned! {ty.span()=>
+                ::autoshard::__private::fold_min::<#ty>(#name, #a, #b)
+            },
+        };
+        Some(quote! {
+            #[inline]
+            fn #function(
+                #a: #ty,
+                #b: #ty,
+            ) -> ::core::result::Result<#ty, ::autoshard::__private::FieldError> {
+                #call
+            }
+        })
+    });
+    quote!(#(#fns)*)
 }
 
 /// The `ShardedFields` impl: swapping every sharded field with its shadow and back, for

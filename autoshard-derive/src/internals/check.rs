@@ -1,13 +1,14 @@
 //! Every rule across fields and attributes, checked on the model before expansion: the
 //! item's shape, exactly one `#[id]`, `#[shardable]` only under `#[autoshard::sharded]`, a
-//! neutral value for every sharded field, the kind, reserved names, and the entity-group
-//! rules. Nothing is generated here.
+//! neutral value for every sharded field, a built-in fold only on a type it can take (as
+//! far as names tell), the kind, reserved names, and the entity-group rules. Nothing is
+//! generated here.
 
 use quote::quote;
-use syn::Generics;
+use syn::{Generics, Type};
 
 use super::ast::Entity;
-use super::attr::ShardableAttr;
+use super::attr::{BuiltinFold, ShardableAttr};
 use super::ctxt::Ctxt;
 use super::names::HIDDEN_PREFIX;
 
@@ -117,8 +118,11 @@ fn sharded(cx: &Ctxt, entity: &Entity) {
         }
         return;
     }
-    for (_, shardable) in entity.sharded_fields() {
+    for (field, shardable) in entity.sharded_fields() {
         shard_bounds(cx, shardable);
+        if let Some((_, fold)) = &shardable.fold {
+            builtin_fold_type(cx, field.ty, *fold);
+        }
     }
     for (field, shardable) in entity.sharded_fields() {
         let default_neutral = shardable
@@ -142,6 +146,69 @@ fn sharded(cx: &Ctxt, entity: &Entity) {
                 ),
             );
         }
+    }
+}
+
+/// The integer types `fold = sum` takes (the runtime's `IntegerFold` impls).
+const INTEGERS: [&str; 10] = [
+    "i8", "i16", "i32", "i64", "isize", "u8", "u16", "u32", "u64", "usize",
+];
+
+/// The set types `fold = union` takes (the runtime's `UnionFold` impls).
+const SETS: [&str; 2] = ["BTreeSet", "HashSet"];
+
+/// Standard types that are neither integers `fold = sum` takes nor sets.
+const OTHER_STD_TYPES: [&str; 19] = [
+    "String", "str", "f32", "f64", "bool", "char", "i128", "u128", "Vec", "VecDeque", "HashMap",
+    "BTreeMap", "Option", "Box", "Rc", "Arc", "Cow", "Duration", "Value",
+];
+
+/// `fold = sum` on a type that is plainly not an integer of at most 64 bits, or
+/// `fold = union` on one that is plainly not a set: one error on the type. A type the
+/// name does not tell (an alias, a type of the user's) is left to the compiler, which
+/// reports it through the fold's trait (`IntegerFold`, `UnionFold`) on the same tokens.
+fn builtin_fold_type(cx: &Ctxt, ty: &Type, fold: BuiltinFold) {
+    let name = match ty {
+        Type::Path(path) if path.qself.is_none() => path
+            .path
+            .segments
+            .last()
+            .map(|segment| segment.ident.to_string()),
+        Type::Group(_) | Type::Paren(_) | Type::Macro(_) | Type::Verbatim(_) => return,
+        // References, tuples, arrays, slices, pointers, functions, trait objects.
+        _ => None,
+    };
+    let known = |list: &[&str]| name.as_deref().is_some_and(|n| list.contains(&n));
+    let shown = quote!(#ty)
+        .to_string()
+        .replace(" < ", "<")
+        .replace("< ", "<")
+        .replace(" >", ">")
+        .replace(" ,", ",")
+        .replace("& ", "&")
+        .replace(" :: ", "::");
+    match fold {
+        BuiltinFold::Sum if name.is_none() || known(&OTHER_STD_TYPES) || known(&SETS) => {
+            cx.error_spanned_by(
+                ty,
+                format_args!(
+                    "`fold = sum` needs an integer field of at most 64 bits (`i8` to `i64`, \
+                     `u8` to `u64`, `isize`, `usize`); `{shown}` is not one: for another \
+                     fold leave `fold` out and write a `#[shard_fold]` function"
+                ),
+            );
+        }
+        BuiltinFold::Union if name.is_none() || known(&OTHER_STD_TYPES) || known(&INTEGERS) => {
+            cx.error_spanned_by(
+                ty,
+                format_args!(
+                    "`fold = union` needs a set field (`BTreeSet<T>` or `HashSet<T>`); \
+                     `{shown}` is not one: for another fold leave `fold` out and write a \
+                     `#[shard_fold]` function"
+                ),
+            );
+        }
+        _ => {}
     }
 }
 

@@ -39,6 +39,13 @@ pub fn fold_fn(property: &Ident) -> Ident {
     )
 }
 
+/// The built-in fold of property `votes` (`fold = sum`, ...), one function for every
+/// hook, so that a field type the fold does not take is one error:
+/// `Self::__autoshard_builtin_fold_votes(a, b)`.
+pub fn builtin_fold_fn(property: &Ident) -> Ident {
+    format_ident!("__autoshard_builtin_fold_{}", plain(property))
+}
+
 /// The hash of sharded field `votes` that links a `#[shard_fold]` to the property it
 /// folds: the derive implements `HasShardedProperty<hash>` for each sharded field, the
 /// fold requires it (FNV-1a, 64 bits, of the name without `r#`).
