@@ -27,7 +27,7 @@
 use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::merge::{self, Elements, Fold, Merge, Merged, WriteId, RECORD};
+use crate::store::merge::{self, Elements, Fold, Merge, Merged, WriteId, PRUNE_EVERY, RECORD};
 use crate::store::ownership::{Owner, OWNER};
 use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
 use futures::future::{join_all, BoxFuture, FutureExt};
@@ -1233,7 +1233,7 @@ pub async fn merge_refuses_what_it_cannot_fold_exactly(store: &dyn DocumentStore
     assert_eq!(must_get(store, &key).await.version, version);
 }
 
-/// A merge whose sequence number is a multiple of 16 drops the record entries of other
+/// A merge whose sequence number is a multiple of [`PRUNE_EVERY`] drops the record entries of other
 /// writers older than its horizon and keeps the newer ones.
 pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStore) {
     let key = Key::new(fresh_kind("MergeHorizon"), "1");
@@ -1247,7 +1247,7 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
     for write in [
         at("old", 1, 1_000, 0),
         at("mid", 1, 5_000, 0),
-        at("new", 16, 9_000, 4_000),
+        at("new", PRUNE_EVERY, 9_000, 4_000),
     ] {
         let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write);
         assert_eq!(merge_ok(store, &m).await, Merged::Applied);
@@ -1257,7 +1257,7 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
     let mut recorded: Vec<&str> = record.keys().map(String::as_str).collect();
     recorded.sort_unstable();
     assert_eq!(recorded, ["mid", "new"]);
-    assert_eq!(record["new"], serde_json::json!([16, 9_000]));
+    assert_eq!(record["new"], serde_json::json!([PRUNE_EVERY, 9_000]));
 }
 
 /// A random value for a merge of `fold` (stored or operand): over the whole range of the

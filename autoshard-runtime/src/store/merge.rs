@@ -14,8 +14,8 @@
 //!    property is absent: a fold's neutral element is its identity), the record gets
 //!    `[seq, at_ms]` for the writer, and the document gets a new version; the answer is
 //!    [`Merged::Applied`]. The record may also lose entries of other writers older than
-//!    the horizon, and does lose all of them when `seq` is a multiple of 16 (so records
-//!    stay bounded while a merge need not visit every entry).
+//!    the horizon, and does lose all of them when `seq` is a multiple of [`PRUNE_EVERY`]
+//!    (so records stay bounded while a merge need not visit every entry).
 //!
 //! A sum outside the bounds the merge gives fails with [`Error::Overflow`] and writes
 //! nothing. A store answers [`Merged::Unsupported`] (and writes nothing) for values it
@@ -29,6 +29,13 @@
 use crate::document::{Document, Value};
 use crate::error::{Error, Result};
 use crate::key::Key;
+
+/// A merge whose `seq` is a multiple of this drops every record entry older than its
+/// horizon (module docs). Dropping visits every entry, so its cost per merge is the number
+/// of writers a document records divided by this: small, while a record stays bounded by
+/// the writers of one horizon and those since the last drop. The Redis script
+/// (`merge.lua`) and PostgreSQL's `autoshard_merge` use the same number.
+pub const PRUNE_EVERY: u64 = 256;
 
 /// The reserved property of a document that records the write ids applied to it:
 /// `{writer: [seq, at_ms]}`, the highest sequence number applied per writer and when.

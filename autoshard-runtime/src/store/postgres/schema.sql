@@ -231,7 +231,7 @@ END $f$;
 -- 'applied', 'already', 'missing', 'unsupported', 'overflow' or 'malformed' (a stored
 -- document that is not an object; nothing written but for 'applied'). The write id is
 -- recorded in `autoshard_records`; the key's entries older than `horizon_ms` are dropped
--- on the merges whose `seq` is a multiple of 16, as the contract allows.
+-- on the merges whose `seq` is a multiple of 256 (`store::merge::PRUNE_EVERY`).
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_merge(
     k text, prop text, fold text, operand jsonb, lo numeric, hi numeric,
     writer text, seq numeric, at_ms numeric, horizon_ms numeric, guard_prop text, guard_value text)
@@ -320,7 +320,7 @@ BEGIN
                     FROM jsonb_array_elements(operand) WITH ORDINALITY AS o(x, n)) AS items
               GROUP BY x) AS distinct_items;
     END IF;
-    IF seq % 16 = 0 THEN
+    IF seq % 256 = 0 THEN
         DELETE FROM "{schema}".autoshard_records AS r WHERE r.key = k AND r.at_ms < horizon_ms;
     END IF;
     INSERT INTO "{schema}".autoshard_records AS r (key, writer, seq, at_ms)

@@ -22,8 +22,8 @@
 -- document's record hash (its key followed by `/~w`, same slot; see `commit.lua`): the
 -- merge reads that one entry (and the writer's field of the document itself, where an
 -- earlier layout kept it) and writes it back; the entries of other writers older than the
--- horizon are dropped on one merge in 16 (by sequence number), so a merge costs the same
--- however many writers a document records.
+-- horizon are dropped on one merge in 256 (by sequence number: `store::merge::PRUNE_EVERY`),
+-- so a merge costs about the same however many writers a document records.
 --
 -- A sum or comparison of integers of at most 15 characters (below 2^53 in magnitude)
 -- runs on Lua numbers, which are exact there; anything longer goes through the decimal
@@ -87,7 +87,7 @@ local function write(folded)
   local new_version = redis.call('INCR', counter)
   redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded)
   redis.call('HSET', record, 'w:' .. writer, '[' .. ARGV[7] .. ',' .. ARGV[8] .. ']')
-  if seq % 16 == 0 then
+  if seq % 256 == 0 then
     local entries = redis.call('HGETALL', record)
     for i = 1, #entries, 2 do
       local at = tonumber(string.match(entries[i + 1], ',(%d+)%]$'))
