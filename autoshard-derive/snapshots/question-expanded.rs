@@ -390,16 +390,21 @@ impl ::core::fmt::Debug for Question {
 }
 impl Question {
     pub fn vote_up(&mut self) {
-        {
-            let mut __autoshard_run = ::autoshard::__private::ShadowRun::enter(self);
-            let _ = __autoshard_run.entity().__autoshard_shard_method_vote_up();
+        let __autoshard_entered = ::autoshard::__private::ShadowRun::enter(self);
+        let __autoshard_shadow_run = ::std::panic::catch_unwind(
+            ::std::panic::AssertUnwindSafe(|| {
+                {
+                    self.votes += 1;
+                }
+            }),
+        );
+        ::autoshard::__private::ShadowRun::leave(__autoshard_entered, self);
+        if let ::core::result::Result::Err(__autoshard_panic) = __autoshard_shadow_run {
+            ::std::panic::resume_unwind(__autoshard_panic);
         }
-        self.__autoshard_shard_method_vote_up()
-    }
-    #[doc(hidden)]
-    #[inline]
-    fn __autoshard_shard_method_vote_up(&mut self) {
-        self.votes += 1;
+        {
+            self.votes += 1;
+        }
     }
     pub fn fold_votes(a: i64, b: i64) -> i64 {
         a + b

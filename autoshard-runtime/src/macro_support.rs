@@ -23,37 +23,31 @@ pub trait ShardedFields {
     fn leave_shadow(&mut self);
 }
 
-/// A guard for the shadow run of a `#[shard_method]`: entering swaps the shadows in,
-/// dropping swaps them back, even when the body panics.
+/// The shadow run of a `#[shard_method]`: entering swaps the shadows in, leaving swaps
+/// them back. It holds no borrow of the entity, so the body in between uses `self`; the
+/// generated method leaves also when that body panics (it runs inside `catch_unwind`).
 ///
 /// Only [`ShadowRun::enter`] requires [`ShardedFields`], so using `#[shard_method]` on an
 /// unsharded struct is reported once, there.
-pub struct ShadowRun<'a, E> {
-    entity: &'a mut E,
+#[must_use = "a shadow run must be left, or the entity keeps its shadows in its fields"]
+pub struct ShadowRun<E> {
     leave: fn(&mut E),
 }
 
-impl<'a, E: ShardedFields> ShadowRun<'a, E> {
+impl<E: ShardedFields> ShadowRun<E> {
     /// Swaps the shadows of `entity` into its sharded fields.
-    pub fn enter(entity: &'a mut E) -> Self {
+    pub fn enter(entity: &mut E) -> Self {
         entity.enter_shadow();
         ShadowRun {
-            entity,
             leave: E::leave_shadow,
         }
     }
 }
 
-impl<E> ShadowRun<'_, E> {
-    /// The entity with its shadows swapped in.
-    pub fn entity(&mut self) -> &mut E {
-        self.entity
-    }
-}
-
-impl<E> Drop for ShadowRun<'_, E> {
-    fn drop(&mut self) {
-        (self.leave)(self.entity);
+impl<E> ShadowRun<E> {
+    /// Swaps the aggregates of `entity` back into its sharded fields.
+    pub fn leave(self, entity: &mut E) {
+        (self.leave)(entity);
     }
 }
 

@@ -1,12 +1,17 @@
 //! `#[shard_method]`: keeps the method's signature and runs its body twice, as in the
 //! paper's Figure 4: first on the shadow values (every sharded field swapped with its
-//! shadow), then on the aggregate, returning the second run's value. The body moves into
-//! a hidden method beside the wrapper.
+//! shadow, with clones of the arguments), then on the aggregate, returning the second
+//! run's value. Both runs are the body itself, written twice inside the method (the first
+//! in a closure, so that a `return` ends only that run, and a panic in it swaps the
+//! aggregates back before it goes on): nothing is generated beside the method, so a
+//! `#[shard_method]` may also implement a trait's method. A method that returns a borrow
+//! keeps its body in a hidden method beside it (a closure cannot return a borrow of what
+//! it captured).
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, ImplItemFn, Pat, Type};
+use syn::{FnArg, ImplItemFn, Pat, ReturnType, Type};
 
 use crate::internals::attr;
 use crate::internals::ctxt::Ctxt;
@@ -81,54 +86,150 @@ fn check(cx: &Ctxt, item: &ImplItemFn) {
     }
 }
 
-fn expand(item: &ImplItemFn) -> TokenStream {
-    let sig = &item.sig;
-    let hidden = names::method_body(&sig.ident);
+/// The wrapper's parameters and what each run binds.
+struct Params {
+    /// The method's signature with a name for every argument: the user's where it is a
+    /// plain identifier.
+    sig: syn::Signature,
+    /// `let __autoshard_cloneN = clone_for_shadow_run(&name);` per argument.
+    clones: Vec<TokenStream>,
+    /// The argument names, and the names of their clones.
+    names: Vec<syn::Ident>,
+    clone_names: Vec<syn::Ident>,
+    /// The user's patterns bound to the clones (the shadow run) and to the arguments
+    /// (the run on the aggregate, where a plain name needs no binding but `mut x`).
+    shadow_bindings: Vec<TokenStream>,
+    bindings: Vec<TokenStream>,
+}
 
-    // The wrapper's parameters: the user's names where they are plain identifiers.
-    let mut wrapper_sig = sig.clone();
-    let mut names_ = Vec::new();
-    let mut clones = Vec::new();
-    let mut clone_names = Vec::new();
-    for (index, input) in wrapper_sig.inputs.iter_mut().enumerate() {
-        let FnArg::Typed(typed) = input else {
-            continue;
+impl Params {
+    fn of(sig: &syn::Signature) -> Params {
+        let mut params = Params {
+            sig: sig.clone(),
+            clones: Vec::new(),
+            names: Vec::new(),
+            clone_names: Vec::new(),
+            shadow_bindings: Vec::new(),
+            bindings: Vec::new(),
         };
-        let (arg, clone) = names::method_arg(index);
-        let name = match &*typed.pat {
-            Pat::Ident(pat) if pat.by_ref.is_none() && pat.subpat.is_none() => pat.ident.clone(),
-            _ => arg,
-        };
-        *typed.pat = syn::parse_quote!(#name);
-        let ty = &typed.ty;
-        clones.push(quote_spanned! {ty.span()=>
-            let #clone = ::autoshard::__private::ShardMethodArg::clone_for_shadow_run(&#name);
-        });
-        clone_names.push(clone);
-        names_.push(name);
+        for (index, input) in params.sig.inputs.iter_mut().enumerate() {
+            let FnArg::Typed(typed) = input else {
+                continue;
+            };
+            let (arg, clone) = names::method_arg(index);
+            let pat = &*typed.pat;
+            params.shadow_bindings.push(quote!(let #pat = #clone;));
+            let name = match pat {
+                Pat::Ident(ident) if ident.by_ref.is_none() && ident.subpat.is_none() => {
+                    let plain = &ident.ident;
+                    if ident.mutability.is_some() {
+                        params.bindings.push(quote!(let #pat = #plain;));
+                    }
+                    plain.clone()
+                }
+                _ => {
+                    params.bindings.push(quote!(let #pat = #arg;));
+                    arg
+                }
+            };
+            *typed.pat = syn::parse_quote!(#name);
+            let ty = &typed.ty;
+            params.clones.push(quote_spanned! {ty.span()=>
+                let #clone = ::autoshard::__private::ShardMethodArg::clone_for_shadow_run(&#name);
+            });
+            params.names.push(name);
+            params.clone_names.push(clone);
+        }
+        params
     }
+}
 
-    let mut hidden_sig = sig.clone();
+fn expand(item: &ImplItemFn) -> TokenStream {
+    let params = Params::of(&item.sig);
+    if returns_borrow(&item.sig.output) {
+        beside(item, &params)
+    } else {
+        within(item, &params)
+    }
+}
+
+/// Both runs inside the method: the shadow run in a closure, so that a `return` ends
+/// only that run and a panic in it swaps the aggregates back before it goes on.
+fn within(item: &ImplItemFn, params: &Params) -> TokenStream {
+    // The closure says what it returns when the method names it (a body with `?` needs
+    // it), unless it is an `impl Trait`, which a closure cannot name.
+    let returns = match &item.sig.output {
+        ReturnType::Type(arrow, ty)
+            if !mentions(ty, |t| matches!(t, TokenTree::Ident(i) if i == "impl")) =>
+        {
+            quote!(#arrow #ty)
+        }
+        _ => quote!(),
+    };
+    let Params {
+        sig,
+        clones,
+        shadow_bindings,
+        bindings,
+        ..
+    } = params;
+    let (attrs, vis, defaultness, body) = (&item.attrs, &item.vis, &item.defaultness, &item.block);
+    let private = quote_spanned!(Span::call_site()=> ::autoshard::__private);
+    quote! {
+        #(#attrs)*
+        #vis #defaultness #sig {
+            #(#clones)*
+            let __autoshard_entered = #private::ShadowRun::enter(self);
+            let __autoshard_shadow_run = ::std::panic::catch_unwind(
+                ::std::panic::AssertUnwindSafe(|| #returns {
+                    #(#shadow_bindings)*
+                    #body
+                }),
+            );
+            #private::ShadowRun::leave(__autoshard_entered, self);
+            if let ::core::result::Result::Err(__autoshard_panic) = __autoshard_shadow_run {
+                ::std::panic::resume_unwind(__autoshard_panic);
+            }
+            #(#bindings)*
+            #body
+        }
+    }
+}
+
+/// A method that returns a borrow: a closure cannot hand out a borrow of the `self` it
+/// captured, so the body moves into a hidden method beside the wrapper, which both runs
+/// call (such a method cannot implement a trait's method).
+fn beside(item: &ImplItemFn, params: &Params) -> TokenStream {
+    let hidden = names::method_body(&item.sig.ident);
+    let mut hidden_sig = item.sig.clone();
     hidden_sig.ident = hidden.clone();
-    let attrs = &item.attrs;
     let passed_on = item.attrs.iter().filter(|a| {
         a.path().is_ident("cfg") || a.path().is_ident("allow") || a.path().is_ident("expect")
     });
-    let vis = &item.vis;
-    let defaultness = &item.defaultness;
-    let body = &item.block;
-    let enter = quote_spanned! {Span::call_site()=>
-        ::autoshard::__private::ShadowRun::enter(self)
-    };
+    let Params {
+        sig,
+        clones,
+        names,
+        clone_names,
+        ..
+    } = params;
+    let (attrs, vis, defaultness, body) = (&item.attrs, &item.vis, &item.defaultness, &item.block);
+    let private = quote_spanned!(Span::call_site()=> ::autoshard::__private);
     quote! {
         #(#attrs)*
-        #vis #defaultness #wrapper_sig {
+        #vis #defaultness #sig {
             #(#clones)*
-            {
-                let mut __autoshard_run = #enter;
-                let _ = __autoshard_run.entity().#hidden(#(#clone_names),*);
+            let __autoshard_entered = #private::ShadowRun::enter(self);
+            let __autoshard_shadow_run = ::std::panic::catch_unwind(
+                ::std::panic::AssertUnwindSafe(|| {
+                    let _ = self.#hidden(#(#clone_names),*);
+                }),
+            );
+            #private::ShadowRun::leave(__autoshard_entered, self);
+            if let ::core::result::Result::Err(__autoshard_panic) = __autoshard_shadow_run {
+                ::std::panic::resume_unwind(__autoshard_panic);
             }
-            self.#hidden(#(#names_),*)
+            self.#hidden(#(#names),*)
         }
 
         #[doc(hidden)]
@@ -136,4 +237,27 @@ fn expand(item: &ImplItemFn) -> TokenStream {
         #[inline]
         #hidden_sig #body
     }
+}
+
+/// Whether the method's value may borrow from its arguments or `self` (a reference or a
+/// lifetime anywhere in the type).
+fn returns_borrow(output: &ReturnType) -> bool {
+    match output {
+        ReturnType::Default => false,
+        ReturnType::Type(_, ty) => mentions(ty, |t| match t {
+            TokenTree::Punct(p) => p.as_char() == '&' || p.as_char() == '\'',
+            _ => false,
+        }),
+    }
+}
+
+/// Whether any token of `ty`, inside groups too, is one `is` picks.
+fn mentions(ty: &Type, is: impl Fn(&TokenTree) -> bool + Copy) -> bool {
+    fn walk(tokens: TokenStream, is: impl Fn(&TokenTree) -> bool + Copy) -> bool {
+        tokens.into_iter().any(|token| match &token {
+            TokenTree::Group(group) => walk(group.stream(), is),
+            other => is(other),
+        })
+    }
+    walk(quote!(#ty), is)
 }

@@ -57,7 +57,7 @@ pub fn property_hash(property: &Ident) -> u64 {
         })
 }
 
-/// The original body of `#[shard_method] fn vote_up`.
+/// The body of `#[shard_method] fn vote_up` when it returns a borrow.
 pub fn method_body(method: &Ident) -> Ident {
     format_ident!(
         "__autoshard_shard_method_{}",
