@@ -173,23 +173,17 @@ fn within(item: &ImplItemFn, params: &Params) -> TokenStream {
         bindings,
         ..
     } = params;
-    let (attrs, vis, defaultness, body) = (&item.attrs, &item.vis, &item.defaultness, &item.block);
-    let private = quote_spanned!(Span::call_site()=> ::autoshard::__private);
+    let body = &item.block;
+    let shadow_run = shadow_run(&quote!(#returns {
+        #(#shadow_bindings)*
+        #body
+    }));
+    let (attrs, vis, defaultness) = (&item.attrs, &item.vis, &item.defaultness);
     quote! {
         #(#attrs)*
         #vis #defaultness #sig {
             #(#clones)*
-            let __autoshard_entered = #private::ShadowRun::enter(self);
-            let __autoshard_shadow_run = ::std::panic::catch_unwind(
-                ::std::panic::AssertUnwindSafe(|| #returns {
-                    #(#shadow_bindings)*
-                    #body
-                }),
-            );
-            #private::ShadowRun::leave(__autoshard_entered, self);
-            if let ::core::result::Result::Err(__autoshard_panic) = __autoshard_shadow_run {
-                ::std::panic::resume_unwind(__autoshard_panic);
-            }
+            #shadow_run
             #(#bindings)*
             #body
         }
@@ -213,22 +207,15 @@ fn beside(item: &ImplItemFn, params: &Params) -> TokenStream {
         clone_names,
         ..
     } = params;
+    let shadow_run = shadow_run(&quote!({
+        let _ = self.#hidden(#(#clone_names),*);
+    }));
     let (attrs, vis, defaultness, body) = (&item.attrs, &item.vis, &item.defaultness, &item.block);
-    let private = quote_spanned!(Span::call_site()=> ::autoshard::__private);
     quote! {
         #(#attrs)*
         #vis #defaultness #sig {
             #(#clones)*
-            let __autoshard_entered = #private::ShadowRun::enter(self);
-            let __autoshard_shadow_run = ::std::panic::catch_unwind(
-                ::std::panic::AssertUnwindSafe(|| {
-                    let _ = self.#hidden(#(#clone_names),*);
-                }),
-            );
-            #private::ShadowRun::leave(__autoshard_entered, self);
-            if let ::core::result::Result::Err(__autoshard_panic) = __autoshard_shadow_run {
-                ::std::panic::resume_unwind(__autoshard_panic);
-            }
+            #shadow_run
             self.#hidden(#(#names),*)
         }
 
@@ -236,6 +223,22 @@ fn beside(item: &ImplItemFn, params: &Params) -> TokenStream {
         #(#passed_on)*
         #[inline]
         #hidden_sig #body
+    }
+}
+
+/// The shadow run: the shadows swapped in, the closure `|| #closure_body` run under
+/// `catch_unwind`, the aggregates swapped back, then a panic of the run goes on.
+fn shadow_run(closure_body: &TokenStream) -> TokenStream {
+    let private = quote_spanned!(Span::call_site()=> ::autoshard::__private);
+    quote! {
+        let __autoshard_entered = #private::ShadowRun::enter(self);
+        let __autoshard_shadow_run = ::std::panic::catch_unwind(
+            ::std::panic::AssertUnwindSafe(|| #closure_body),
+        );
+        #private::ShadowRun::leave(__autoshard_entered, self);
+        if let ::core::result::Result::Err(__autoshard_panic) = __autoshard_shadow_run {
+            ::std::panic::resume_unwind(__autoshard_panic);
+        }
     }
 }
 
