@@ -41,18 +41,22 @@ pub struct Knobs {
     /// the two.
     pub read_latency: Option<std::time::Duration>,
     /// Hold the next `get_many` an armed gate lets through between reading and
-    /// answering, until the test releases it (see [`ReadGate`]).
-    pub read_gate: Option<ReadGate>,
+    /// answering, until the test releases it (see [`Gate`]).
+    pub read_gate: Option<Gate>,
+    /// Hold the next write (`insert`, `put`, `delete` or `commit`) an armed gate lets
+    /// through before it reaches the store, until the test releases it: a write that
+    /// arrives late, after others that started after it.
+    pub write_gate: Option<Gate>,
     /// Answer one `get_many` in this many with an error after reading (a lost reply):
     /// the caller never gets what was read.
     pub lost_reads: Option<u32>,
 }
 
-/// Holds one read between the store reading and the caller getting the answer: armed,
-/// the next `get_many` of a [`TestStore`] with this gate reads, tells
-/// [`ReadGate::wait_read`], and answers only after [`ReadGate::release`].
+/// Holds one call of a [`TestStore`] (a read between reading and answering, or a write
+/// before it reaches the store; see [`Knobs`]): armed, the next such call tells
+/// [`Gate::wait_held`] and goes on only after [`Gate::release`].
 #[derive(Clone, Debug, Default)]
-pub struct ReadGate {
+pub struct Gate {
     inner: std::sync::Arc<GateState>,
 }
 
@@ -63,18 +67,18 @@ struct GateState {
     release: tokio::sync::Notify,
 }
 
-impl ReadGate {
-    /// Holds the next read.
+impl Gate {
+    /// Holds the next call.
     pub fn arm(&self) {
         self.inner.armed.store(true, Ordering::SeqCst);
     }
 
-    /// Returns once the held read has read the store.
-    pub async fn wait_read(&self) {
+    /// Returns once a call is held.
+    pub async fn wait_held(&self) {
         self.inner.read.notified().await;
     }
 
-    /// Lets the held read answer.
+    /// Lets the held call go on.
     pub fn release(&self) {
         self.inner.release.notify_one();
     }
@@ -148,6 +152,13 @@ impl<S: DocumentStore> TestStore<S> {
         Ok(())
     }
 
+    /// Holds a write while the write gate is armed.
+    async fn hold_write(&self) {
+        if let Some(gate) = &self.knobs.write_gate {
+            gate.hold().await;
+        }
+    }
+
     fn count_conflict(&self, key: &Key) {
         *self
             .conflicts
@@ -190,6 +201,7 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
+        self.hold_write().await;
         if self.knobs.insert_overwrites {
             return self.inner.put(key, doc).await;
         }
@@ -197,10 +209,12 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     }
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
+        self.hold_write().await;
         self.inner.put(key, doc).await
     }
 
     async fn delete(&self, key: &Key) -> Result<bool> {
+        self.hold_write().await;
         self.inner.delete(key).await
     }
 
@@ -234,6 +248,7 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
                 "this store commits within one entity group only".to_owned(),
             ));
         }
+        self.hold_write().await;
         if let Some(latency) = self.knobs.commit_latency {
             random_sleep(latency).await;
         }

@@ -2,12 +2,16 @@
 //! deleted since it was loaded (also when a new entity was inserted under the same id
 //! since: another incarnation), fails with `Error::NotFound` and writes nothing, so a
 //! delete is never undone by a late save; and a delete, even one cut short, leaves
-//! nothing that a new entity under the same id would count. Every store runs every case.
+//! nothing that a new entity under the same id would count. Concurrent
+//! `insert_if_absent` calls for one id insert it once, and an insert that loses a race,
+//! however late its writes arrive, changes nothing of the entity that won. Every store
+//! runs every case.
 
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::board::Board;
 use autoshard_test_support::every_store::Backend;
+use autoshard_test_support::store::{Gate, Knobs, TestStore};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -184,8 +188,84 @@ async fn updates_race_delete(store: Arc<dyn DocumentStore>, label: &str) {
     }
 }
 
+/// Concurrent `insert_if_absent` calls for one id: exactly one stores its entity, the
+/// others answer that it existed, and the entity then counts every vote.
+async fn inserts_if_absent_race(store: Arc<dyn DocumentStore>, label: &str) {
+    let db = Mapper::new(store);
+    for round in 0..5 {
+        let id = format!("once-{round}");
+        let inserts: Vec<_> = (0..8)
+            .map(|_| {
+                let (db, id) = (db.clone(), id.clone());
+                tokio::spawn(async move { db.insert_if_absent(&mut board(&id)).await })
+            })
+            .collect();
+        let mut inserted = 0;
+        for insert in inserts {
+            inserted += usize::from(insert.await.unwrap().unwrap());
+        }
+        assert_eq!(inserted, 1, "{label}: round {round}");
+        for v in 0..5 {
+            db.update(&id, |b: &mut Board| {
+                b.add(1);
+                b.observe(10 + v);
+            })
+            .await
+            .unwrap();
+        }
+        let loaded: Board = db.load(&id).await.unwrap();
+        assert_eq!(
+            (loaded.score, loaded.peak),
+            (6, 14),
+            "{label}: round {round}"
+        );
+    }
+}
+
+/// An insert whose first write is held until another insert of the same id finished and
+/// the entity took votes: the late one answers that the entity existed, and every vote
+/// stays counted.
+async fn late_losing_insert_changes_nothing(store: Arc<dyn DocumentStore>, label: &str) {
+    let gate = Gate::default();
+    let knobs = Knobs {
+        write_gate: Some(gate.clone()),
+        ..Knobs::default()
+    };
+    let late = Mapper::new(TestStore::new(store.clone(), knobs));
+    let db = Mapper::new(store);
+    let id = "late".to_owned();
+    gate.arm();
+    let loser = {
+        let id = id.clone();
+        tokio::spawn(async move { late.insert_if_absent(&mut board(&id)).await })
+    };
+    gate.wait_held().await;
+    assert!(
+        db.insert_if_absent(&mut board(&id)).await.unwrap(),
+        "{label}"
+    );
+    for v in 0..10 {
+        db.update(&id, |b: &mut Board| {
+            b.add(1);
+            b.observe(100 + v);
+        })
+        .await
+        .unwrap();
+    }
+    gate.release();
+    let inserted = loser.await.unwrap().unwrap();
+    assert!(
+        !inserted,
+        "{label}: the late insert answers that the entity existed"
+    );
+    let loaded: Board = db.load(&id).await.unwrap();
+    assert_eq!((loaded.score, loaded.peak), (11, 109), "{label}");
+}
+
 async fn every_case(backend: &Backend, label: &str) {
     let store = backend.store("life").await;
+    inserts_if_absent_race(store.clone(), label).await;
+    late_losing_insert_changes_nothing(store.clone(), label).await;
     sequential(store.clone(), label).await;
     updates_race_delete(store.clone(), label).await;
     interrupted_delete_leaves_nothing_counted(store, label).await;

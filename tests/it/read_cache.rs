@@ -12,7 +12,7 @@ use autoshard::{Key, ReadCache};
 use autoshard_test_support::entities::Question;
 use autoshard_test_support::every_store::{Backend, Kind};
 
-use autoshard_test_support::store::{Knobs, ReadGate, TestStore};
+use autoshard_test_support::store::{Gate, Knobs, TestStore};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ impl Poll {
 /// A bound long enough that only the guards decide what a load returns.
 const LONG: Duration = Duration::from_mins(1);
 
-fn gated(store: Arc<dyn DocumentStore>, gate: &ReadGate) -> Arc<dyn DocumentStore> {
+fn gated(store: Arc<dyn DocumentStore>, gate: &Gate) -> Arc<dyn DocumentStore> {
     let knobs = Knobs {
         read_gate: Some(gate.clone()),
         ..Knobs::default()
@@ -50,7 +50,7 @@ fn gated(store: Arc<dyn DocumentStore>, gate: &ReadGate) -> Arc<dyn DocumentStor
 /// the snapshot lacks it), for a built-in fold (merge) and a `#[shard_fold]` (compare
 /// and set).
 async fn own_write_during_a_held_refill_is_read(store: Arc<dyn DocumentStore>, label: &str) {
-    let gate = ReadGate::default();
+    let gate = Gate::default();
     let db = Mapper::new(gated(store, &gate)).with_read_cache(ReadCache::new(LONG));
     db.insert(&mut Poll::new(1, "merge".into(), 0))
         .await
@@ -64,7 +64,7 @@ async fn own_write_during_a_held_refill_is_read(store: Arc<dyn DocumentStore>, l
         let db = db.clone();
         async move { db.load::<Poll>(&1).await.unwrap().votes }
     });
-    gate.wait_read().await;
+    gate.wait_held().await;
     db.apply(&1, Poll::vote_up).await.unwrap();
     gate.release();
     assert_eq!(
@@ -88,7 +88,7 @@ async fn own_write_during_a_held_refill_is_read(store: Arc<dyn DocumentStore>, l
         let db = db.clone();
         async move { db.load::<Question>(&1).await.unwrap().votes }
     });
-    gate.wait_read().await;
+    gate.wait_held().await;
     // The update loads the question: a load sharing `db`'s reads would wait for the
     // held one, so the writer shares only the cache (the same process).
     let writer = db.clone().with_shared_reads(false);
@@ -115,7 +115,7 @@ async fn own_write_during_a_held_refill_is_read(store: Arc<dyn DocumentStore>, l
 /// deletes the entity: its fill is refused, so the next load does not bring back the
 /// old text or the deleted entity.
 async fn invalidation_during_a_held_refill_refuses_it(store: Arc<dyn DocumentStore>, label: &str) {
-    let gate = ReadGate::default();
+    let gate = Gate::default();
     let db = Mapper::new(gated(store, &gate)).with_read_cache(ReadCache::new(LONG));
     db.insert(&mut Poll::new(2, "before".into(), 4))
         .await
@@ -126,7 +126,7 @@ async fn invalidation_during_a_held_refill_refuses_it(store: Arc<dyn DocumentSto
         let db = db.clone();
         async move { db.load::<Poll>(&2).await.unwrap().title }
     });
-    gate.wait_read().await;
+    gate.wait_held().await;
     // The update loads the poll: the writer shares only the cache, not the held read.
     let writer = db.clone().with_shared_reads(false);
     writer
@@ -149,7 +149,7 @@ async fn invalidation_during_a_held_refill_refuses_it(store: Arc<dyn DocumentSto
         let db = db.clone();
         async move { db.load::<Poll>(&2).await.is_ok() }
     });
-    gate.wait_read().await;
+    gate.wait_held().await;
     assert!(db.delete::<Poll>(&2).await.unwrap());
     gate.release();
     assert!(reader.await.unwrap(), "{label}");
@@ -164,7 +164,7 @@ async fn invalidation_during_a_held_refill_refuses_it(store: Arc<dyn DocumentSto
 /// A load held with an old snapshot while another process votes and a later load of
 /// this process reads and caches the newer state: the held fill does not replace it.
 async fn an_older_refill_never_replaces_a_newer_one(store: Arc<dyn DocumentStore>, label: &str) {
-    let gate = ReadGate::default();
+    let gate = Gate::default();
     let db = Mapper::new(gated(store.clone(), &gate)).with_read_cache(ReadCache::new(LONG));
     let other = Mapper::new(store);
     db.insert(&mut Poll::new(3, "race".into(), 0))
@@ -176,7 +176,7 @@ async fn an_older_refill_never_replaces_a_newer_one(store: Arc<dyn DocumentStore
         let db = db.clone();
         async move { db.load::<Poll>(&3).await.unwrap().votes }
     });
-    gate.wait_read().await;
+    gate.wait_held().await;
     other.apply(&3, Poll::vote_up).await.unwrap();
     other.apply(&3, Poll::vote_up).await.unwrap();
     // A load of the same process (the same cache) that does not wait for the held read.
@@ -240,7 +240,7 @@ async fn other_writes_appear_within_the_bound(store: Arc<dyn DocumentStore>, lab
 /// cached load never takes a read an uncached load made (documents without their write
 /// records), so a vote confirmed while the cached load waits is not folded in again.
 async fn a_cached_load_never_shares_an_uncached_read(store: Arc<dyn DocumentStore>, label: &str) {
-    let gate = ReadGate::default();
+    let gate = Gate::default();
     let base = Mapper::new(gated(store, &gate));
     let cached = base.clone().with_read_cache(ReadCache::new(LONG));
     base.insert(&mut Poll::new(20, "shared".into(), 0))
@@ -253,7 +253,7 @@ async fn a_cached_load_never_shares_an_uncached_read(store: Arc<dyn DocumentStor
         let base = base.clone();
         async move { base.load::<Poll>(&20).await.unwrap().votes }
     });
-    gate.wait_read().await;
+    gate.wait_held().await;
     // The pauses let each spawned load reach its wait in this order (on a machine too
     // busy for that, the case checks less, never wrongly).
     let uncached = tokio::spawn({

@@ -58,6 +58,11 @@ impl<S: DocumentStore, E: Root> Entities<'_, S, E> {
         self.mapper.insert(entity).await
     }
 
+    /// [`Mapper::insert_if_absent`].
+    pub async fn insert_if_absent(&self, entity: &mut E) -> Result<bool> {
+        self.mapper.insert_if_absent(entity).await
+    }
+
     /// [`Mapper::load`].
     pub async fn load(&self, id: &(impl ToOwned<Owned = E::Id> + ?Sized)) -> Result<E> {
         self.mapper.load::<E>(id).await

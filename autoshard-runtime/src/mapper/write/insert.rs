@@ -4,6 +4,19 @@
 //! and deleted after it, so a half-done insert or delete leaves only orphan shards. Orphans
 //! are invisible (`load` needs the main document) and the next `insert` of that id
 //! overwrites them.
+//!
+//! On a store without cross-group transactions (a Redis Cluster) an insert writes each
+//! shard document (and deletes each leftover) in a commit of its own, and only while the
+//! main document is absent: it reads the document, *then* the main document, and commits
+//! expecting the version it read. That keeps a racing insert of the same id, however
+//! late, from touching an entity that exists: every write to an entity's shards (a vote,
+//! a compaction) comes after its main document was written, so a shard read before such
+//! a write fails the commit, and a shard read after it is followed by a read of the main
+//! document, which finds it. Two inserts racing before either wrote its main document
+//! may each write some shards; one main document wins, the other insert fails with
+//! `AlreadyExists`, and the entity's start values are one or the other's (a shard
+//! stamped with the loser's incarnation takes later votes by compare-and-set instead of
+//! merges).
 
 use crate::document::{Document, Value};
 use crate::entity::Entity;
@@ -31,9 +44,10 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// On a store with cross-group transactions all documents are written in one commit.
     /// Otherwise the shards are written first and the main document last, so a failure
-    /// leaves no visible half entity; two concurrent inserts of one id may then both
-    /// write shards, and the loser's shard values may remain (one still fails with
-    /// `AlreadyExists`).
+    /// leaves no visible half entity; each shard only while the main document is absent
+    /// (module docs), so an insert that loses a race never changes the entity that won,
+    /// and fails with `AlreadyExists`. Of two inserts racing before either finished, the
+    /// entity's start values are one or the other's.
     ///
     /// ```
     /// use autoshard::prelude::*;
@@ -131,11 +145,11 @@ impl<S: DocumentStore> Mapper<S> {
                 return Err(Error::AlreadyExists { key: main });
             }
             for (key, _) in leftovers {
-                self.store.delete(&key).await?;
+                self.write_while_absent(&main, &key, None).await?;
             }
             for (key, doc) in shards {
                 tracing::trace!(key = %key, "insert: shard");
-                self.store.put(&key, doc).await?;
+                self.write_while_absent(&main, &key, Some(doc)).await?;
             }
             self.store.insert(&main, stored_main).await?;
         }
@@ -149,6 +163,71 @@ impl<S: DocumentStore> Mapper<S> {
             state.set_shard_counts(counts.map(std::sync::Arc::new));
         }
         Ok(())
+    }
+
+    /// Stores a new entity unless one with its id exists: [`Mapper::insert`], answering
+    /// `true` when it stored `entity`, `false` (and stores nothing) when the id was taken,
+    /// also by a concurrent call. Of concurrent calls for one id, exactly one answers
+    /// `true`. A set-up step that runs again is safe with it.
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Question {
+    ///     #[id]
+    ///     id: u64,
+    ///     text: String,
+    ///     #[shardable(shards = 10, fold = sum)]
+    ///     votes: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// assert!(db.insert_if_absent(&mut Question::new(1, "First?".into(), 0)).await?);
+    /// // A second run of the same set-up: the question is there already.
+    /// assert!(!db.insert_if_absent(&mut Question::new(1, "First?".into(), 0)).await?);
+    /// assert_eq!(db.load::<Question>(&1).await?.text, "First?");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn insert_if_absent<E: Entity>(&self, entity: &mut E) -> Result<bool> {
+        // `insert` answers `AlreadyExists` only for the entity's own id.
+        match self.insert(entity).await {
+            Ok(()) => Ok(true),
+            Err(Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `doc` at `key` (deletes it for `None`) for an insert of the entity whose
+    /// main document is `main`, on a store without cross-group transactions: reads the
+    /// document, then the main document, and commits expecting the version read, only
+    /// while the main document is absent (module docs); `AlreadyExists` once it is there.
+    async fn write_while_absent(&self, main: &Key, key: &Key, doc: Option<Document>) -> Result<()> {
+        let written = self
+            .until_committed("insert", || async {
+                let seen = self.store.get(key).await?.map(|found| found.version);
+                if self.store.get(main).await?.is_some() {
+                    return Err(Error::AlreadyExists { key: main.clone() });
+                }
+                let txn = Transaction::new().expect(key.clone(), seen);
+                let txn = match &doc {
+                    Some(doc) => txn.put(key.clone(), doc.clone()),
+                    None => txn.delete(key.clone()),
+                };
+                self.commit_attempt(&txn).await
+            })
+            .await;
+        match written {
+            // Racing inserts that kept taking the document: one of them may have finished.
+            Err(Error::Contention { .. }) if self.store.get(main).await?.is_some() => {
+                Err(Error::AlreadyExists { key: main.clone() })
+            }
+            written => written,
+        }
     }
 
     /// Deletes the entity with this id: its main document, then its shard documents and
