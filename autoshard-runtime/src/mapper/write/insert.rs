@@ -144,14 +144,19 @@ impl<S: DocumentStore> Mapper<S> {
             if self.store.get(&main).await?.is_some() {
                 return Err(Error::AlreadyExists { key: main });
             }
-            for (key, _) in leftovers {
-                self.write_while_absent(&main, &key, None).await?;
-            }
-            for (key, doc) in shards {
-                tracing::trace!(key = %key, "insert: shard");
-                self.write_while_absent(&main, &key, Some(doc)).await?;
-            }
-            self.store.insert(&main, stored_main).await?;
+            // Each document on its own (module docs), all at once.
+            let writes = leftovers
+                .into_iter()
+                .map(|(key, _)| (key, None))
+                .chain(shards.into_iter().map(|(key, doc)| (key, Some(doc))));
+            let main = &main;
+            futures::future::try_join_all(
+                writes.map(
+                    |(key, doc)| async move { self.write_while_absent(main, &key, doc).await },
+                ),
+            )
+            .await?;
+            self.store.insert(main, stored_main).await?;
         }
 
         for index in 0..E::PROPERTIES.len() {
