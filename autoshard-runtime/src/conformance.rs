@@ -66,6 +66,7 @@ cases!(
     get_missing_is_none,
     insert_then_get,
     insert_conflicts_when_present,
+    concurrent_inserts_of_one_key_store_one,
     put_creates_and_overwrites,
     delete_reports_presence,
     versions_change_on_every_write,
@@ -238,6 +239,31 @@ pub async fn insert_conflicts_when_present(store: &dyn DocumentStore) {
     }
     let found = must_get(store, &key).await;
     assert_eq!(found.doc, doc(&[("n", 1.into())]));
+    assert_eq!(found.version, version);
+}
+
+/// Concurrent inserts of one key: exactly one stores its document, every other one fails
+/// with `AlreadyExists` (what `Mapper::insert_if_absent` rests on).
+pub async fn concurrent_inserts_of_one_key_store_one(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("InsertRace"), "1");
+    let answers = join_all((0..8).map(|i| store.insert(&key, doc(&[("n", i.into())])))).await;
+    let mut stored = None;
+    for (i, answer) in answers.into_iter().enumerate() {
+        match answer {
+            Ok(version) => {
+                assert!(
+                    stored.is_none(),
+                    "two concurrent inserts of one key succeeded"
+                );
+                stored = Some((i, version));
+            }
+            Err(Error::AlreadyExists { key: taken }) => assert_eq!(taken, key),
+            Err(e) => panic!("a concurrent insert failed with {e}"),
+        }
+    }
+    let (winner, version) = stored.expect("one of the concurrent inserts succeeds");
+    let found = must_get(store, &key).await;
+    assert_eq!(found.doc, doc(&[("n", winner.into())]));
     assert_eq!(found.version, version);
 }
 
