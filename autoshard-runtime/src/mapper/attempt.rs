@@ -49,6 +49,7 @@ impl<S: DocumentStore> Mapper<S> {
             what,
             started: Instant::now(),
             attempts: 0,
+            reported: true,
         }
     }
 
@@ -58,18 +59,36 @@ impl<S: DocumentStore> Mapper<S> {
     pub(super) async fn until_committed<T, F, Fut>(
         &self,
         what: &'static str,
-        mut attempt: F,
+        attempt: F,
     ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<Attempt<T>>>,
     {
-        let mut retrying = self.retrying(what);
-        loop {
-            if let ControlFlow::Break(value) = retrying.attempt(attempt()).await? {
-                return Ok(value);
-            }
-        }
+        until_committed(self.retrying(what), attempt).await
+    }
+
+    /// [`Mapper::until_committed`] for a step of an operation that is not an optimistic
+    /// operation of its own (the per-document commits of an insert on a store without
+    /// cross-group transactions): the policy's retries, left out of the mapper's
+    /// [`Metrics`] and of the exported counters and span fields, as an insert's single
+    /// commit on other stores is.
+    pub(super) async fn until_committed_uncounted<T, F, Fut>(
+        &self,
+        what: &'static str,
+        attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Attempt<T>>>,
+    {
+        let uncounted = Metrics::new();
+        let retrying = Retrying {
+            metrics: &uncounted,
+            reported: false,
+            ..self.retrying(what)
+        };
+        until_committed(retrying, attempt).await
     }
 
     /// `get_many`, checking that the store answered one entry per key.
@@ -109,6 +128,19 @@ impl<S: DocumentStore> Mapper<S> {
     }
 }
 
+/// Runs attempts made by `attempt` under `retrying` until one commits.
+async fn until_committed<T, F, Fut>(mut retrying: Retrying<'_>, mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+{
+    loop {
+        if let ControlFlow::Break(value) = retrying.attempt(attempt()).await? {
+            return Ok(value);
+        }
+    }
+}
+
 /// The pages of one scan, read one at a time.
 pub(super) struct Pages<'m, S> {
     store: &'m S,
@@ -140,6 +172,8 @@ pub(super) struct Retrying<'m> {
     what: &'static str,
     started: Instant,
     attempts: u32,
+    /// Whether the operation's end goes to the span and the exported counters.
+    reported: bool,
 }
 
 impl Retrying<'_> {
@@ -185,7 +219,10 @@ impl Retrying<'_> {
             Ok(Attempt::Conflict(key)) => {
                 self.metrics.conflict();
                 #[cfg(feature = "metrics")]
-                ::metrics::counter!("autoshard_conflicts_total", "operation" => what).increment(1);
+                if self.reported {
+                    ::metrics::counter!("autoshard_conflicts_total", "operation" => what)
+                        .increment(1);
+                }
                 if let Some(delay) = self
                     .policy
                     .delay_before_retry(attempts, self.started.elapsed())
@@ -215,6 +252,9 @@ impl Retrying<'_> {
     /// see the crate docs), and with the `metrics` feature as counters and a latency
     /// histogram labelled with the operation.
     fn finish(&self, outcome: &'static str) {
+        if !self.reported {
+            return;
+        }
         let span = tracing::Span::current();
         span.record("attempts", self.attempts);
         span.record("outcome", outcome);

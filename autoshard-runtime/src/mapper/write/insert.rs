@@ -213,7 +213,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// while the main document is absent (module docs); `AlreadyExists` once it is there.
     async fn write_while_absent(&self, main: &Key, key: &Key, doc: Option<Document>) -> Result<()> {
         let written = self
-            .until_committed("insert", || async {
+            .until_committed_uncounted("insert", || async {
                 let seen = self.store.get(key).await?.map(|found| found.version);
                 if self.store.get(main).await?.is_some() {
                     return Err(Error::AlreadyExists { key: main.clone() });

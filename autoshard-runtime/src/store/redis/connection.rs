@@ -208,7 +208,7 @@ impl Connections {
         let fail = |err| Error::backend(format!("connecting to Redis at {endpoint}"), err);
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(options.connect_timeout))
-            .set_response_timeout(Some(options.response_timeout))
+            .set_response_timeout(Some(options.request_timeout()))
             .set_number_of_retries(options.reconnect_retries)
             .set_min_delay(std::time::Duration::from_millis(20))
             .set_max_delay(std::time::Duration::from_millis(500));
@@ -252,13 +252,13 @@ impl Connections {
         let fail = |err| Error::backend(format!("connecting to Redis Cluster at {endpoint}"), err);
         let client = ClusterClientBuilder::new(urls.to_vec())
             .connection_timeout(options.connect_timeout)
-            .response_timeout(options.response_timeout)
+            .response_timeout(options.request_timeout())
             .retries(options.reconnect_retries as u32)
             .min_retry_wait(20)
             .max_retry_wait(500)
             .build()
             .map_err(fail)?;
-        let bound = options.connect_timeout + options.response_timeout;
+        let bound = options.connect_timeout + options.request_timeout();
         Self::cluster_client(&client, endpoint, bound).await
     }
 

@@ -27,7 +27,9 @@ pub struct RedisOptions {
     pub pool_size: usize,
     /// Timeout of each connection attempt. Default 2 s.
     pub connect_timeout: Duration,
-    /// Timeout of each request. Default 5 s.
+    /// Timeout of each request. Default 5 s. With
+    /// [`RedisOptions::wait_for_replicas`], a write's request also waits up to
+    /// [`RedisOptions::replica_timeout`] for the replicas on top of this.
     pub response_timeout: Duration,
     /// Reconnection attempts after a connection drops (and at connect). Default 2.
     pub reconnect_retries: usize,
@@ -116,6 +118,17 @@ impl RedisOptions {
         self.wait_for_replicas = replicas;
         self.replica_timeout = timeout;
         self
+    }
+
+    /// How long a request may take before the client gives up on it: the response
+    /// timeout, plus the replica timeout when writes wait for replicas (a write's `WAIT`
+    /// answers only once the replicas did or that time ran out).
+    pub(super) fn request_timeout(&self) -> Duration {
+        if self.wait_for_replicas > 0 {
+            self.response_timeout + self.replica_timeout
+        } else {
+            self.response_timeout
+        }
     }
 
     pub(super) fn layout(&self) -> Result<Layout> {
