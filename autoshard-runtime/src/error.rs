@@ -5,6 +5,10 @@ use crate::key::Key;
 /// A `Result` whose error is the runtime's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The field [`Error::Malformed`] names when the whole stored value is wrong (not a
+/// document of this store's layout), not one property of it.
+pub const WHOLE_DOCUMENT: &str = "(document)";
+
 /// Everything that can go wrong talking to a store through autoshard.
 ///
 /// Errors are cheap to clone (a backend's own error is shared behind an [`Arc`]): every
@@ -54,7 +58,8 @@ pub enum Error {
     Malformed {
         /// The document's key.
         key: Key,
-        /// The property that could not be read or written.
+        /// The property that could not be read or written ([`WHOLE_DOCUMENT`] when the
+        /// whole stored value is wrong).
         field: String,
         /// What was wrong with it.
         reason: String,

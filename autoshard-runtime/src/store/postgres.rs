@@ -24,7 +24,7 @@
 //! `docs/design/postgres.md`.
 
 use crate::document::{Document, Version, Versioned};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged};
 use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
@@ -542,9 +542,6 @@ fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
         }
     })
 }
-
-/// What [`Error::Malformed`] names as the field when the whole document is bad.
-const WHOLE_DOCUMENT: &str = "(document)";
 
 /// The version and document in columns `first` and `first + 1` of a row of `key`.
 fn versioned(row: &tokio_postgres::Row, first: usize, key: &str) -> Result<Versioned> {

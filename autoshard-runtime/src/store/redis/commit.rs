@@ -4,8 +4,8 @@
 
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
-use super::{reply, RedisStore, WHOLE_DOCUMENT};
-use crate::error::{Error, Result};
+use super::{reply, RedisStore};
+use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::RECORD;
 use crate::store::{Transaction, Write};

@@ -55,9 +55,6 @@ const COMMIT_LUA: &str = concat!(
 const READ_LUA: &str = include_str!("lua/read.lua");
 const MERGE_LUA: &str = concat!(include_str!("lua/owner.lua"), include_str!("lua/merge.lua"));
 
-/// The field name reported in [`Error::Malformed`] when a whole stored value is wrong.
-const WHOLE_DOCUMENT: &str = "(document)";
-
 /// A [`DocumentStore`] on Redis: one type, two constructors, [`RedisStore::connect`] for
 /// a standalone server and [`RedisStore::connect_cluster`] for a Redis Cluster. See the
 /// [module docs](self) for the layout and the consistency of scans on a cluster.

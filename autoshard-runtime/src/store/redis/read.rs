@@ -5,9 +5,9 @@
 //! replies are decoded here.
 
 use super::call::{KeyText, ScriptCall};
-use super::{layout, reply, RedisStore, WHOLE_DOCUMENT};
+use super::{layout, reply, RedisStore};
 use crate::document::{Document, Version, Versioned};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};

@@ -1,8 +1,8 @@
 //! Decoding the replies of the store's Lua scripts. Replies come from the server, so
 //! nothing here panics on an unexpected shape: it becomes an error.
 
-use super::WHOLE_DOCUMENT;
 use crate::error::Error;
+use crate::error::WHOLE_DOCUMENT;
 use crate::key::Key;
 use ::redis::Value;
 
