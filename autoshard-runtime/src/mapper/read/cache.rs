@@ -17,6 +17,7 @@ use crate::mapper::layout;
 use crate::mapper::read::shared::Found;
 use crate::mapper::write::write_ids;
 use crate::mapper::Mapper;
+use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -361,7 +362,7 @@ impl ReadCache {
             .write
             .at_ms
             .saturating_add(u64::try_from(window.as_millis() / 2).unwrap_or(u64::MAX));
-        if write_ids::now_ms() >= trusted_until_ms {
+        if system_now_ms() >= trusted_until_ms {
             // A late reply: the shard may have dropped the write's record entry already,
             // so no snapshot can tell whether it holds the write. The next load reads it.
             return self.invalidate(main);
@@ -503,7 +504,7 @@ pub(in crate::mapper) fn folding<'f>(
     for c in later {
         let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
             // Read too late for the shard's record to be sure to tell (`Confirmed`).
-            Some(_) if write_ids::now_ms() >= c.trusted_until_ms => return Ok(None),
+            Some(_) if system_now_ms() >= c.trusted_until_ms => return Ok(None),
             Some((_, doc)) => write_ids::applied(Some(doc), &c.write),
             // Absent from the snapshot: created after it, unless a reshard retired it.
             None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),

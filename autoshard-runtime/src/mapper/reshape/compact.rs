@@ -19,6 +19,7 @@ use crate::mapper::codec::{malformed, with_property};
 use crate::mapper::layout;
 use crate::mapper::write::write_ids;
 use crate::mapper::Mapper;
+use crate::store::ownership::system_now_ms;
 use crate::store::{DocumentStore, Transaction, WriteId};
 use std::ops::ControlFlow;
 
@@ -248,7 +249,7 @@ impl<S: DocumentStore> Mapper<S> {
         }
         // The write ids of the folded documents, so that a save sending one of them again
         // finds it applied (see `write_ids`).
-        let now = write_ids::now_ms();
+        let now = system_now_ms();
         for (key, _) in &shards {
             if let Some((writer, seq)) = write_ids::parse_dynamic_name(key.name()) {
                 let folded = WriteId {

@@ -15,8 +15,8 @@ use crate::group::Root;
 use crate::key::{EntityId, Key};
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self, Seal, StaticProperty};
-use crate::mapper::write::write_ids;
 use crate::mapper::Mapper;
+use crate::store::ownership::system_now_ms;
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -425,7 +425,7 @@ impl<S: DocumentStore> Mapper<S> {
             let Some(seal) = layout::seal_of(&retired.doc) else {
                 let seal = Seal {
                     into: shard.target(r),
-                    at_ms: write_ids::now_ms(),
+                    at_ms: system_now_ms(),
                 };
                 tracing::debug!(key = %key, into = seal.into, "drain: seal");
                 match self.reseal(key, retired, seal).await? {
@@ -623,5 +623,5 @@ fn resized(c: ShardCount, shards: u32) -> ShardCount {
 
 /// How long ago `at_ms` (milliseconds since the Unix epoch) was.
 fn elapsed_since(at_ms: u64) -> Duration {
-    Duration::from_millis(write_ids::now_ms().saturating_sub(at_ms))
+    Duration::from_millis(system_now_ms().saturating_sub(at_ms))
 }

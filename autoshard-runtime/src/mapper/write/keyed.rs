@@ -19,8 +19,9 @@ use crate::key::Key;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::{malformed, with_property};
 use crate::mapper::layout::{self, dynamic_properties, has_change, op_shard, static_properties};
-use crate::mapper::write::write_ids::{self, check_same_entity};
+use crate::mapper::write::write_ids::check_same_entity;
 use crate::mapper::Mapper;
+use crate::store::ownership::system_now_ms;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
@@ -185,7 +186,7 @@ impl<S: DocumentStore> Mapper<S> {
                 continue;
             }
             writes_any = true;
-            let mark: Document = [("at".to_owned(), Value::from(write_ids::now_ms()))].into();
+            let mark: Document = [("at".to_owned(), Value::from(system_now_ms()))].into();
             txn = txn
                 .expect(part.marker.clone(), None)
                 .put(part.marker.clone(), mark);

@@ -27,6 +27,7 @@ use crate::mapper::write::shard_choice;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
 use crate::mapper::Mapper;
+use crate::store::ownership::system_now_ms;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::any::TypeId;
 use std::ops::ControlFlow;
@@ -192,7 +193,7 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
     pub(in crate::mapper) fn check_window(&self, sent: &Sent) -> Result<()> {
-        let age = Duration::from_millis(write_ids::now_ms().saturating_sub(sent.write.at_ms));
+        let age = Duration::from_millis(system_now_ms().saturating_sub(sent.write.at_ms));
         if age > self.write_window {
             return Err(Error::Expired {
                 key: sent.shard.clone(),

@@ -19,10 +19,11 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::codec::with_property;
 use crate::mapper::layout::{self, has_change};
+use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The reserved property of a shard document that records the write ids it applied.
 /// Property names of shard documents are `shard_<field>`, so it collides with none.
@@ -57,7 +58,8 @@ impl Writer {
         }
         self.last_seq += 1;
         self.in_doubt = true;
-        let at_ms = now_ms();
+        // Write ids are stamped by the writer's clock, not the store's.
+        let at_ms = system_now_ms();
         WriteId {
             writer: self.id.clone(),
             seq: self.last_seq,
@@ -129,13 +131,6 @@ impl Drop for Pooled<'_> {
                 .push(writer);
         }
     }
-}
-
-/// Now, in milliseconds since the Unix epoch.
-pub(in crate::mapper) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Whether `doc` records `write` (or a later write of its writer) as applied.
