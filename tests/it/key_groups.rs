@@ -492,7 +492,7 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
 /// A store that runs calls until the `at`-th, which it leaves pending forever, before or
 /// after running it: a future dropped there.
 #[derive(Debug, Clone)]
-struct Gate {
+struct DropAt {
     inner: Arc<TestStore<MemoryStore>>,
     calls: Arc<AtomicU64>,
     at: u64,
@@ -500,7 +500,7 @@ struct Gate {
     hit: Arc<tokio::sync::Notify>,
 }
 
-impl Gate {
+impl DropAt {
     async fn pass<T>(&self, call: impl std::future::Future<Output = Result<T>>) -> Result<T> {
         if self.calls.fetch_add(1, Ordering::SeqCst) != self.at {
             return call.await;
@@ -514,7 +514,7 @@ impl Gate {
 }
 
 #[async_trait]
-impl DocumentStore for Gate {
+impl DocumentStore for DropAt {
     async fn get(&self, key: &autoshard::Key) -> Result<Option<Versioned>> {
         self.pass(self.inner.get(key)).await
     }
@@ -563,7 +563,7 @@ async fn dropped_transfers(shape: usize) {
     // The calls of a transfer no one drops.
     let calls = {
         let (_, shaped, _) = memory_stores().into_iter().nth(shape).unwrap();
-        let gate = Gate {
+        let gate = DropAt {
             inner: shaped,
             calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
             at: u64::MAX,
@@ -588,7 +588,7 @@ async fn dropped_transfers(shape: usize) {
 /// before or after its call `at`.
 async fn dropped_at(shape: usize, at: u64, fault: Fault) {
     let (inner, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
-    let gate = Gate {
+    let gate = DropAt {
         inner: shaped,
         calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
         at,
