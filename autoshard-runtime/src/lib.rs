@@ -44,6 +44,7 @@ mod mapper;
 pub mod metrics;
 pub mod retry;
 pub mod store;
+mod sync;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;

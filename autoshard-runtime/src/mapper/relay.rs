@@ -11,10 +11,11 @@
 //! calls wait, and a call a leader took and then dropped learns it
 //! ([`Joined::Abandoned`]) instead of waiting for ever.
 
+use crate::sync::lock;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 /// The slots being led, each with the calls queued behind its leader.
@@ -74,7 +75,7 @@ pub(in crate::mapper) enum Joined<'r, K: Eq + Hash, W, R> {
 
 impl<K: Eq + Hash, W, R> Relay<K, W, R> {
     fn slots(&self) -> MutexGuard<'_, HashMap<K, VecDeque<Follower<W, R>>>> {
-        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.slots)
     }
 
     /// Passes the lead of `slot` to the first queued call still waiting, or marks the

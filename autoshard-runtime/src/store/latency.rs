@@ -11,6 +11,7 @@ use crate::key::Key;
 use crate::store::{
     Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
 };
+use crate::sync::lock;
 use async_trait::async_trait;
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
@@ -104,10 +105,7 @@ impl<S: DocumentStore> LatencyStore<S> {
     ) -> Vec<OwnedMutexGuard<()>> {
         let groups: BTreeSet<Key> = keys.map(Key::group).collect();
         let locks: Vec<Arc<AsyncMutex<()>>> = {
-            let mut map = self
-                .locks
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut map = lock(&self.locks);
             // Forget locks nobody holds or waits for, so the map does not grow with every
             // group ever written.
             if map.len() > 4096 {

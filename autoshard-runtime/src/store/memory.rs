@@ -14,6 +14,7 @@ use crate::store::{
     merge, ownership, Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage,
     Transaction, Write,
 };
+use crate::sync::lock;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -100,9 +101,7 @@ impl MemoryStore {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the map half-updated: every
         // mutation is a single map operation or a sequence validated before it starts.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 

@@ -19,10 +19,11 @@ use crate::mapper::write::write_ids;
 use crate::mapper::Mapper;
 use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
+use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How many entities a [`ReadCache`] keeps by default.
@@ -237,10 +238,7 @@ impl ReadCache {
     }
 
     fn logs(&self) -> MutexGuard<'_, HashMap<Key, Log>> {
-        self.inner
-            .logs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner.logs)
     }
 
     fn tick(&self) -> u64 {
@@ -434,10 +432,6 @@ impl Entry {
             *values = None;
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a snapshot (the documents one read found) gives an entity: its main document,

@@ -15,7 +15,8 @@ use crate::entity::{Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::relay::{Caller, Joined, Relay};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use crate::sync::lock;
+use std::sync::{Arc, Mutex};
 
 /// The most changes one commit carries.
 pub(in crate::mapper) const MAX_BATCH: usize = 256;
@@ -35,10 +36,6 @@ pub(in crate::mapper) enum Claim {
 }
 
 pub(in crate::mapper) type ClaimRef = Arc<Mutex<Claim>>;
-
-fn lock(claim: &ClaimRef) -> MutexGuard<'_, Claim> {
-    claim.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A queued save's change, as the relay carries it to the leader.
 type Queued = (Value, ClaimRef);

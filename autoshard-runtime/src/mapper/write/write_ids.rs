@@ -21,6 +21,7 @@ use crate::mapper::codec::with_property;
 use crate::mapper::layout::{self, has_change};
 use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
+use crate::sync::lock;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -84,12 +85,7 @@ pub(in crate::mapper) struct Pool {
 
 impl Pool {
     pub(in crate::mapper) fn take(&self) -> Pooled<'_> {
-        let writer = self
-            .free
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop()
-            .unwrap_or_else(Writer::new);
+        let writer = lock(&self.free).pop().unwrap_or_else(Writer::new);
         Pooled {
             pool: self,
             writer: Some(writer),
@@ -124,11 +120,7 @@ impl DerefMut for Pooled<'_> {
 impl Drop for Pooled<'_> {
     fn drop(&mut self) {
         if let Some(writer) = self.writer.take() {
-            self.pool
-                .free
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(writer);
+            lock(&self.pool.free).push(writer);
         }
     }
 }

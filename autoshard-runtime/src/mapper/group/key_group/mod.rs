@@ -68,6 +68,7 @@ use crate::key::Key;
 use crate::mapper::codec::Folds;
 use crate::store::ownership::{self, Owner, OWNER};
 use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
+use crate::sync::lock;
 use futures::future::BoxFuture;
 use rand::RngExt;
 use std::collections::{BTreeMap, BTreeSet};
@@ -508,10 +509,6 @@ impl<S> fmt::Debug for KeyGroup<'_, S> {
             .field("until_ms", &*lock(&self.until_ms))
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl<'m, S: DocumentStore> KeyGroup<'m, S> {
