@@ -90,6 +90,7 @@ cases!(
     merge_folds_and_applies_each_write_id_once,
     merge_needs_the_document_and_its_guard,
     merge_gives_a_new_version,
+    versions_not_reused_after_merges,
     merge_overflow_writes_nothing,
     merge_refuses_what_it_cannot_fold_exactly,
     merge_drops_records_older_than_the_horizon,
@@ -1151,6 +1152,49 @@ pub async fn merge_gives_a_new_version(store: &dyn DocumentStore) {
     let twice = merge_ok(store, &m).await;
     assert_eq!(twice, Merged::AlreadyApplied);
     assert_eq!(must_get(store, &key).await.version, after.version);
+}
+
+/// The versions merges give are never handed out again: not by a later put, nor after a
+/// delete and re-insert, so a commit expecting any of them conflicts (no ABA however the
+/// store numbers the versions of merges).
+pub async fn versions_not_reused_after_merges(store: &dyn DocumentStore) {
+    // Four merges of writer `a` from sequence number `first` on, each version seen.
+    async fn merge_four(store: &dyn DocumentStore, key: &Key, first: u64, seen: &mut Vec<Version>) {
+        for seq in first..first + 4 {
+            let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", seq));
+            assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+            seen.push(must_get(store, key).await.version);
+        }
+    }
+    let key = Key::new(fresh_kind("MergeAba"), "1");
+    let mut seen = vec![ok(
+        store.insert(&key, doc(&[("n", 0.into())])).await,
+        "insert",
+    )];
+    let fresh = |seen: &[Version], v: Version, what: &str| {
+        assert!(
+            !seen.contains(&v),
+            "{what} reused version {v:?} (seen {seen:?})"
+        );
+    };
+    merge_four(store, &key, 1, &mut seen).await;
+    let v = ok(store.put(&key, doc(&[("n", 0.into())])).await, "put");
+    fresh(&seen, v, "a put after merges");
+    seen.push(v);
+    merge_four(store, &key, 5, &mut seen).await;
+    assert!(ok(store.delete(&key).await, "delete"));
+    let v = ok(store.insert(&key, doc(&[("n", 7.into())])).await, "insert");
+    fresh(&seen, v, "an insert after merges and a delete");
+    for stale in seen {
+        let txn = Transaction::new()
+            .expect(key.clone(), Some(stale))
+            .put(key.clone(), doc(&[("n", 99.into())]));
+        assert_eq!(
+            commit(store, &txn).await,
+            Commit::Conflict { key: key.clone() }
+        );
+    }
+    assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 7.into())]));
 }
 
 /// A sum leaving the bounds of its fold fails with `Overflow` naming the key and

@@ -4,7 +4,7 @@
 
 use autoshard::store::{
     merge, Commit, Document, DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, Scan,
-    Transaction, WriteId,
+    Transaction, Versioned, WriteId,
 };
 use autoshard::{Error, Key};
 use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
@@ -136,6 +136,96 @@ async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, 
     assert!(err.to_string().contains("Foreign:string"), "{err}");
 }
 
+/// A merge answers what the reference fold answers whatever text a value holds on the
+/// server (or `Unsupported`, writing nothing, for a text `serde_json` reads but would not
+/// write): texts the common path takes (short canonical integers) and every text it
+/// leaves to the full script (leading zeros, exponents, `-0`, spaces, hex, 15 digits or
+/// more, sums that leave 14 digits, versions that are not plain digits).
+async fn merges_answer_stored_texts_as_the_reference(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let values = [
+        "5",
+        "-5",
+        "0",
+        "05",
+        "-0",
+        "1e3",
+        "1.0",
+        " 5",
+        "5 ",
+        "0x10",
+        "+5",
+        "nan",
+        "inf",
+        "99999999999999",
+        "-99999999999999",
+        "100000000000000",
+        "9007199254740993",
+        "9223372036854775807",
+        "\"5\"",
+        "true",
+        "[]",
+    ];
+    let cases = values.iter().map(|value| ("7", *value)).chain([
+        ("1e3", "5"),
+        ("007", "5"),
+        ("99999999999999", "5"),
+        ("x", "5"),
+    ]);
+    for (i, (version, value)) in cases.enumerate() {
+        let merges = [(Fold::SUM_I64, 1), (Fold::SUM_I64, -1), (Fold::MAX_I64, 7)];
+        for (j, (fold, operand)) in merges.into_iter().enumerate() {
+            let key = Key::new("Texts", format!("{i}.{j}"));
+            let name = redis_key(ns, &key);
+            server.cli(&["HSET", &name, "v", version, "p:n", value]);
+            let write = WriteId {
+                writer: "w".into(),
+                seq: 1,
+                at_ms: 1,
+                horizon_ms: 0,
+            };
+            let m = Merge::new(key.clone(), "n", fold, operand.into(), write);
+            let what = format!("{fold:?} {operand} into v={version} n={value}");
+            let read_before = store.get(&key).await;
+            let got = store.merge(&m).await;
+            match read_before {
+                Ok(Some(Versioned { doc: before, .. })) => {
+                    let found = store.get(&key).await.unwrap().unwrap();
+                    let canonical = serde_json::to_string(&before["n"]).unwrap() == value;
+                    if !canonical && matches!(got, Ok(Merged::Unsupported)) {
+                        // A text serde_json reads but would not write: the store may leave
+                        // it to the mapper's read and compare-and-set (the contract).
+                        assert_eq!(found.doc.get("n"), before.get("n"), "{what}");
+                        continue;
+                    }
+                    match (merge::apply(Some(&before), &m), got) {
+                        (Ok(merge::Step::Write(want)), Ok(Merged::Applied)) => {
+                            assert_eq!(found.doc.get("n"), want.get("n"), "{what}");
+                        }
+                        (Ok(merge::Step::Answer(want)), Ok(got)) => {
+                            assert_eq!(got, want, "{what}");
+                            assert_eq!(found.doc.get("n"), before.get("n"), "{what}");
+                        }
+                        (Err(Error::Overflow { .. }), Err(Error::Overflow { .. })) => {}
+                        (want, got) => panic!("{what}: expected {want:?}, got {got:?}"),
+                    }
+                }
+                read => {
+                    assert!(
+                        matches!(got, Err(Error::Malformed { .. }) | Ok(Merged::Unsupported)),
+                        "{what}: read {read:?}, merge {got:?}"
+                    );
+                    let stored = server.cli(&["HGET", &name, "p:n"]);
+                    assert_eq!(stored.trim_end_matches('\n'), value, "{what}: rewritten");
+                }
+            }
+        }
+    }
+}
+
 /// Deleted documents leave index entries only transiently; scans skip entries whose
 /// document is gone (here: an entry planted by hand).
 async fn scan_skips_stale_index_entries(server: &RedisServer, store: &RedisStore, ns: &str) {
@@ -207,6 +297,8 @@ async fn standalone() {
     foreign_values_are_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;
     scan_skips_stale_index_entries(&server.server, &store, &ns).await;
+    let (store, ns) = connect("texts").await;
+    merges_answer_stored_texts_as_the_reference(&server.server, &store, &ns).await;
     let (store, _) = connect("concurrent").await;
     concurrent_increments_are_exact(Arc::new(store)).await;
 

@@ -63,6 +63,12 @@ impl Layout {
         Name(&self.prefix, key, "")
     }
 
+    /// The Redis key of a document's record hash ([`record_of`]), written where it is
+    /// formatted.
+    pub(super) fn record_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
+        Name(&self.prefix, key, RECORD_SUFFIX)
+    }
+
     /// The Redis key of the version counter of `key`'s entity group.
     pub(super) fn counter(&self, key: &Key) -> String {
         self.counter_name(key).to_string()

@@ -1,14 +1,65 @@
-//! Merges: one `lua/merge.lua` call per [`Merge`], in the document's own slot, and the
-//! decoding of its reply.
+//! Merges, in the document's own slot: the common case (an integer sum, max or min, not
+//! a merge that prunes the record) as `lua/merge_common.lua`, four commands;
+//! everything else, and whatever that script answers `slow` (it wrote nothing then), as
+//! `lua/merge.lua`, which decides every case. Then the decoding of the reply.
 
 use super::call::{KeyText, ScriptCall};
 use super::{reply, RedisStore};
 use crate::error::Result;
+use crate::store::merge::PRUNE_EVERY;
 use crate::store::{Merge, Merged};
 
 impl RedisStore {
     pub(super) async fn run_merge(&self, merge: &Merge) -> Result<Merged> {
         let what = || format!("merge into `{}`", merge.key);
+        let (fold, min, max) = merge.fold.name_and_range();
+        let common =
+            matches!(fold, "sum" | "max" | "min") && !merge.write.seq.is_multiple_of(PRUNE_EVERY);
+        if common {
+            let keys: [KeyText; 2] = [
+                &self.layout.doc_name(&merge.key),
+                &self.layout.record_name(&merge.key),
+            ];
+            let mut call = ScriptCall::new(&self.scripts.merge_common, &keys, 10);
+            call.arg_display(format_args!("p:{}", merge.property))
+                .arg(fold)
+                .arg_display(&merge.operand)
+                .arg_display(min)
+                .arg_display(max)
+                .arg_display(format_args!("w:{}", merge.write.writer))
+                .arg(merge.write.seq)
+                .arg_display(format_args!("[{},{}]", merge.write.seq, merge.write.at_ms));
+            match &merge.guard {
+                None => call.arg("").arg(""),
+                Some((property, expected)) => {
+                    call.arg_display(format_args!("p:{property}"));
+                    match expected {
+                        Some(value) => call.arg_display(serde_json::Value::from(value.clone())),
+                        None => call.arg(""),
+                    }
+                }
+            };
+            let reply = self.run_write(&call, what).await?;
+            match reply::text(&reply) {
+                Some("applied") => return Ok(Merged::Applied),
+                Some("slow") => {}
+                _ => {
+                    return Err(self.backend(
+                        what(),
+                        reply::unexpected("the merge script's common case", &reply),
+                    ))
+                }
+            }
+        }
+        self.run_full_merge(merge, what).await
+    }
+
+    /// A merge through `lua/merge.lua`, which answers every case.
+    async fn run_full_merge(
+        &self,
+        merge: &Merge,
+        what: impl Fn() -> String + Send + Sync,
+    ) -> Result<Merged> {
         let (fold, min, max) = merge.fold.name_and_range();
         let (guard, mode, expected) = match &merge.guard {
             None => ("", "-", None),
@@ -35,7 +86,7 @@ impl RedisStore {
             Some(value) => call.arg_display(serde_json::Value::from(value.clone())),
             None => call.arg(""),
         };
-        let reply = self.run_write(&call, what).await?;
+        let reply = self.run_write(&call, &what).await?;
         let bad = || self.backend(what(), reply::unexpected("the merge script", &reply));
         let items = reply::array(&reply).ok_or_else(bad)?;
         match items.first().and_then(reply::text) {

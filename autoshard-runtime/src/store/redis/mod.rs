@@ -5,11 +5,12 @@
 //! - A document is a hash (`v`: its version, `p:<name>`: each property's JSON) at the
 //!   namespace followed by [`Key::encode`], whose `{…}` is the entity group: one group, one
 //!   cluster slot. Its write record lives apart, in its record hash (`<key>/~w`, same slot),
-//!   so a load reads values only. Versions come from one counter per group, never reused.
+//!   so a load reads values only. Versions count up per document (a merge) and past a
+//!   counter per group (a put), never reused.
 //! - Invariant: every write (`commit`, `insert`, `put`, `delete`: `lua/commit.lua`; `merge`:
-//!   `lua/merge.lua`) is one script that checks every expectation and that every key it
-//!   touches is ours before its first write, so it applies all or nothing, atomically,
-//!   without WATCH. Scan indexes in another slot are kept around the script in an order that
+//!   `lua/merge_common.lua`, or `lua/merge.lua` for what that one leaves) is one script
+//!   that checks every expectation and that every key it touches is ours before its first
+//!   write, so it applies all or nothing, atomically, without WATCH. Scan indexes in another slot are kept around the script in an order that
 //!   never hides a live document.
 //! - Limits: Redis's own (512 MB per key and per property's JSON text); keep ids short and
 //!   hot documents small.
@@ -54,6 +55,7 @@ const COMMIT_LUA: &str = concat!(
 );
 const READ_LUA: &str = include_str!("lua/read.lua");
 const MERGE_LUA: &str = concat!(include_str!("lua/owner.lua"), include_str!("lua/merge.lua"));
+const MERGE_COMMON_LUA: &str = include_str!("lua/merge_common.lua");
 
 /// A [`DocumentStore`] on Redis: one type, two constructors, [`RedisStore::connect`] for
 /// a standalone server and [`RedisStore::connect_cluster`] for a Redis Cluster. See the
@@ -106,6 +108,7 @@ struct Scripts {
     commit: Script,
     read: Script,
     merge: Script,
+    merge_common: Script,
 }
 
 impl fmt::Debug for RedisStore {
@@ -235,6 +238,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
                 commit: Script::new(COMMIT_LUA),
                 read: Script::new(READ_LUA),
                 merge: Script::new(MERGE_LUA),
+                merge_common: Script::new(MERGE_COMMON_LUA),
             }),
             replicas: durability::Replicas::from_options(options),
         }

@@ -23,6 +23,13 @@
 -- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
 --              Redis key without the namespace (its `Key::encode()`).
 --
+-- Versions: a put gives a document the next value of its entity group's counter, or one
+-- more than the version it replaces if that is larger (merges count a document's version
+-- up by themselves, `merge.lua`); a delete raises the counter to the version it deletes.
+-- So every version a key gets is larger than every version it had, across deletes too,
+-- and none comes back (the store contract). Versions stay far below 2^53, where Lua
+-- numbers are exact.
+--
 -- Every check runs before the first write: a Lua error does not roll back the writes
 -- made before it, so nothing below may fail once writing has started.
 --
@@ -63,6 +70,8 @@ local pos = 1
 local checks = tonumber(ARGV[pos])
 pos = pos + 1
 local checked = {}
+-- The version each checked document has (false: absent), by key position.
+local had = {}
 for _ = 1, checks do
   local at = tonumber(ARGV[pos])
   local want = ARGV[pos + 1]
@@ -71,7 +80,9 @@ for _ = 1, checks do
   -- Fast path: the version expected is there (a document whose version a read handed
   -- out is ours); anything else gets the full inspection.
   local quick = want ~= '-' and want ~= '*' and redis.pcall('HGET', KEYS[at], 'v')
-  if quick ~= want then
+  if quick == want then
+    had[at] = want
+  else
     local have, reason = inspect(KEYS[at])
     if have == nil then
       return { 'malformed', at, reason }
@@ -83,6 +94,7 @@ for _ = 1, checks do
     elseif want ~= '*' then
       return { 'conflict', at }
     end
+    had[at] = have
   end
 end
 
@@ -102,8 +114,10 @@ local count = tonumber(ARGV[pos])
 pos = pos + 1
 for w = 1, count do
   local props = tonumber(ARGV[pos + 4])
+  local at = tonumber(ARGV[pos])
   writes[w] = {
-    key = KEYS[tonumber(ARGV[pos])],
+    key = KEYS[at],
+    had = had[at] and tonumber(had[at]),
     counter_at = tonumber(ARGV[pos + 1]),
     op = ARGV[pos + 2],
     index = tonumber(ARGV[pos + 3]),
@@ -126,8 +140,13 @@ for _, w in ipairs(writes) do
   local record = w.key .. '/~w'
   redis.call('DEL', record)
   local member = string.sub(w.key, ns_len + 1)
+  local counter = KEYS[w.counter_at]
   if w.op == 'p' then
-    local version = redis.call('INCR', KEYS[w.counter_at])
+    local version = redis.call('INCR', counter)
+    if w.had and version <= w.had then
+      version = w.had + 1
+      redis.call('SET', counter, version)
+    end
     redis.call('HSET', w.key, 'v', version)
     -- In slices, so that no call gets more arguments than Lua's stack allows; `w:`
     -- fields into the record hash.
@@ -157,6 +176,9 @@ for _, w in ipairs(writes) do
     end
     out[#out + 1] = version
   else
+    if w.had and w.had > (tonumber(redis.call('GET', counter)) or 0) then
+      redis.call('SET', counter, w.had)
+    end
     if w.index > 0 then
       redis.call('ZREM', KEYS[w.index], member)
     end

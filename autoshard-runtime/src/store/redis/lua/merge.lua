@@ -2,7 +2,8 @@
 -- at most once per write id (the store contract's merge, `store/merge.rs`), in one
 -- atomic step. The document layout is the one in `commit.lua`.
 --
--- KEYS: {document, version counter of its entity group}
+-- KEYS: {document, version counter of its entity group (written by nothing but the
+--       `INCRBY 0` of an 'already', see below)}
 -- ARGV: property, fold ('sum' | 'max' | 'min' | 'union-strings' | 'union-integers'),
 --       operand JSON, the smallest and the largest value of the property's type (of the
 --       set's elements for 'union-integers'; decimal), writer, seq, at_ms, horizon_ms,
@@ -24,6 +25,11 @@
 -- earlier layout kept it) and writes it back; the entries of other writers older than the
 -- horizon are dropped on one merge in 256 (by sequence number: `store::merge::PRUNE_EVERY`),
 -- so a merge costs about the same however many writers a document records.
+--
+-- A merge gives the document the version after its own: versions count up per document
+-- (`commit.lua` keeps them from coming back after a delete). The common case of a merge
+-- runs as `merge_common.lua`, which does the same in fewer steps; this script answers
+-- everything, the common case included.
 --
 -- A sum or comparison of integers of at most 15 characters (below 2^53 in magnitude)
 -- runs on Lua numbers, which are exact there; anything longer goes through the decimal
@@ -82,10 +88,19 @@ if mine and mine >= seq then
   return { 'already' }
 end
 
--- Writes the folded value with a new version and this writer's record entry.
+-- The decimal text one larger than the digits `digits`.
+local function successor(digits)
+  local i = #digits
+  while i > 0 and string.byte(digits, i) == 57 do
+    i = i - 1
+  end
+  local head = i > 0 and string.sub(digits, 1, i - 1) .. string.char(string.byte(digits, i) + 1) or '1'
+  return head .. string.rep('0', #digits - i)
+end
+
+-- Writes the folded value with the next version and this writer's record entry.
 local function write(folded)
-  local new_version = redis.call('INCR', counter)
-  redis.call('HSET', key, 'v', new_version, 'p:' .. property, folded)
+  redis.call('HSET', key, 'v', successor(version), 'p:' .. property, folded)
   redis.call('HSET', record, 'w:' .. writer, '[' .. ARGV[7] .. ',' .. ARGV[8] .. ']')
   if seq % 256 == 0 then
     local entries = redis.call('HGETALL', record)
