@@ -26,6 +26,7 @@
 use crate::backend::Backend;
 use crate::model::{FoldFnQuestion, NaiveQuestion, Question};
 use crate::progress::Progress;
+use crate::server_time::{self, ServerClock};
 use autoshard::prelude::*;
 use futures::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -92,6 +93,10 @@ pub struct HotspotRow {
     /// Heap allocations of this process per committed vote while the clients voted
     /// (with [`HotspotConfig::allocations`]; `None` for rows of worker processes).
     pub allocs_per_vote: Option<f64>,
+    /// On a Redis Cluster, each master's CPU time per committed vote in microseconds
+    /// (its main thread's, `INFO cpu`; masters in [`ServerClock::nodes`] order; see
+    /// [`crate::server_time`]); empty elsewhere.
+    pub node_us_per_vote: Vec<f64>,
 }
 
 /// How a vote reaches the store.
@@ -179,6 +184,8 @@ pub async fn run(
     progress: Progress,
 ) -> Result<Vec<HotspotRow>> {
     let raw = Raw::connect(backend, namespace).await?;
+    let clock = ServerClock::of(backend).await?;
+    let usec = || server_time::usec(clock.as_ref());
     let chosen: Vec<(&str, Target)> = TARGETS
         .iter()
         .filter_map(|&(name, target)| match (target, &raw) {
@@ -202,6 +209,7 @@ pub async fn run(
                 "{namespace}-c{clients}-{}",
                 name.replace([' ', ',', '/'], "_")
             );
+            let before = usec().await?;
             let row = match target {
                 Target::Raw => {
                     let Some(raw) = &raw else { continue };
@@ -218,6 +226,7 @@ pub async fn run(
             rows.push(HotspotRow {
                 target: name.into(),
                 ratio_to_raw: raw_rate.map(|raw| row.per_sec / raw),
+                node_us_per_vote: server_time::per_vote(&before, &usec().await?, row.committed),
                 ..row
             });
         }
@@ -259,6 +268,7 @@ pub async fn run(
                 Target::Raw => Raw::connect(backend, &ns).await?,
                 _ => None,
             };
+            let before = usec().await?;
             let row = run_processes(store, raw, target, clients, config, &spawn, &bar).await?;
             if target == Target::Raw {
                 raw_rate = Some(row.per_sec);
@@ -266,6 +276,7 @@ pub async fn run(
             rows.push(HotspotRow {
                 target: name,
                 ratio_to_raw: raw_rate.map(|raw| row.per_sec / raw),
+                node_us_per_vote: server_time::per_vote(&before, &usec().await?, row.committed),
                 ..row
             });
         }
@@ -415,6 +426,7 @@ async fn run_processes(
         total_matches: u64::try_from(found).ok() == Some(total.committed),
         rss_mib: None,
         allocs_per_vote: None,
+        node_us_per_vote: Vec::new(),
     })
 }
 
@@ -510,6 +522,7 @@ async fn run_raw(
         total_matches: u64::try_from(found).ok() == Some(committed),
         rss_mib: rss_mib(),
         allocs_per_vote,
+        node_us_per_vote: Vec::new(),
     })
 }
 
@@ -581,6 +594,7 @@ async fn run_mapped(
         total_matches: u64::try_from(found).ok() == Some(committed),
         rss_mib: rss_mib(),
         allocs_per_vote,
+        node_us_per_vote: Vec::new(),
     })
 }
 

@@ -31,5 +31,6 @@ pub mod model;
 pub mod progress;
 pub mod report;
 pub mod responses;
+pub mod server_time;
 pub mod stats;
 pub mod web;

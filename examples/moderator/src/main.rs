@@ -501,6 +501,7 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         .await
         .map_err(chain)?;
     print!("{}", report::hotspot_table(&rows));
+    print!("{}", report::hotspot_nodes_table(&rows));
     if let (Some(path), Some(format)) = (&args.out, format) {
         let text = report::render(format, &rows, || report::hotspot_csv(&rows))?;
         write(path, &text)?;

@@ -144,6 +144,58 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
     out
 }
 
+/// On a Redis Cluster: each master's server time per vote, and what one hot entity
+/// would reach on dedicated nodes (see [`crate::server_time`]), beside the raw counter's
+/// ceiling with as many clients. Empty when no row has node times.
+#[must_use]
+pub fn hotspot_nodes_table(rows: &[HotspotRow]) -> String {
+    let nodes = rows
+        .iter()
+        .map(|r| r.node_us_per_vote.len())
+        .max()
+        .unwrap_or(0);
+    if nodes == 0 {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nserver CPU time per vote on each master (us, main thread, INFO cpu), and the \
+         votes/s the busiest master allows on a core of its own\n",
+    );
+    let _ = write!(out, "{:>7}  {:<27}", "clients", "target");
+    for i in 1..=nodes {
+        let _ = write!(out, " {:>8}", format!("node {i}"));
+    }
+    let _ = writeln!(out, " {:>11} {:>9}", "ceiling/s", "/raw");
+    let processes = |r: &HotspotRow| r.target.ends_with(", processes");
+    for r in rows.iter().filter(|r| !r.node_us_per_vote.is_empty()) {
+        let _ = write!(out, "{:>7}  {:<27}", r.clients, r.target);
+        for us in &r.node_us_per_vote {
+            let _ = write!(out, " {us:>8.2}");
+        }
+        let ceiling = crate::server_time::ceiling(&r.node_us_per_vote);
+        let raw = rows
+            .iter()
+            .find(|raw| {
+                raw.clients == r.clients
+                    && raw.target.starts_with("raw")
+                    && processes(raw) == processes(r)
+            })
+            .and_then(|raw| crate::server_time::ceiling(&raw.node_us_per_vote));
+        let ratio = ceiling.zip(raw).map(|(c, raw)| c / raw);
+        let _ = writeln!(
+            out,
+            " {:>11} {:>9}",
+            ceiling.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.0}")),
+            ratio.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.3}")),
+        );
+    }
+    out.push_str(
+        "ceiling/s: 1,000,000 / the busiest master's us per vote    /raw: over the raw \
+         counter's ceiling (one key, one master)\n",
+    );
+    out
+}
+
 /// What the columns of [`hotspot_table`] mean, printed under it.
 pub const HOTSPOT_LEGEND: &str = "\
 committed/failed: votes stored / given up (contention after retries, or a store error)
@@ -331,13 +383,13 @@ pub fn bench_csv(results: &[VariantResult]) -> String {
 #[must_use]
 pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
     let mut out = String::from(
-        "clients,target,committed,failed,per_sec,ratio_to_raw,conflict_pct,writes_per_vote,total_matches,rss_mib,allocs_per_vote\n",
+        "clients,target,committed,failed,per_sec,ratio_to_raw,conflict_pct,writes_per_vote,total_matches,rss_mib,allocs_per_vote,node_us_per_vote\n",
     );
     let opt = |x: Option<f64>| x.map_or_else(String::new, |x| format!("{x:.4}"));
     for r in rows {
         let _ = writeln!(
             out,
-            "{},\"{}\",{},{},{:.3},{},{},{},{},{},{}",
+            "{},\"{}\",{},{},{:.3},{},{},{},{},{},{},{}",
             r.clients,
             r.target,
             r.committed,
@@ -349,6 +401,11 @@ pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
             r.total_matches,
             opt(r.rss_mib),
             opt(r.allocs_per_vote),
+            r.node_us_per_vote
+                .iter()
+                .map(|us| format!("{us:.3}"))
+                .collect::<Vec<_>>()
+                .join(";"),
         );
     }
     out

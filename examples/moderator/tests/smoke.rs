@@ -174,10 +174,35 @@ async fn app_bench_and_hotspot_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn app_on_redis_cluster() {
+async fn app_and_hotspot_on_redis_cluster() {
     let cluster = Cluster::start();
     let backend = Backend::RedisCluster(cluster.urls());
     app_is_exact(backend.connect(&namespace("app")).await.unwrap()).await;
+    // Each row reports the server time per vote of each of the 3 masters.
+    let config = HotspotConfig {
+        clients: vec![4],
+        only: vec!["HINCRBY".into(), "apply sum".into()],
+        ..short_hotspot()
+    };
+    let rows = hotspot::run(&backend, &namespace("hot"), &config, Progress::hidden())
+        .await
+        .unwrap();
+    assert!(rows.len() >= 2, "{rows:?}");
+    for row in &rows {
+        assert!(row.total_matches, "{row:?}");
+        assert_eq!(row.node_us_per_vote.len(), 3, "{row:?}");
+        assert!(row
+            .node_us_per_vote
+            .iter()
+            .all(|us| us.is_finite() && *us >= 0.0));
+        assert!(row.node_us_per_vote.iter().any(|us| *us > 0.0), "{row:?}");
+    }
+    let table = report::hotspot_nodes_table(&rows);
+    assert!(
+        table.contains("ceiling/s") && table.contains("node 3"),
+        "{table}"
+    );
+    assert!(report::hotspot_csv(&rows).contains(';'));
 }
 
 #[tokio::test]
