@@ -2,14 +2,14 @@
 //! is not stored in the child, so every lookup reads the `K` candidate keys), and
 //! decoding what was found. No writes.
 
-use super::super::codec::malformed;
-use super::super::layout;
-use super::super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, FieldError, Result};
 use crate::group::Child;
 use crate::key::{EntityId, Key};
+use crate::mapper::codec::malformed;
+use crate::mapper::layout;
+use crate::mapper::Mapper;
 use crate::store::DocumentStore;
 
 impl<S: DocumentStore> Mapper<S> {

@@ -1,38 +1,11 @@
 //! The grouping protocol, for a store whose commits stay within one entity group (a Redis
-//! Cluster: members live in different slots and no script spans them). Each step below is
-//! one or more commits of one entity group each; the group document (in a slot of its
+//! Cluster: members live in different slots and no script spans them): join (create),
+//! a transaction's log, prepare, decision and settling, release, and recovery. Each step
+//! is one or more commits of one entity group each; the group document (in a slot of its
 //! own, the leader's) orders them and records what is in flight, so that any client can
-//! finish a step a crashed one left.
-//!
-//! - **Join** (create): the group document is inserted first, listing the documents it
-//!   will own. Then each member's entity groups join concurrently: a commit that expects
-//!   the version read (the *yield id*: a join that arrives after anything else changed the
-//!   document finds another version and does nothing) and stamps the owner. If any join
-//!   fails, every document tried is read again: those the group owns are released, and
-//!   the free ones are rewritten unchanged, which changes their version, so that a join
-//!   still on its way cannot land afterwards and leave a key owned by a group that no
-//!   longer exists (G-Store's ghost groups, its Figure 5). Then the group document is
-//!   deleted.
-//! - **Transaction**: (1) *log*: the group document records the transaction (its id and
-//!   the documents it writes) and its write id, expecting the version the transaction
-//!   began with, so transactions of one group are ordered and a resent log is found;
-//!   (2) *prepare*: each written document is stamped as held by the transaction
-//!   (`~own.txn`, so it stays owned past the lease) with its new content beside the old
-//!   one ([`NEXT`]), expecting the version read; (3) *decide*: the group document records
-//!   commit (every prepare committed) or abort, as one compare-and-set, so the decision is
-//!   made once whoever makes it; (4) *settle*: each held document takes its new content
-//!   (commit) or drops it (abort) and is held no more; then the log entry goes.
-//! - **Settle** is what anyone does with a transaction the group document still records:
-//!   the next transaction of the group before it reads, `dissolve`, and
-//!   [`Mapper::recover_key_groups`] once the lease has passed. An undecided transaction
-//!   is decided abort first (the compare-and-set makes a late decision of its client
-//!   fail), so a crash at any step leaves the transaction applied whole or not at all.
-//! - **Release** (dissolve, renew): each entity group's documents in one commit, the
-//!   group document last.
-//!
-//! Outside the group, a load reads each document as committed: it may see a transaction
-//! settled in some documents and not yet in others. Read through the group for a
-//! snapshot.
+//! finish a step a crashed one left (see [`NEXT`] for a prepared document's new content).
+//! Each step and why a crash at any point leaves a transaction applied whole or not at
+//! all: the repository's `docs/design/key-groups.md`.
 
 use super::{send, KeyGroup};
 use crate::document::{Document, Value, Versioned};

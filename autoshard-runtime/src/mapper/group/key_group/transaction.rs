@@ -1,0 +1,399 @@
+//! [`GroupTransaction`]: one transaction of a group (load, change, save, commit), and
+//! how it holds its group.
+
+use super::{group_documents, protocol, send, KeyGroup};
+use crate::document::{Document, Version, Versioned};
+use crate::entity::{EntityState, Pending};
+use crate::error::{Error, Result};
+use crate::group::Root;
+use crate::key::Key;
+use crate::mapper::codec::malformed;
+use crate::mapper::codec::Folds;
+use crate::mapper::layout::{self, static_properties};
+use crate::mapper::read::load::assemble;
+use crate::mapper::write::dynamic::pending_dynamic;
+use crate::mapper::write::static_shard::fold_into_shard;
+use crate::mapper::write::write_ids::{self, stage};
+use crate::store::ownership::{Owner, OWNER};
+use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
+use crate::sync::lock;
+use rand::RngExt;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// How a transaction holds its group: its turn on a shared handle, or the group of a
+/// one-shot transaction, dissolved at its end.
+pub(super) enum Holder<'g, 'm, S> {
+    Shared {
+        group: &'g KeyGroup<'m, S>,
+        _turn: tokio::sync::MutexGuard<'g, ()>,
+    },
+    Once(Box<KeyGroup<'m, S>>),
+}
+
+impl<'m, S> Holder<'_, 'm, S> {
+    fn group(&self) -> &KeyGroup<'m, S> {
+        match self {
+            Holder::Shared { group, .. } => group,
+            Holder::Once(group) => group,
+        }
+    }
+}
+
+/// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
+/// them, [`save`](GroupTransaction::save) them, [`commit`](GroupTransaction::commit).
+/// Nothing is written before the commit; dropping the transaction writes nothing.
+pub struct GroupTransaction<'g, 'm, S> {
+    holder: Holder<'g, 'm, S>,
+    /// The group document, read with the first members (the commit expects it unchanged).
+    state: Option<Versioned>,
+    /// Every document read, and the version it had (`None`: absent).
+    reads: BTreeMap<Key, Option<Version>>,
+    /// Every document as read.
+    docs: BTreeMap<Key, Option<Document>>,
+    /// The documents to write.
+    writes: BTreeMap<Key, Document>,
+    /// The members loaded, with the incarnation they were loaded as.
+    loaded: BTreeMap<Key, Option<String>>,
+}
+
+impl<S> fmt::Debug for GroupTransaction<'_, '_, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupTransaction")
+            .field("group", &self.holder.group().id)
+            .field("loaded", &self.loaded.keys().collect::<Vec<_>>())
+            .field("writes", &self.writes.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
+    pub(super) fn begin(holder: Holder<'g, 'm, S>) -> Self {
+        GroupTransaction {
+            holder,
+            state: None,
+            reads: BTreeMap::new(),
+            docs: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            loaded: BTreeMap::new(),
+        }
+    }
+
+    fn group(&self) -> &KeyGroup<'m, S> {
+        self.holder.group()
+    }
+
+    /// Reads the group document (once per transaction): [`Error::GroupLost`] when the
+    /// group is gone.
+    async fn read_state(group: &KeyGroup<'m, S>) -> Result<Versioned> {
+        let lost = || Error::GroupLost {
+            key: group.key.clone(),
+            group: group.id.to_string(),
+        };
+        if !group.mapper.store.cross_group_transactions() {
+            // A transaction of the group left in flight is settled before anything is read.
+            group.steps().settle_recorded().await?;
+        }
+        let state = group.mapper.store.get(&group.key).await?.ok_or_else(lost)?;
+        if Owner::of(&state.doc).is_none_or(|o| *o.group != *group.id) {
+            return Err(lost());
+        }
+        Ok(state)
+    }
+
+    /// Loads the member of kind `E` with this id, as [`Mapper::load`](crate::mapper::Mapper::load) does; the commit
+    /// expects every document read unchanged.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when it is not a member of the group; [`Error::GroupLost`] when
+    /// the group is gone; as [`Mapper::load`](crate::mapper::Mapper::load).
+    pub async fn load<E: Root>(
+        &mut self,
+        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
+    ) -> Result<E> {
+        let mut loaded = self
+            .load_many::<E>(std::slice::from_ref(&id.to_owned()))
+            .await?;
+        loaded
+            .pop()
+            .ok_or_else(|| Error::backend("load", "a member read answered nothing"))
+    }
+
+    /// Loads the members of kind `E` with these ids, all read concurrently (in one round
+    /// trip where the store pipelines), in order; see [`GroupTransaction::load`].
+    ///
+    /// # Errors
+    /// As [`GroupTransaction::load`].
+    pub async fn load_many<E: Root>(&mut self, ids: &[E::Id]) -> Result<Vec<E>> {
+        let group = self.holder.group();
+        let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
+        if let Some(main) = mains.iter().find(|main| !group.members.contains(main)) {
+            return Err(Error::Invalid(format!(
+                "`{main}` is not a member of key group `{}`",
+                group.id
+            )));
+        }
+        let reads = mains
+            .iter()
+            .map(|main| group.mapper.read_entity_with::<E>(main, true));
+        let found = if self.state.is_some() {
+            futures::future::try_join_all(reads).await?
+        } else if group.mapper.store.cross_group_transactions() {
+            // Members and the group document in one round trip.
+            let (found, state) = futures::try_join!(
+                futures::future::try_join_all(reads),
+                Self::read_state(group)
+            )?;
+            self.state = Some(state);
+            found
+        } else {
+            // The group document first: it settles a transaction left in flight.
+            self.state = Some(Self::read_state(group).await?);
+            futures::future::try_join_all(reads).await?
+        };
+        let mut entities = Vec::with_capacity(ids.len());
+        for ((id, main), found) in ids.iter().zip(mains).zip(found) {
+            let (keys, docs, extra) = &*found;
+            for (key, doc) in keys.iter().zip(docs) {
+                self.note_read(key, doc.as_ref());
+            }
+            for (key, doc) in extra {
+                self.note_read(key, Some(doc));
+            }
+            let entity: E = assemble(id, &main, &found)?;
+            let incarnation = entity
+                .state()
+                .and_then(EntityState::incarnation)
+                .map(str::to_owned);
+            self.loaded.insert(main, incarnation);
+            entities.push(entity);
+        }
+        Ok(entities)
+    }
+
+    /// Records a document read (the first read of a key is the one the commit expects).
+    fn note_read(&mut self, key: &Key, doc: Option<&Versioned>) {
+        if !self.reads.contains_key(key) {
+            self.reads.insert(key.clone(), doc.map(|d| d.version));
+            self.docs.insert(key.clone(), doc.map(|d| d.doc.clone()));
+        }
+    }
+
+    /// The document at `key` as this transaction has it: as staged, else as read.
+    fn current(&self, key: &Key) -> Option<Document> {
+        match self.writes.get(key) {
+            Some(doc) => Some(doc.clone()),
+            None => self.docs.get(key).cloned().flatten(),
+        }
+    }
+
+    /// The owner every document the transaction writes carries.
+    fn owner(&self) -> Owner {
+        let group = self.group();
+        Owner {
+            group: group.id.to_string(),
+            until_ms: group.until_ms(),
+            txn: None,
+        }
+    }
+
+    /// Stages `doc` to be written at `key` (stamped with the group as owner).
+    fn stage_write(&mut self, key: Key, mut doc: Document) {
+        doc.insert(OWNER.to_owned(), self.owner().to_value());
+        self.reads.entry(key.clone()).or_insert(None);
+        self.writes.insert(key, doc);
+    }
+
+    /// Stages the changes of `entity`, a member loaded in this transaction: its plain
+    /// fields into the main document, the change of each sharded property folded into one
+    /// of its shards (a dynamic property: into a new shard document). Nothing is written
+    /// before [`GroupTransaction::commit`]; the entity's changes count as saved.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] when `entity` was not loaded in this transaction;
+    /// [`Error::Malformed`] for a value that does not encode.
+    pub fn save<E: Root>(&mut self, entity: &mut E) -> Result<()> {
+        let main = entity.key();
+        let Some(incarnation) = self.loaded.get(&main).cloned() else {
+            return Err(Error::Invalid(format!(
+                "`{main}` was not loaded in this transaction: load members with \
+                 `GroupTransaction::load` before saving them"
+            )));
+        };
+        let doc = entity.to_document().map_err(malformed(&main))?;
+        let dirty = entity
+            .state()
+            .is_none_or(|state| state.saved_main() != Some(&doc));
+        if dirty {
+            let mut stored_doc = doc.clone();
+            if let Some(incarnation) = incarnation.as_deref().filter(|i| !i.is_empty()) {
+                stored_doc.insert(layout::INCARNATION.to_owned(), incarnation.into());
+            }
+            if let Some(stored) = self.current(&main) {
+                layout::carry_over::<E>(&stored, &mut stored_doc);
+            }
+            self.stage_write(main.clone(), stored_doc);
+            if let Some(state) = entity.state_mut() {
+                state.set_saved_main(doc);
+            }
+        }
+        stage(entity, &main)?;
+        let folds = Folds::of::<E>();
+        for p in static_properties(entity) {
+            let Some(value) = write_ids::pending(entity, p.index).value else {
+                continue;
+            };
+            let slot = rand::rng().random_range(0..p.layout.shards.max(1));
+            let key = p.live_shard(&main, slot);
+            let current = self.current(&key);
+            let version = self.reads.get(&key).copied().flatten();
+            let current = current.map(|doc| Versioned {
+                doc,
+                version: version.unwrap_or(Version(0)),
+            });
+            let (doc, _) = fold_into_shard(
+                &folds,
+                &key,
+                current,
+                p.index,
+                &value,
+                incarnation.as_deref(),
+            )?;
+            self.stage_write(key, doc);
+            if let Some(state) = entity.state_mut() {
+                *state.pending_mut(p.index) = Pending::default();
+            }
+        }
+        let (doc, props) = pending_dynamic(entity, |_| true);
+        if !doc.is_empty() {
+            let write = self
+                .group()
+                .mapper
+                .writers
+                .take()
+                .begin(self.group().mapper.write_window);
+            let key = layout::dynamic_shard(&main, &write_ids::dynamic_name(&write));
+            self.stage_write(key, doc);
+            if let Some(state) = entity.state_mut() {
+                for index in props {
+                    *state.pending_mut(index) = Pending::default();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits every change saved in this transaction, if no document it read changed:
+    /// atomically, exactly once (a commit whose reply is lost is checked and sent again
+    /// under the same write id). A one-shot transaction ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) then
+    /// dissolves its group, also after an error.
+    ///
+    /// # Errors
+    /// [`Error::Contention`] when a document read changed (only a transaction of the same
+    /// group, through another handle, can do that): nothing was written;
+    /// [`Error::GroupLost`] when the lease passed: nothing was written;
+    /// [`Error::Backend`] when the outcome stayed unknown after the resends.
+    pub async fn commit(self) -> Result<()> {
+        let outcome = self.commit_changes().await;
+        if let Holder::Once(group) = self.holder {
+            let dissolved = group.dissolve().await;
+            outcome?;
+            return dissolved;
+        }
+        outcome
+    }
+
+    async fn commit_changes(&self) -> Result<()> {
+        let group = self.group();
+        let mapper = group.mapper;
+        if self.writes.is_empty() {
+            return Ok(());
+        }
+        let stored = match &self.state {
+            Some(state) => state.clone(),
+            None => Self::read_state(group).await?,
+        };
+        let mut writer = mapper.writers.take();
+        let write: WriteId = writer.begin(mapper.write_window);
+        let mut state = stored.doc.clone();
+        write_ids::record(&mut state, &write);
+        let mut owned = lock(&group.owned).clone();
+        let fresh: Vec<Key> = self
+            .writes
+            .keys()
+            .filter(|k| !owned.contains(*k))
+            .cloned()
+            .collect();
+        // The list document is rewritten only when the transaction creates documents.
+        let list = (!fresh.is_empty()).then(|| {
+            owned.extend(fresh);
+            group_documents(&group.members, &owned, &self.owner()).1
+        });
+        // Every document read is expected, not only the group document: the group document
+        // was read with the members, not before them, and a commit of an earlier
+        // transaction whose future was dropped may land between those reads.
+        let mut txn = Transaction::new().owned_by(group.id.clone());
+        for (key, version) in &self.reads {
+            txn = txn.expect(key.clone(), *version);
+        }
+        for (key, doc) in &self.writes {
+            txn = txn.put(key.clone(), doc.clone());
+        }
+        txn = txn
+            .expect(group.key.clone(), Some(stored.version))
+            .put(group.key.clone(), state);
+        if let Some(list) = &list {
+            txn = txn.put(layout::key_group_members(&group.key), list.clone());
+        }
+        let _invalidate: Vec<_> = self
+            .loaded
+            .keys()
+            .map(|main| mapper.invalidating(main))
+            .collect();
+        let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
+        let answer = if mapper.store.cross_group_transactions() {
+            send(mapper, &txn, &group.key, landed).await
+        } else {
+            let current = self
+                .writes
+                .keys()
+                .map(|key| {
+                    let version = self.reads.get(key).copied().flatten();
+                    let doc = self.docs.get(key).cloned().flatten();
+                    (key.clone(), (version, doc))
+                })
+                .collect();
+            let txn_id = write_ids::dynamic_name(&write);
+            let state = txn
+                .writes()
+                .iter()
+                .find_map(|(key, write)| match write {
+                    Write::Put(state) if *key == group.key => Some(state.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let changes = protocol::Changes {
+                owner: &self.owner(),
+                stored: &stored,
+                state,
+                writes: &self.writes,
+                current: &current,
+                txn_id: &txn_id,
+                list,
+            };
+            protocol::commit_in_steps(&group.steps(), changes, landed)
+                .await
+                .map(|()| Commit::Committed)
+        };
+        if !matches!(answer, Err(Error::Backend { .. })) {
+            writer.settle();
+        }
+        match answer? {
+            Commit::Committed => {
+                *lock(&group.owned) = owned;
+                Ok(())
+            }
+            Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+        }
+    }
+}
