@@ -1,0 +1,138 @@
+//! Running one statement or one write function, and the ownership refusals a write
+//! function raises.
+
+use super::options::check_key;
+use super::rows::{column, parent_of, version_of};
+use super::PostgresStore;
+use crate::document::{Document, Version, Versioned};
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::store::ScanPage;
+use tokio_postgres::types::Json;
+
+impl PostgresStore {
+    /// Runs one statement of [`Sql`] (prepared once per connection) and returns its rows.
+    pub(super) async fn query(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<tokio_postgres::Row>> {
+        let client = self.client().await?;
+        let statement = client
+            .prepare_cached(sql)
+            .await
+            .map_err(|e| self.error(what, &e))?;
+        client
+            .query(&statement, params)
+            .await
+            .map_err(|e| refusal(&e).unwrap_or_else(|| self.error(what, &e)))
+    }
+
+    /// Runs a statement that answers one row.
+    pub(super) async fn query_one(
+        &self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<tokio_postgres::Row> {
+        self.query(what, sql, params).await?.pop().ok_or_else(|| {
+            Error::backend(
+                format!("{what} on PostgreSQL at {}", self.target),
+                "the statement answered no row",
+            )
+        })
+    }
+
+    /// Calls `autoshard_write`: writes `doc` at `key`, over a present document when
+    /// `overwrite`. The new version; `None` when the key was present and not overwritten.
+    pub(super) async fn write_one(
+        &self,
+        what: &str,
+        key: &Key,
+        doc: &Document,
+        overwrite: bool,
+    ) -> Result<Option<Version>> {
+        let (encoded, parent) = (key.encode(), parent_of(key));
+        check_key(key, &encoded)?;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+            [&encoded, &parent, &key.kind(), &Json(doc), &overwrite];
+        let row = self.query_one(what, &self.sql.write, &params).await?;
+        Ok(column::<Option<i64>>(&row, 0, &encoded)?.map(version_of))
+    }
+
+    /// Calls `autoshard_commit` (module docs): `0` when it committed, else the 1-based
+    /// index into `reads` of an expectation that failed.
+    pub(super) async fn commit_documents(
+        &self,
+        what: &str,
+        reads: &[(&Key, Option<Version>)],
+        writes: &[(&Key, Option<&Document>)],
+        owner: Option<&str>,
+    ) -> Result<usize> {
+        let rk: Vec<String> = reads.iter().map(|(k, _)| k.encode()).collect();
+        let rv: Vec<Option<i64>> = reads
+            .iter()
+            .map(|(_, v)| v.map(|v| i64::try_from(v.0).unwrap_or(i64::MAX)))
+            .collect();
+        let wk: Vec<String> = writes.iter().map(|(k, _)| k.encode()).collect();
+        for ((key, _), encoded) in writes.iter().zip(&wk) {
+            check_key(key, encoded)?;
+        }
+        let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
+        let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
+        let wd: Vec<Option<Json<&Document>>> = writes.iter().map(|(_, d)| d.map(Json)).collect();
+        let row = self
+            .query_one(
+                what,
+                &self.sql.commit,
+                &[&rk, &rv, &wk, &wp, &wn, &wd, &owner],
+            )
+            .await?;
+        Ok(usize::try_from(column::<i32>(&row, 0, "(a commit)")?).unwrap_or(0))
+    }
+
+    /// A scan's page from its rows in key order (encoded key, document), `limit` the
+    /// page size asked for: a full page has a next one (perhaps empty).
+    pub(super) fn page(&self, rows: Vec<(String, Versioned)>, limit: usize) -> Result<ScanPage> {
+        let next = (rows.len() == limit.max(1))
+            .then(|| rows.last().map(|(key, _)| key.clone()))
+            .flatten();
+        let items = rows
+            .into_iter()
+            .map(|(encoded, doc)| {
+                let key = Key::decode(&encoded).map_err(|e| {
+                    Error::backend(
+                        format!("scan on PostgreSQL at {}", self.target),
+                        format!("a stored key does not decode: {e}"),
+                    )
+                })?;
+                Ok((key, doc))
+            })
+            .collect::<Result<_>>()?;
+        Ok(ScanPage { items, next })
+    }
+}
+
+/// The ownership refusal `autoshard_owned` raised (`AS002`, `AS003`), as the contract's
+/// error; `None` for any other error.
+pub(super) fn refusal(e: &tokio_postgres::Error) -> Option<Error> {
+    let db = e.as_db_error()?;
+    let key = Key::decode(db.message()).ok()?;
+    let detail = db.detail()?;
+    match db.code().code() {
+        "AS002" => {
+            let owner: serde_json::Value = serde_json::from_str(detail).ok()?;
+            Some(Error::Grouped {
+                key,
+                group: owner.get("group")?.as_str()?.to_owned(),
+                until_ms: owner.get("until")?.as_u64()?,
+            })
+        }
+        "AS003" => Some(Error::GroupLost {
+            key,
+            group: detail.to_owned(),
+        }),
+        _ => None,
+    }
+}
