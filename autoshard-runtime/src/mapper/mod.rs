@@ -3,8 +3,8 @@
 //! its own.
 //!
 //! The folders follow the path a call takes:
-//! - `read/`: `load`, batch loads and aggregates, shared reads, the read cache, and the
-//!   dynamic-shard half of loads;
+//! - `read/`: `load`, batch loads and aggregates, what a read found and its fold
+//!   (`snapshot`), shared reads, the read cache, and the dynamic-shard half of loads;
 //! - `write/`: `insert` and `delete`, `save` and `apply`, `update`, keyed operations
 //!   (`update_once`), the static- and dynamic-shard writers, coalescing, the choice of a
 //!   shard, pending changes with their write ids, and adoption;
@@ -31,6 +31,17 @@
 //!    `write/shard_choice.rs` (`hold`), fixes the write id (`Writer::begin`, in
 //!    `write_ids.rs`) and the claims (`coalesce::take_claims`), and `merge_fixed` sends
 //!    one [`Merge`](crate::store::Merge) to the store.
+//!
+//! One uncached load, `db.load::<Question>(&42)`, crosses seven:
+//! 1. `read/load.rs`: `load` plans one lookup (`first_read`: the main document and the
+//!    static shards `layout.rs` names, and the dynamic-shard scans of `read/dynamic.rs`);
+//!    `read_entity_with` runs it once per entity at a time through `read/shared.rs` (led
+//!    through `relay.rs`), reading again while the recorded layout lists shards it did not
+//!    read;
+//! 2. `read/dynamic.rs`: `extra_shards` reads whatever further scan pages there are;
+//! 3. `read/snapshot.rs`: the [`Snapshot`](read::snapshot::Snapshot) found decides which
+//!    documents count (`folding`) and folds each sharded property (`values`);
+//! 4. `codec.rs`: `from_main` decodes the main document and each folded value is set.
 
 // The constructor and settings, then the operations, in the order the docs of `Mapper`
 // list them (rustdoc keeps source order): the everyday ones first, then batches and keyed

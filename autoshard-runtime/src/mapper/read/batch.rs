@@ -9,20 +9,20 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::layout;
-use crate::mapper::read::cache::{folding, values_of, Hit};
+use crate::mapper::read::cache::Hit;
 use crate::mapper::read::load::{assemble, first_read, from_hit, torn, unread_shards};
-use crate::mapper::read::shared::Found;
+use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Lookup};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
 /// One entity as `load_many` and `aggregates` find it.
-enum Snapshot {
+enum Loaded {
     /// From the read cache.
     Cached(Hit),
     /// Read now.
-    Read(Found),
+    Read(Arc<Snapshot>),
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -64,8 +64,8 @@ impl<S: DocumentStore> Mapper<S> {
         let mut entities = Vec::with_capacity(ids.len());
         for ((id, main), snapshot) in ids.iter().zip(&mains).zip(snapshots) {
             let entity = match snapshot {
-                Snapshot::Cached(hit) => from_hit::<E>(id, main, &hit),
-                Snapshot::Read(found) => assemble::<E>(id, main, &found),
+                Loaded::Cached(hit) => from_hit::<E>(id, main, &hit),
+                Loaded::Read(found) => assemble::<E>(id, main, &found),
             };
             match entity {
                 Ok(entity) => entities.push(Some(entity)),
@@ -165,16 +165,16 @@ impl<S: DocumentStore> Mapper<S> {
         let mut values = Vec::with_capacity(ids.len());
         for (main, snapshot) in mains.iter().zip(snapshots) {
             let value = match snapshot {
-                Snapshot::Cached(mut hit) => match hit.main() {
+                Loaded::Cached(mut hit) => match hit.main() {
                     Some(_) => Some(hit.values.swap_remove(index)),
                     None => None,
                 },
-                Snapshot::Read(found) => {
-                    let folding = folding(main, &found, &[])?.ok_or_else(|| {
+                Loaded::Read(found) => {
+                    let folding = found.folding(main, &[])?.ok_or_else(|| {
                         Error::backend("aggregates", "a snapshot tells all it holds")
                     })?;
                     match folding.main {
-                        Some(_) => Some(values_of::<E>(main, &folding)?.swap_remove(index)),
+                        Some(_) => Some(folding.values::<E>(main)?.swap_remove(index)),
                         None => None,
                     }
                 }
@@ -193,12 +193,12 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// A snapshot of each entity at `mains`, from the read cache where it has one that
     /// tells which confirmed writes it holds, else read now (offered to the cache).
-    async fn snapshots<E: Root>(&self, mains: &[Key]) -> Result<Vec<Snapshot>> {
-        let mut snapshots: Vec<Option<Snapshot>> = mains
+    async fn snapshots<E: Root>(&self, mains: &[Key]) -> Result<Vec<Loaded>> {
+        let mut snapshots: Vec<Option<Loaded>> = mains
             .iter()
             .map(|main| {
                 let hit = self.cache.as_ref()?.get::<E>(main)?;
-                Some(Snapshot::Cached(hit))
+                Some(Loaded::Cached(hit))
             })
             .collect();
         let unread: Vec<usize> = (0..mains.len())
@@ -216,7 +216,7 @@ impl<S: DocumentStore> Mapper<S> {
                 if let (Some(cache), Some(ticket)) = (&self.cache, ticket) {
                     cache.fill::<E>(&mains[i], &found, ticket);
                 }
-                snapshots[i] = Some(Snapshot::Read(found));
+                snapshots[i] = Some(Loaded::Read(found));
             }
         }
         Ok(snapshots.into_iter().flatten().collect())
@@ -225,7 +225,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// The documents of each entity at `mains`, as [`Mapper::read_entity`] reads them:
     /// all of them in one lookup (values only, no write records) where that first read
     /// is all a load needs.
-    async fn read_many<E: Root>(&self, mains: &[Key]) -> Result<Vec<Found>> {
+    async fn read_many<E: Root>(&self, mains: &[Key]) -> Result<Vec<Arc<Snapshot>>> {
         let lookups: Vec<_> = mains.iter().map(first_read::<E>).collect();
         if lookups.iter().any(|l| !l.scans.is_empty()) {
             let reads = mains.iter().map(|main| self.read_entity::<E>(main));
@@ -262,7 +262,11 @@ impl<S: DocumentStore> Mapper<S> {
                 _ => true,
             };
             if complete {
-                found.push(Arc::new((lookup.keys, docs, Vec::new())));
+                found.push(Arc::new(Snapshot {
+                    keys: lookup.keys,
+                    docs,
+                    scanned: Vec::new(),
+                }));
             } else {
                 found.push(self.read_entity::<E>(main).await?);
             }

@@ -8,17 +8,13 @@
 //! replaces a newer value, and an invalidated state is never served again. What a cached
 //! load returns and why: `docs/design/read-cache.md`.
 
-use crate::document::{Document, Value, Versioned};
+use crate::document::{Value, Versioned};
 use crate::entity::{Entity, Sent, ShardedProperty};
-use crate::error::{Error, FieldError, Result};
+use crate::error::FieldError;
 use crate::key::Key;
-use crate::mapper::codec::{sum_range, sum_values, with_property};
-use crate::mapper::layout;
-use crate::mapper::read::shared::Found;
-use crate::mapper::write::write_ids;
+use crate::mapper::read::snapshot::{Confirmed, Snapshot};
 use crate::mapper::Mapper;
 use crate::store::ownership::system_now_ms;
-use crate::store::WriteId;
 use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -107,7 +103,7 @@ pub(in crate::mapper) struct Entry {
     ticket: Ticket,
     /// The entity type it was read as (two types of one kind may read different shards).
     type_name: &'static str,
-    found: Found,
+    found: Arc<Snapshot>,
     properties: &'static [ShardedProperty],
     fold: FoldFn,
     /// Per property of `properties`, the fold of the snapshot's shards and of the
@@ -125,25 +121,16 @@ pub(in crate::mapper) struct Hit {
 impl Hit {
     /// The main document; `None` when the entity was not stored.
     pub(in crate::mapper) fn main(&self) -> Option<&Versioned> {
-        self.entry.found.1.first().and_then(Option::as_ref)
+        self.entry.found.main()
     }
 }
 
-/// A confirmed write of a static shard: `value` folded into property `stored_as` of
-/// `shard` under the write id `write`.
+/// A confirmed write in an entity's log, with when it was confirmed.
 #[derive(Clone, Debug)]
-pub(in crate::mapper) struct Confirmed {
-    pub(in crate::mapper) stored_as: &'static str,
-    pub(in crate::mapper) shard: Key,
-    pub(in crate::mapper) write: WriteId,
-    pub(in crate::mapper) value: Value,
+struct Logged {
+    confirmed: Confirmed,
     tick: u64,
     at: Instant,
-    /// Until when (ms since the Unix epoch) the shard's write record is sure to hold the
-    /// write once it is applied: half the write window after it was first sent. Writers
-    /// drop record entries a write window old, so a snapshot read later could hold the
-    /// write without its entry, and is not trusted to tell.
-    trusted_until_ms: u64,
 }
 
 /// What the cache remembers of one entity besides its snapshot.
@@ -151,7 +138,7 @@ pub(in crate::mapper) struct Confirmed {
 struct Log {
     invalidated: Option<(u64, Instant)>,
     /// Oldest first.
-    confirmed: VecDeque<Confirmed>,
+    confirmed: VecDeque<Logged>,
 }
 
 impl Log {
@@ -279,13 +266,18 @@ impl ReadCache {
     /// `main`; refused when it is older than the bound, when the entity was invalidated
     /// after the ticket, when a snapshot read later is there, or when it cannot tell
     /// whether it holds a write confirmed after the ticket.
-    pub(in crate::mapper) fn fill<E: Entity>(&self, main: &Key, found: &Found, ticket: Ticket) {
+    pub(in crate::mapper) fn fill<E: Entity>(
+        &self,
+        main: &Key,
+        found: &Arc<Snapshot>,
+        ticket: Ticket,
+    ) {
         if !self.offer::<E>(main, found, ticket) {
             self.inner.refused.fetch_add(1, Ordering::Relaxed);
         }
     }
 
-    fn offer<E: Entity>(&self, main: &Key, found: &Found, ticket: Ticket) -> bool {
+    fn offer<E: Entity>(&self, main: &Key, found: &Arc<Snapshot>, ticket: Ticket) -> bool {
         if ticket.at.elapsed() >= self.inner.staleness {
             return false;
         }
@@ -299,7 +291,7 @@ impl ReadCache {
                 log.confirmed
                     .iter()
                     .filter(|c| c.tick > ticket.tick)
-                    .cloned()
+                    .map(|c| c.confirmed.clone())
                     .collect()
             }
             None => Vec::new(),
@@ -312,10 +304,10 @@ impl ReadCache {
         {
             return false;
         }
-        let Ok(Some(folding)) = folding(main, found, &later) else {
+        let Ok(Some(folding)) = found.folding(main, &later) else {
             return false;
         };
-        let Ok(values) = values_of::<E>(main, &folding) else {
+        let Ok(values) = folding.values::<E>(main) else {
             return false;
         };
         let entry = Entry {
@@ -366,14 +358,16 @@ impl ReadCache {
             return self.invalidate(main);
         }
         let mut logs = self.logs();
-        let confirmed = Confirmed {
-            stored_as,
-            shard: sent.shard.clone(),
-            write: sent.write.clone(),
-            value: value.clone(),
+        let confirmed = Logged {
+            confirmed: Confirmed {
+                stored_as,
+                shard: sent.shard.clone(),
+                write: sent.write.clone(),
+                value: value.clone(),
+                trusted_until_ms,
+            },
             tick: self.tick(),
             at: Instant::now(),
-            trusted_until_ms,
         };
         if let Some(entry) = self.inner.entries.get(main) {
             entry.take_in(main, &confirmed);
@@ -405,15 +399,16 @@ impl ReadCache {
 impl Entry {
     /// Folds the confirmed write `c` in unless the snapshot holds it; marks the snapshot
     /// unusable when it cannot tell.
-    fn take_in(&self, main: &Key, c: &Confirmed) {
+    fn take_in(&self, main: &Key, logged: &Logged) {
         let mut values = lock(&self.values);
         let Some(current) = values.as_mut() else {
             return;
         };
-        if c.tick < self.ticket.tick {
+        if logged.tick < self.ticket.tick {
             return;
         }
-        let placed = match folding(main, &self.found, std::slice::from_ref(c)) {
+        let c = &logged.confirmed;
+        let placed = match self.found.folding(main, std::slice::from_ref(c)) {
             Ok(Some(f)) if f.later.is_empty() => Ok(()),
             Ok(Some(_)) => match self
                 .properties
@@ -432,147 +427,6 @@ impl Entry {
             *values = None;
         }
     }
-}
-
-/// What a snapshot (the documents one read found) gives an entity: its main document,
-/// the shard documents to fold, and the confirmed writes to fold besides, the ones the
-/// snapshot does not hold.
-pub(in crate::mapper) struct Folding<'f> {
-    /// `None`: the entity is not stored.
-    pub(in crate::mapper) main: Option<&'f Versioned>,
-    pub(in crate::mapper) docs: Vec<(&'f Key, &'f Document)>,
-    pub(in crate::mapper) later: Vec<&'f Confirmed>,
-    /// The adoptions whose values the documents `docs` hold (see `adopt`).
-    pub(in crate::mapper) adopted: Vec<&'f str>,
-}
-
-/// What to fold for the entity at `main` from the snapshot `found`, given the confirmed
-/// writes `later` it may not hold; `Ok(None)` when it cannot tell whether it holds one
-/// of them (see the module docs).
-pub(in crate::mapper) fn folding<'f>(
-    main: &Key,
-    found: &'f Found,
-    later: &'f [Confirmed],
-) -> Result<Option<Folding<'f>>> {
-    let (keys, found, extra) = &**found;
-    let mut found = found.iter();
-    let Some(main_doc) = found.next().and_then(Option::as_ref) else {
-        return Ok(Some(Folding {
-            main: None,
-            docs: Vec::new(),
-            later: Vec::new(),
-            adopted: Vec::new(),
-        }));
-    };
-    // Every sharded property found in any shard document is folded, whatever the
-    // current annotation says, so switching static <-> dynamic loses nothing; but
-    // never a static shard the layout does not read, or whose value a shard read
-    // holds (see `reshard`).
-    let counts = layout::recorded_counts(main, &main_doc.doc)?;
-    let docs: Vec<(&Key, &Versioned)> = keys[1..]
-        .iter()
-        .zip(found)
-        .filter_map(|(key, doc)| Some((key, doc.as_ref()?)))
-        .chain(extra.iter().map(|(key, doc)| (key, doc)))
-        .collect();
-    let moved: Vec<&str> = docs
-        .iter()
-        .flat_map(|(_, doc)| layout::moved_into(&doc.doc).map(|(name, _)| name))
-        .collect();
-    let mut folded: Vec<(&Key, &Document)> = Vec::with_capacity(docs.len());
-    for (key, doc) in docs {
-        let skip = layout::static_shard_of(key).is_some_and(|(property, index)| {
-            moved.contains(&key.name())
-                || counts
-                    .as_ref()
-                    .and_then(|c| layout::count_of(c, property))
-                    .is_some_and(|c| !c.is_read(index))
-        });
-        if !skip {
-            folded.push((key, &doc.doc));
-        } else if later.iter().any(|c| &c.shard == key) {
-            return Ok(None);
-        }
-    }
-    let mut missing = Vec::new();
-    for c in later {
-        let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
-            // Read too late for the shard's record to be sure to tell (`Confirmed`).
-            Some(_) if system_now_ms() >= c.trusted_until_ms => return Ok(None),
-            Some((_, doc)) => write_ids::applied(Some(doc), &c.write),
-            // Absent from the snapshot: created after it, unless a reshard retired it.
-            None if layout::is_retired(counts.as_ref(), &c.shard, None) => return Ok(None),
-            None => false,
-        };
-        if !held {
-            missing.push(c);
-        }
-    }
-    let adopted = folded
-        .iter()
-        .flat_map(|(_, doc)| layout::adopted(doc).map(|(id, _)| id))
-        .collect();
-    Ok(Some(Folding {
-        main: Some(main_doc),
-        docs: folded,
-        later: missing,
-        adopted,
-    }))
-}
-
-/// Each sharded property of `E` folded over `folding`: its documents, the confirmed
-/// writes it lacks, and the values its main document holds that belong in the shards
-/// (see `adopt`: a plain value stored before the field was sharded, and a value on its
-/// way into the shards that no document read holds yet); neutral values when the entity
-/// is not stored.
-pub(in crate::mapper) fn values_of<E: Entity>(
-    main: &Key,
-    folding: &Folding<'_>,
-) -> Result<Vec<Value>> {
-    let main_doc = folding.main.map(|m| &m.doc);
-    let adopting = match main_doc {
-        Some(doc) => layout::adopting(main, doc)?,
-        None => Vec::new(),
-    };
-    let mut values = Vec::with_capacity(E::PROPERTIES.len());
-    for (index, p) in E::PROPERTIES.iter().enumerate() {
-        let malformed = |key: &Key| {
-            let key = key.clone();
-            move |e| Error::malformed(&key, with_property(e, p.name))
-        };
-        let mut value = E::neutral_value(index).map_err(malformed(main))?;
-        let in_main = main_doc
-            .and_then(|doc| doc.get(p.name))
-            .into_iter()
-            .chain(
-                adopting
-                    .iter()
-                    .filter(|a| a.property == p.name && !folding.adopted.contains(&a.id))
-                    .map(|a| a.value),
-            )
-            .map(|value| (main, value));
-        let stored = folding
-            .docs
-            .iter()
-            .filter_map(|(key, doc)| Some((*key, doc.get(p.stored_as)?)))
-            .chain(
-                folding
-                    .later
-                    .iter()
-                    .filter(|c| c.stored_as == p.stored_as)
-                    .map(|c| (&c.shard, &c.value)),
-            )
-            .chain(in_main);
-        if let Some(range) = sum_range(p) {
-            value = sum_values(main, p.name, range, stored)?;
-        } else {
-            for (key, stored) in stored {
-                value = E::fold_values(index, &value, stored).map_err(malformed(key))?;
-            }
-        }
-        values.push(value);
-    }
-    Ok(values)
 }
 
 impl fmt::Debug for ReadCache {

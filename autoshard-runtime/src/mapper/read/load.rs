@@ -11,9 +11,9 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::codec::{from_main, with_property};
 use crate::mapper::layout::{self, static_shard_keys};
-use crate::mapper::read::cache::{folding, values_of, Hit};
+use crate::mapper::read::cache::Hit;
 use crate::mapper::read::dynamic::extra_scans;
-use crate::mapper::read::shared::Found;
+use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Lookup};
 use std::sync::Arc;
@@ -86,7 +86,10 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// The documents of the entity at `main` as `E` reads them, from a read that
     /// started after this call (shared with concurrent loads, see `read::shared`).
-    pub(in crate::mapper) async fn read_entity<E: Root>(&self, main: &Key) -> Result<Found> {
+    pub(in crate::mapper) async fn read_entity<E: Root>(
+        &self,
+        main: &Key,
+    ) -> Result<Arc<Snapshot>> {
         // The write records tell a cached snapshot which confirmed writes it holds.
         self.read_entity_with::<E>(main, self.cache.is_some()).await
     }
@@ -97,7 +100,7 @@ impl<S: DocumentStore> Mapper<S> {
         &self,
         main: &Key,
         records: bool,
-    ) -> Result<Found> {
+    ) -> Result<Arc<Snapshot>> {
         let mut lookup = first_read::<E>(main);
         lookup.records = records;
         tracing::debug!(key = %main, documents = lookup.keys.len(), "load");
@@ -135,13 +138,7 @@ impl<S: DocumentStore> Mapper<S> {
                         break found;
                     }
                     // Never a fold that leaves out shards the layout lists.
-                    attempts += 1;
-                    if attempts >= LAYOUT_READS {
-                        return Err(Error::Contention {
-                            key: main.clone(),
-                            attempts,
-                        });
-                    }
+                    read_again(main, &mut attempts)?;
                     lookup.keys.extend(unread);
                 };
                 let mut extra = self.extra_shards::<E>(main, found.pages).await?;
@@ -157,17 +154,15 @@ impl<S: DocumentStore> Mapper<S> {
                     let read = found.docs[1..].iter().flatten().map(|d| &d.doc);
                     let read = read.chain(extra.iter().map(|(_, d)| &d.doc));
                     if layout::adoption_torn(&main_doc.doc, read) {
-                        attempts += 1;
-                        if attempts >= LAYOUT_READS {
-                            return Err(Error::Contention {
-                                key: main.clone(),
-                                attempts,
-                            });
-                        }
+                        read_again(main, &mut attempts)?;
                         continue;
                     }
                 }
-                return Ok(Arc::new((lookup.keys, found.docs, extra)));
+                return Ok(Arc::new(Snapshot {
+                    keys: lookup.keys,
+                    docs: found.docs,
+                    scanned: extra,
+                }));
             }
         };
         match &self.reads {
@@ -186,8 +181,8 @@ impl<S: DocumentStore> Mapper<S> {
 
 /// The entity with this id from the documents a read `found`. [`Error::NotFound`] when
 /// the entity is not stored.
-pub(in crate::mapper) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found) -> Result<E> {
-    let folding = folding(main, found, &[])?.ok_or_else(|| {
+pub(in crate::mapper) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Snapshot) -> Result<E> {
+    let folding = found.folding(main, &[])?.ok_or_else(|| {
         Error::backend(
             "load",
             "a snapshot without confirmed writes tells all it holds",
@@ -196,7 +191,7 @@ pub(in crate::mapper) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Found
     let Some(main_doc) = folding.main else {
         return Err(Error::NotFound { key: main.clone() });
     };
-    with_values(id, main, main_doc, &values_of::<E>(main, &folding)?)
+    with_values(id, main, main_doc, &folding.values::<E>(main)?)
 }
 
 /// The entity with this id from a cached snapshot. [`Error::NotFound`] when the entity
@@ -248,6 +243,19 @@ pub(in crate::mapper) fn first_read<E: Entity>(main: &Key) -> Lookup {
 /// How many times a load reads again because the recorded layout listed shards it did
 /// not read (each reshard between two reads can add some).
 const LAYOUT_READS: u32 = 4;
+
+/// Counts one more read of the entity at `main`; [`Error::Contention`] once a load has
+/// read it [`LAYOUT_READS`] times.
+fn read_again(main: &Key, attempts: &mut u32) -> Result<()> {
+    *attempts += 1;
+    if *attempts >= LAYOUT_READS {
+        return Err(Error::Contention {
+            key: main.clone(),
+            attempts: *attempts,
+        });
+    }
+    Ok(())
+}
 
 /// The static shard keys the layout recorded in the main document `doc` lists that
 /// `read` does not.

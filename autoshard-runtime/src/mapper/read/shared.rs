@@ -10,21 +10,17 @@
 //! whose future is dropped hands the lead on the same way; a waiting load whose leader
 //! vanished starts over.
 
-use crate::document::Versioned;
 use crate::error::Result;
 use crate::key::Key;
+use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::relay::{Joined, Relay};
 use std::future::Future;
 use std::sync::Arc;
 
-/// What one read of an entity found: the keys of its static documents, what was found
-/// at each, and the shard documents found by scanning.
-pub(in crate::mapper) type Found = Arc<(Vec<Key>, Vec<Option<Versioned>>, Vec<(Key, Versioned)>)>;
-
 /// The entities with a read running, and the loads waiting for the next one.
 #[derive(Debug, Default)]
 pub(in crate::mapper) struct SharedReads {
-    running: Relay<Slot, (), Result<Found>>,
+    running: Relay<Slot, (), Result<Arc<Snapshot>>>,
 }
 
 /// What loads share a read of: an entity, read as one entity type (two types declared
@@ -36,10 +32,14 @@ pub(in crate::mapper) type Slot = (Key, &'static str, bool);
 impl SharedReads {
     /// The documents of the entity at `main`, from a read (`read()`) that started after
     /// this call, shared with the loads it answers.
-    pub(in crate::mapper) async fn read<F, Fut>(&self, main: &Slot, read: F) -> Result<Found>
+    pub(in crate::mapper) async fn read<F, Fut>(
+        &self,
+        main: &Slot,
+        read: F,
+    ) -> Result<Arc<Snapshot>>
     where
         F: Fn() -> Fut,
-        Fut: Future<Output = Result<Found>>,
+        Fut: Future<Output = Result<Arc<Snapshot>>>,
     {
         loop {
             let lead = match self.running.join(main.clone(), || ()).await {

@@ -3,8 +3,8 @@
 
 use super::transaction::Holder;
 use super::{
-    documents, group_documents, millis, protocol, read_member, send, GroupTransaction, KeyGroup,
-    ReadMember, DEFAULT_LEASE,
+    group_documents, millis, protocol, read_member, send, GroupTransaction, KeyGroup, ReadMember,
+    DEFAULT_LEASE,
 };
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -167,10 +167,10 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         let mut joins = Transaction::new();
         let mut claimed = BTreeSet::new();
         for ((main, _), member) in self.members.iter().zip(&read) {
-            if member.found.1.first().is_none_or(Option::is_none) {
+            if member.found.main().is_none() {
                 return Err(Error::NotFound { key: main.clone() });
             }
-            for (doc_key, doc) in documents(&member.found) {
+            for (doc_key, doc) in member.found.documents() {
                 if let Err(refused) = ownership::check(doc_key, Some(&doc.doc), None, now) {
                     // A transaction of a group whose lease passed still holds it: finish
                     // that group, then try again.

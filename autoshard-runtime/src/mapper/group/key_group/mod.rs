@@ -29,12 +29,13 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::layout::{self};
-use crate::mapper::read::shared::Found;
+use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::Mapper;
 use crate::store::ownership::{Owner, OWNER};
 use crate::store::{Commit, DocumentStore, Transaction};
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a key group owns its members unless told otherwise
@@ -48,7 +49,7 @@ const RESENDS: u32 = 8;
 /// whole), and the documents of its layout that are missing, as a group creates them so
 /// that it owns every document a writer could use.
 struct Member {
-    found: Found,
+    found: Arc<Snapshot>,
     missing: Vec<(Key, Document)>,
 }
 
@@ -62,7 +63,11 @@ fn read_member<'a, S: DocumentStore, E: Root>(
     Box::pin(async move {
         let found = mapper.read_entity_with::<E>(main, true).await?;
         let mut missing = Vec::new();
-        let (keys, docs, extra) = &*found;
+        let Snapshot {
+            keys,
+            docs,
+            scanned: extra,
+        } = &*found;
         if let Some(Some(main_doc)) = docs.first() {
             let mut shard = Document::new();
             if let Some(incarnation) = layout::incarnation(&main_doc.doc) {
@@ -80,15 +85,6 @@ fn read_member<'a, S: DocumentStore, E: Root>(
         }
         Ok(Member { found, missing })
     })
-}
-
-/// Every document a read of one member found, with its key.
-fn documents(found: &Found) -> impl Iterator<Item = (&Key, &Versioned)> {
-    let (keys, docs, extra) = &**found;
-    keys.iter()
-        .zip(docs)
-        .filter_map(|(key, doc)| doc.as_ref().map(|doc| (key, doc)))
-        .chain(extra.iter().map(|(key, doc)| (key, doc)))
 }
 
 /// The state document of a group (its lease; later its write records and the

@@ -11,6 +11,7 @@ use crate::mapper::codec::malformed;
 use crate::mapper::codec::Folds;
 use crate::mapper::layout::{self, static_properties};
 use crate::mapper::read::load::assemble;
+use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, stage};
@@ -153,7 +154,11 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         };
         let mut entities = Vec::with_capacity(ids.len());
         for ((id, main), found) in ids.iter().zip(mains).zip(found) {
-            let (keys, docs, extra) = &*found;
+            let Snapshot {
+                keys,
+                docs,
+                scanned: extra,
+            } = &*found;
             for (key, doc) in keys.iter().zip(docs) {
                 self.note_read(key, doc.as_ref());
             }
