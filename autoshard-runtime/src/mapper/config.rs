@@ -1,7 +1,7 @@
 //! `Mapper::new` and the mapper's settings (retries, caches, coalescing, lanes, write
 //! window) and accessors.
 
-use super::write::{save, shard_choice};
+use super::write::{apply, shard_choice};
 use super::{Mapper, ReadCache, DEFAULT_WRITE_WINDOW};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
@@ -21,7 +21,7 @@ impl<S: DocumentStore> Mapper<S> {
             write_window: DEFAULT_WRITE_WINDOW,
             coalescer: Some(Arc::default()),
             reads: Some(Arc::default()),
-            main_cache: save::main_cache(),
+            main_cache: apply::main_cache(),
             cache: None,
         }
     }

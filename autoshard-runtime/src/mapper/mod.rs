@@ -18,11 +18,11 @@
 //! one kind). The arguments behind the write path, the read cache and resharding are in
 //! the repository's `docs/design/`.
 //!
-//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property, crosses eight
+//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property, crosses nine
 //! files:
-//! 1. `write/save.rs`: `apply` takes the main document from its small cache (or reads
-//!    it), and `codec.rs` decodes it (`from_main`); the change runs; `save` asks
-//!    `layout.rs` for the static properties;
+//! 1. `write/apply.rs`: `apply` takes the main document from its small cache (or reads
+//!    it), and `codec.rs` decodes it (`from_main`); the change runs; `save` (in
+//!    `write/save.rs`) asks `layout.rs` for the static properties;
 //! 2. `write/static_shard.rs`: `resend_single` finds no change in doubt; `write/write_ids.rs`
 //!    stages the shadow's change as pending (`stage`);
 //! 3. `static_shard.rs`: `save_single` hands the change to `write/coalesce.rs`
@@ -177,7 +177,7 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     /// clones (see `read/shared.rs`); `None` when reads are not shared.
     reads: Option<Arc<read::shared::SharedReads>>,
     /// Main documents `apply` reuses, shared by clones (see `apply`).
-    main_cache: write::save::MainCache,
+    main_cache: write::apply::MainCache,
     /// Loaded entities reused for a bounded time (see `read/cache.rs`); `None` unless given one.
     cache: Option<ReadCache>,
 }

@@ -464,6 +464,14 @@ impl Drop for Invalidate<'_> {
 }
 
 impl<S> Mapper<S> {
+    /// Records in the read cache, if any, that the write `sent` of property `stored_as`
+    /// of the entity at `main` was confirmed (its value is the change it carried).
+    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
+        if let Some(cache) = &self.cache {
+            cache.confirm(main, stored_as, sent, self.write_window);
+        }
+    }
+
     /// A guard that drops the entity's cached snapshots once the write it covers is over
     /// (see [`Invalidate`]).
     pub(in crate::mapper) fn invalidating(&self, main: &Key) -> Invalidate<'_> {

@@ -2,8 +2,9 @@
 //! each change applied exactly once.
 //!
 //! - `insert`: `insert` and `delete`.
-//! - `save`: `save`, which stages each sharded change and writes it, and `apply`, a
-//!   sharded change without reading the shards.
+//! - `save`: `save`, which stages each sharded change and writes it.
+//! - `apply`: `apply`, a sharded change without reading the shards, and its cache of main
+//!   documents.
 //! - `update`: `update` (load, change, save).
 //! - `keyed`: `update_once`, a change applied once per operation name.
 //! - `static_shard`: the static-shard writer (one property's change into one shard), and
@@ -11,10 +12,12 @@
 //! - `dynamic`: the dynamic-shard writer (a new shard document per change).
 //! - `coalesce`: concurrent saves of one shard folded into one commit.
 //! - `shard_choice`: which shard a write goes to, its lane, and the writer id it sends under.
-//! - `write_ids`: pending changes and the write ids that make sending one again safe.
+//! - `write_ids`: pending changes, the write ids that make sending one again safe, and the
+//!   write window a change may be sent again within.
 //! - `adopt`: values stored before a field was sharded move into its shards.
 
 pub(in crate::mapper) mod adopt;
+pub(in crate::mapper) mod apply;
 pub(in crate::mapper) mod coalesce;
 pub(in crate::mapper) mod dynamic;
 pub(in crate::mapper) mod insert;

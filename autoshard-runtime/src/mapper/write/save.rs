@@ -1,10 +1,8 @@
-//! `save` and `apply`: the main document when it changed, and each sharded property's
-//! change folded into one uniformly random shard of that property, in optimistic
-//! transactions (paper, section 4, "Saving", and Figure 5): one transaction for everything
-//! on a store with cross-group transactions, one per entity group on a Redis Cluster.
-//! `apply` saves an entity built from its main document alone (a vote that needs no
-//! count), from a small cache of main documents ([`MAIN_CACHE_CAPACITY`] entries for
-//! [`MAIN_CACHE_TTL`]).
+//! `save`: the main document when it changed, and each sharded property's change folded
+//! into one uniformly random shard of that property, in optimistic transactions (paper,
+//! section 4, "Saving", and Figure 5): one transaction for everything on a store with
+//! cross-group transactions, one per entity group on a Redis Cluster. `apply` (in
+//! `apply.rs`) saves through here too.
 //!
 //! Invariant: a change leaves the entity only after the commit that folded it was answered
 //! `Committed`; a change whose commit has an unknown outcome is sent again first, under its
@@ -21,18 +19,14 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::{from_main, from_main_reusing, malformed, Folds, MainState};
+use crate::mapper::codec::{malformed, Folds};
 use crate::mapper::layout::{self, static_properties, StaticProperty};
 use crate::mapper::write::shard_choice;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
 use crate::mapper::Mapper;
-use crate::store::ownership::system_now_ms;
 use crate::store::{Commit, DocumentStore, Transaction};
-use std::any::TypeId;
 use std::ops::ControlFlow;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 impl<S: DocumentStore> Mapper<S> {
     /// Saves an entity.
@@ -132,7 +126,12 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// [`Mapper::save`] of `entity`, stored at `main`, whose main document encodes as
     /// `doc` (`apply` has encoded it already).
-    async fn save_as<E: Root>(&self, entity: &mut E, main: &Key, doc: Document) -> Result<()> {
+    pub(in crate::mapper) async fn save_as<E: Root>(
+        &self,
+        entity: &mut E,
+        main: &Key,
+        doc: Document,
+    ) -> Result<()> {
         let dirty = entity
             .state()
             .is_none_or(|state| state.saved_main() != Some(&doc));
@@ -179,26 +178,6 @@ impl<S: DocumentStore> Mapper<S> {
         }
         if dynamic {
             self.save_dynamic(entity, main).await?;
-        }
-        Ok(())
-    }
-
-    /// Records in the read cache, if any, that the write `sent` of property `stored_as`
-    /// of the entity at `main` was confirmed (its value is the change it carried).
-    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
-        if let Some(cache) = &self.cache {
-            cache.confirm(main, stored_as, sent, self.write_window);
-        }
-    }
-
-    /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
-    pub(in crate::mapper) fn check_window(&self, sent: &Sent) -> Result<()> {
-        let age = Duration::from_millis(system_now_ms().saturating_sub(sent.write.at_ms));
-        if age > self.write_window {
-            return Err(Error::Expired {
-                key: sent.shard.clone(),
-                age,
-            });
         }
         Ok(())
     }
@@ -366,132 +345,5 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         Ok(answer.into())
-    }
-}
-
-/// How many main documents a mapper keeps for [`Mapper::apply`].
-pub(in crate::mapper) const MAIN_CACHE_CAPACITY: u64 = 10_000;
-
-/// How long a main document stays in that cache.
-pub(in crate::mapper) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
-
-/// The main documents `apply` reuses, shared by a mapper's clones.
-pub(in crate::mapper) type MainCache = moka::sync::Cache<Key, Arc<CachedMain>>;
-
-/// A cached main document, and what the first `apply` of it derived for its type.
-pub(in crate::mapper) struct CachedMain {
-    stored: Versioned,
-    derived: OnceLock<(TypeId, MainState)>,
-}
-
-pub(in crate::mapper) fn main_cache() -> MainCache {
-    moka::sync::Cache::builder()
-        .max_capacity(MAIN_CACHE_CAPACITY)
-        .time_to_live(MAIN_CACHE_TTL)
-        .build()
-}
-
-impl<S: DocumentStore> Mapper<S> {
-    /// Applies `change` to the sharded properties of the entity with this id without
-    /// loading their values: `change` runs on the entity built from its main document,
-    /// whose sharded fields hold their neutral values (so what it reads of them is not
-    /// the aggregate) and whose other fields may be up to a second old (the mapper
-    /// reuses main documents of entities it applied to recently; the entity's existence
-    /// is still checked by the write), and the save writes only the changes of the
-    /// shadows. With a
-    /// built-in fold (`#[shardable(fold = sum)]`) that is one merge: one round trip, no
-    /// read, no conflict, coalesced with concurrent saves of the property.
-    ///
-    /// The entity must exist: [`Error::NotFound`] when it does not (nothing written). A
-    /// change to an unsharded field fails with [`Error::Invalid`] before anything is
-    /// written. An error from the store leaves the outcome unknown, as for any write
-    /// that fails ([`Error::Backend`]); to apply a change exactly once across retries,
-    /// use [`Mapper::update_once`] with an operation key.
-    ///
-    /// ```
-    /// use autoshard::prelude::*;
-    ///
-    /// #[autoshard::sharded]
-    /// #[derive(Entity, Debug, Clone)]
-    /// struct Question {
-    ///     #[id]
-    ///     id: u64,
-    ///     text: String,
-    ///     #[shardable(shards = 10, fold = sum)]
-    ///     votes: i64,
-    /// }
-    ///
-    /// impl Question {
-    ///     #[shard_method]
-    ///     fn vote_up(&mut self) {
-    ///         self.votes += 1;
-    ///     }
-    /// }
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard::Result<()> {
-    /// let db = Mapper::new(MemoryStore::new());
-    /// db.insert(&mut Question::new(1, "Why?".into(), 41)).await?;
-    /// db.apply(&1, Question::vote_up).await?; // one merge; the count is not read
-    /// assert_eq!(db.load::<Question>(&1).await?.votes, 42);
-    /// assert!(matches!(db.apply(&2, Question::vote_up).await, Err(Error::NotFound { .. })));
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[tracing::instrument(name = "autoshard.apply", level = "debug", skip_all, fields(kind = E::KIND, key = %E::key_for(&id.to_owned()), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
-    pub async fn apply<E, F>(
-        &self,
-        id: &(impl ToOwned<Owned = E::Id> + ?Sized),
-        change: F,
-    ) -> Result<()>
-    where
-        E: Root,
-        F: FnOnce(&mut E),
-    {
-        let id = &id.to_owned();
-        let main = E::key_for(id);
-        let cached = self.main_cache.get(&main);
-        let from_cache = cached.is_some();
-        let stored = match cached {
-            Some(stored) => stored,
-            None => self.fetch_main(&main).await?,
-        };
-        let mut entity = from_main_reusing::<E>(id, &main, &stored.stored, &stored.derived)?;
-        change(&mut entity);
-        let unchanged = entity.to_document().map_err(malformed(&main))?;
-        if entity.state().and_then(|s| s.saved_main()) != Some(&unchanged) {
-            return Err(Error::Invalid(format!(
-                "`apply` to `{main}` changed an unsharded field; it changes sharded \
-                 properties only (use `update` for the others)"
-            )));
-        }
-        match self.save_as(&mut entity, &main, unchanged).await {
-            Err(Error::NotFound { .. }) if from_cache => {
-                // The cached document was of an entity deleted or replaced since, and
-                // nothing was written: the change goes to the entity stored now.
-                self.main_cache.invalidate(&main);
-                let stored = self.fetch_main(&main).await?;
-                let mut fresh = from_main::<E>(id, &main, &stored.stored)?;
-                if let (Some(from), Some(to)) = (entity.state_mut(), fresh.state_mut()) {
-                    to.take_pending_from(from);
-                }
-                self.save(&mut fresh).await
-            }
-            outcome => outcome,
-        }
-    }
-
-    /// Reads the main document at `main` and caches it; [`Error::NotFound`] when absent.
-    async fn fetch_main(&self, main: &Key) -> Result<Arc<CachedMain>> {
-        let Some(stored) = self.store.get(main).await? else {
-            self.main_cache.invalidate(main);
-            return Err(Error::NotFound { key: main.clone() });
-        };
-        let stored = Arc::new(CachedMain {
-            stored,
-            derived: OnceLock::new(),
-        });
-        self.main_cache.insert(main.clone(), stored.clone());
-        Ok(stored)
     }
 }

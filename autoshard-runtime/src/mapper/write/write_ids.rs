@@ -14,11 +14,12 @@
 //! takes: `docs/design/exactly-once.md`, "Pending changes and write ids".
 
 use crate::document::Document;
-use crate::entity::{Entity, EntityState, Pending};
+use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::codec::with_property;
 use crate::mapper::layout::{self, has_change};
+use crate::mapper::Mapper;
 use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
 use crate::sync::lock;
@@ -232,6 +233,20 @@ pub(in crate::mapper) fn state_of<'e, E: Entity>(
             "`{main}` has sharded properties but keeps no state: derive it with `#[autoshard::sharded]`"
         ))
     })
+}
+
+impl<S> Mapper<S> {
+    /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
+    pub(in crate::mapper) fn check_window(&self, sent: &Sent) -> Result<()> {
+        let age = Duration::from_millis(system_now_ms().saturating_sub(sent.write.at_ms));
+        if age > self.write_window {
+            return Err(Error::Expired {
+                key: sent.shard.clone(),
+                age,
+            });
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
