@@ -1290,7 +1290,7 @@ pub async fn merge_refuses_what_it_cannot_fold_exactly(store: &dyn DocumentStore
             write_id("a", seq),
         );
         assert_eq!(
-            merge::apply(Some(&must_get(store, &key).await.doc), &m).ok(),
+            merge::reference(Some(&must_get(store, &key).await.doc), &m).ok(),
             Some(merge::Step::Answer(Merged::Unsupported)),
             "the reference: {property} {fold:?} {operand}"
         );
@@ -1401,7 +1401,7 @@ fn random_value(rng: &mut rand::rngs::StdRng, fold: Fold) -> Value {
 /// For each built-in fold and random operands over the whole range of the values it
 /// takes (integers near the bounds of `i64` and `u64`, sets of strings with escapes and
 /// of large integers), and now and then a value of another type, stored or as the
-/// operand, the store's result equals the reference fold's ([`merge::apply`]),
+/// operand, the store's result equals the reference fold's ([`merge::reference`]),
 /// including which merges overflow and which are refused. The merges come from several
 /// writers with sequence numbers out of order (a lower or equal one of a writer is
 /// already applied), and some carry a guard that holds or not: the answer, the value and
@@ -1469,7 +1469,7 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
                     1 => m.only_if(GUARD, Some("x".to_owned())),
                     _ => m.only_if(GUARD, None),
                 };
-                let want = merge::apply(expected.as_ref(), &m);
+                let want = merge::reference(expected.as_ref(), &m);
                 let got = store.merge(&m).await;
                 let context = format!("seed {seed}, {fold:?}, merge {m:?}, into {expected:?}");
                 match (want, got) {

@@ -13,13 +13,13 @@
 //! # Documents
 //! - The root stays where it is: `{Question:42}` (plus its property shards, if any).
 //! - Sub-group `k` of the root has an anchor document `{Question:42/~group:k}`, its *commit
-//!   log head*: every write to the sub-group (an insert, a group transaction, a delete)
+//!   log head*: every write to the sub-group (an insert, an entity-group transaction, a delete)
 //!   commits together with a rewrite of the anchor, expecting the anchor's version it
 //!   read. So two writes to one sub-group conflict, like two Datastore transactions on one
 //!   entity group, while writes to different sub-groups do not.
 //! - A child lives at `{Question:42/~group:k}/Response:7`, `k` chosen uniformly at random
 //!   when it is inserted. On Redis every member of one sub-group shares the hash tag
-//!   `{Question:42/~group:k}`, so a group transaction runs in one slot of a Redis Cluster,
+//!   `{Question:42/~group:k}`, so an entity-group transaction runs in one slot of a Redis Cluster,
 //!   while the `K` sub-groups of one root hash to different slots.
 //! - The sub-group is not stored in the child: [`crate::Mapper::load_child`] reads the `K`
 //!   candidate keys in one `get_many` and expects exactly one document.

@@ -64,7 +64,7 @@ fn agree<E: Entity>(index: usize, values: &[Value], same: impl Fn(&Value, &Value
     for a in values {
         for b in values {
             let typed = E::fold_values(index, a, b);
-            let reference = fold.apply(a, b);
+            let reference = fold.fold(a, b);
             match (&typed, &reference) {
                 (Ok(x), Ok(Some(y))) => assert!(
                     same(x, y),

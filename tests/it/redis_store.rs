@@ -201,7 +201,7 @@ async fn merges_answer_stored_texts_as_the_reference(
                         assert_eq!(found.doc.get("n"), before.get("n"), "{what}");
                         continue;
                     }
-                    match (merge::apply(Some(&before), &m), got) {
+                    match (merge::reference(Some(&before), &m), got) {
                         (Ok(merge::Step::Write(want)), Ok(Merged::Applied)) => {
                             assert_eq!(found.doc.get("n"), want.get("n"), "{what}");
                         }

@@ -264,7 +264,7 @@ async fn a_key_group_commit_found_landed_waits_for_the_replica() {
     txn.save(&mut to).unwrap();
     // The commit lands on the master, its `WAIT` runs out, and the group document then
     // shows it landed: that read must not stand for the replica's acknowledgement.
-    assert_unacknowledged(txn.commit().await, "a group transaction");
+    assert_unacknowledged(txn.commit().await, "a key-group transaction");
 
     pair.resume_replica();
     switch.replica_stopped.store(false, Ordering::SeqCst);

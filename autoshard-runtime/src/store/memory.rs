@@ -279,7 +279,7 @@ impl DocumentStore for MemoryStore {
         let mut state = self.lock();
         state.check_owner(&merge.key, None)?;
         let current = state.docs.get(&merge.key).map(|d| &d.doc);
-        match merge::apply(current, merge)? {
+        match merge::reference(current, merge)? {
             merge::Step::Answer(answer) => Ok(answer),
             merge::Step::Write(doc) => {
                 state.store(&merge.key, doc);

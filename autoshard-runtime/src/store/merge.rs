@@ -23,7 +23,7 @@
 //! the property type's range (sum, max, min) and on arrays of strings or of integers
 //! within the element type's range (union). Anything else, a stored value of another
 //! type above all, goes through read and compare-and-set with the entity's typed fold,
-//! which reports a stored value the entity cannot read as [`Error::Malformed`]. [`apply`]
+//! which reports a stored value the entity cannot read as [`Error::Malformed`]. [`reference`]
 //! is the reference implementation; a store's answer must equal it.
 
 use crate::document::{Document, Value};
@@ -148,7 +148,7 @@ impl Fold {
     /// `fold(stored, operand)` on encoded values: `Ok(None)` when either is not a value
     /// this fold takes ([`Fold::supports`], [`Fold::takes_operand`]),
     /// [`FoldError::Overflow`] for a sum out of bounds.
-    pub fn apply(self, stored: &Value, operand: &Value) -> Result<Option<Value>, FoldError> {
+    pub fn fold(self, stored: &Value, operand: &Value) -> Result<Option<Value>, FoldError> {
         if !self.supports(stored) || !self.takes_operand(operand) {
             return Ok(None);
         }
@@ -334,7 +334,7 @@ pub enum Merged {
     Unsupported,
 }
 
-/// What [`apply`] decided for a document.
+/// What [`reference`] decided for a document.
 #[derive(Debug, PartialEq)]
 pub enum Step {
     /// The merge's answer, with nothing to write.
@@ -348,7 +348,7 @@ pub enum Step {
 ///
 /// # Errors
 /// [`Error::Overflow`] for a sum out of the bounds of [`Fold::Sum`].
-pub fn apply(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
+pub fn reference(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
     let Some(doc) = doc else {
         return Ok(Step::Answer(Merged::Missing));
     };
@@ -373,7 +373,7 @@ pub fn apply(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
         None => None,
         Some(stored) => merge
             .fold
-            .apply(stored, &merge.operand)
+            .fold(stored, &merge.operand)
             .map_err(|_| overflow(merge))?,
     };
     let Some(folded) = folded else {
@@ -447,35 +447,35 @@ mod tests {
     #[test]
     fn sums_are_exact_over_the_whole_range_and_refuse_overflow() {
         let big = json!(i64::MAX - 1);
-        assert_eq!(I64.apply(&big, &json!(1)), Ok(Some(json!(i64::MAX))));
-        assert!(I64.apply(&big, &json!(2)).is_err());
+        assert_eq!(I64.fold(&big, &json!(1)), Ok(Some(json!(i64::MAX))));
+        assert!(I64.fold(&big, &json!(2)).is_err());
         let u = Fold::Sum {
             min: 0,
             max: i128::from(u64::MAX),
         };
         assert_eq!(
-            u.apply(&json!(u64::MAX - 3), &json!(3)),
+            u.fold(&json!(u64::MAX - 3), &json!(3)),
             Ok(Some(json!(u64::MAX)))
         );
-        assert_eq!(I64.apply(&json!(1.5), &json!(1)), Ok(None));
+        assert_eq!(I64.fold(&json!(1.5), &json!(1)), Ok(None));
     }
 
     #[test]
     fn union_keeps_each_element_once() {
-        let folded = Fold::UNION_STRINGS.apply(&json!(["a", "c"]), &json!(["c", "b", "b"]));
+        let folded = Fold::UNION_STRINGS.fold(&json!(["a", "c"]), &json!(["c", "b", "b"]));
         assert_eq!(folded, Ok(Some(json!(["a", "c", "b"]))));
         assert_eq!(
-            Fold::UNION_STRINGS.apply(&json!([]), &json!([{"x": 1}])),
+            Fold::UNION_STRINGS.fold(&json!([]), &json!([{"x": 1}])),
             Ok(None)
         );
         let bytes = Fold::Union {
             elements: Elements::Integers { min: 0, max: 255 },
         };
         assert_eq!(
-            bytes.apply(&json!([1]), &json!([2])),
+            bytes.fold(&json!([1]), &json!([2])),
             Ok(Some(json!([1, 2])))
         );
-        assert_eq!(bytes.apply(&json!([300]), &json!([2])), Ok(None));
+        assert_eq!(bytes.fold(&json!([300]), &json!([2])), Ok(None));
     }
 
     #[test]
@@ -484,14 +484,14 @@ mod tests {
             min: 0,
             max: u64::MAX.into(),
         };
-        assert_eq!(u64_max.apply(&json!(-5), &json!(3)), Ok(None));
-        assert_eq!(u64_max.apply(&json!(5), &json!(3)), Ok(Some(json!(5))));
+        assert_eq!(u64_max.fold(&json!(-5), &json!(3)), Ok(None));
+        assert_eq!(u64_max.fold(&json!(5), &json!(3)), Ok(Some(json!(5))));
         assert_eq!(
-            Fold::UNION_STRINGS.apply(&json!([1, 2]), &json!(["a"])),
+            Fold::UNION_STRINGS.fold(&json!([1, 2]), &json!(["a"])),
             Ok(None),
             "a set of integers is not a set of strings"
         );
-        assert_eq!(Fold::SUM_I64.apply(&json!(1e30), &json!(1)), Ok(None));
+        assert_eq!(Fold::SUM_I64.fold(&json!(1e30), &json!(1)), Ok(None));
     }
 
     #[test]
@@ -506,17 +506,17 @@ mod tests {
         let merge = Merge::new(key, "n", I64, json!(2), write).only_if("~inc", Some("a".into()));
         let doc: Document = [("n".to_owned(), json!(1))].into();
         assert_eq!(
-            apply(Some(&doc), &merge).unwrap(),
+            reference(Some(&doc), &merge).unwrap(),
             Step::Answer(Merged::Missing)
         );
         let mut doc = doc;
         doc.insert("~inc".into(), json!("a"));
-        let Step::Write(after) = apply(Some(&doc), &merge).unwrap() else {
+        let Step::Write(after) = reference(Some(&doc), &merge).unwrap() else {
             panic!("not applied");
         };
         assert_eq!(after["n"], json!(3));
         assert_eq!(
-            apply(Some(&after), &merge).unwrap(),
+            reference(Some(&after), &merge).unwrap(),
             Step::Answer(Merged::AlreadyApplied)
         );
     }

@@ -98,7 +98,7 @@ pub use redis::{RedisOptions, RedisStore};
 /// [`Lookup::prefetch`] is a hint that never changes the answer.
 ///
 /// **Merges.** [`DocumentStore::merge`] folds an operand into one property of one
-/// document with a built-in [`Fold`], atomically, exactly as [`merge::apply`] specifies:
+/// document with a built-in [`Fold`], atomically, exactly as [`merge::reference`] specifies:
 /// only when the document exists (and its guard holds), at most once per write id (the
 /// document's [`merge::RECORD`] property records the highest sequence number applied per
 /// writer, in the same step), and with a new version, so a concurrent commit expecting
@@ -183,7 +183,7 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// [`merge`]). Not a read-modify-write from the caller's side: no version to expect,
     /// so concurrent merges never conflict.
     ///
-    /// The default implementation reads the document and commits [`merge::apply`]'s
+    /// The default implementation reads the document and commits [`merge::reference`]'s
     /// result expecting the version read, again after each conflict: correct on any
     /// store, but with the round trips and conflicts of a compare-and-set. Backends that
     /// can fold on the server override it.
@@ -194,7 +194,7 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         loop {
             let current = self.get(&merge.key).await?;
-            let doc = match merge::apply(current.as_ref().map(|c| &c.doc), merge)? {
+            let doc = match merge::reference(current.as_ref().map(|c| &c.doc), merge)? {
                 merge::Step::Write(doc) => doc,
                 merge::Step::Answer(Merged::AlreadyApplied) => {
                     // Answered from a read: the write it stands for may not be durable.

@@ -47,7 +47,7 @@ impl<S: DocumentStore> Mapper<S> {
         for (i, name) in names.iter().enumerate() {
             if names[..i].contains(name) {
                 return Err(Error::Invalid(format!(
-                    "a group transaction lists child `{name}` of `{root}` twice"
+                    "an entity-group transaction lists child `{name}` of `{root}` twice"
                 )));
             }
         }
@@ -73,7 +73,7 @@ impl<S: DocumentStore> Mapper<S> {
         if let Some(first) = keys.first() {
             if let Some(other) = keys.iter().find(|k| !k.same_group(first)) {
                 return Err(Error::Invalid(format!(
-                    "a group transaction must stay in one sub-group, but `{first}` and \
+                    "an entity-group transaction must stay in one sub-group, but `{first}` and \
                      `{other}` are in different sub-groups of `{root}` (`{}` spreads its \
                      group over {shards} sub-groups; only children of one sub-group can be \
                      changed atomically)",

@@ -1,7 +1,7 @@
 //! Child entities of an entity group, spread over the `K` sub-groups of their root
 //! (entity-group sharding; the model and its consistency are documented in
 //! [`crate::group`]). Inserting places a child in a random sub-group; reading the group is
-//! the union of one scan per sub-group; a group transaction stays inside one sub-group.
+//! the union of one scan per sub-group; an entity-group transaction stays inside one sub-group.
 //!
 //! Every write to a sub-group commits together with a rewrite of the sub-group's anchor,
 //! expecting the anchor version it read: the sub-group's one commit log. This module never
@@ -255,7 +255,7 @@ impl<S: DocumentStore> Mapper<S> {
         self.scan_all(layout::children_scan(root, C::KIND, k)).await
     }
 
-    /// A group transaction: reads the children `ids` of the root `parent`, which must all
+    /// An entity-group transaction: reads the children `ids` of the root `parent`, which must all
     /// be in **one** sub-group, applies `change` to them (in the order of `ids`), and
     /// commits them together, expecting the versions read and the sub-group's anchor
     /// version. A conflict re-reads and runs `change` again (so it may run several times)
@@ -416,7 +416,7 @@ impl<S: DocumentStore> Mapper<S> {
         for (key, child) in keys.iter().zip(&children) {
             if key.name() != child.id().to_key_name() || child.parent_key().as_ref() != Some(root) {
                 return Err(Error::Invalid(format!(
-                    "a group transaction changed the id or parent of `{key}`; \
+                    "an entity-group transaction changed the id or parent of `{key}`; \
                      insert a new child instead"
                 )));
             }

@@ -12,7 +12,7 @@
 //!   `autoshard_write`, `autoshard_delete`, `autoshard_merge`) that takes the advisory locks
 //!   of its keys (in id order) before it checks and writes, so a commit applies all or
 //!   nothing against the latest versions, across any groups, and a merge folds on the
-//!   server as [`merge::apply`] does, exactly (numbers as `numeric`), without conflicts.
+//!   server as [`merge::reference`] does, exactly (numbers as `numeric`), without conflicts.
 //!   Under the same locks each of them checks the owner of every document it touches
 //!   (`autoshard_owned`, the rule of [`crate::store::ownership`]): a refusal raises and
 //!   rolls the whole call back, so nothing of a refused write is applied.

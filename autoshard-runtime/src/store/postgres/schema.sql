@@ -221,7 +221,7 @@ BEGIN
     END LOOP;
     RETURN 0;
 END $f$;
--- The store contract's merge (store/merge.rs; `merge::apply` is the reference this
+-- The store contract's merge (store/merge.rs; `merge::reference` is the reference this
 -- must equal): fold `operand` into property `prop` of document `k` with `fold`
 -- ('sum', 'max' or 'min' of integers within `lo..=hi`, the property type's range;
 -- 'union-strings', or 'union-integers' of elements within `lo..=hi`) at most once per

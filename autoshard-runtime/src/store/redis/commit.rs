@@ -109,7 +109,7 @@ impl RedisStore {
         let mut expects_existing = HashSet::new();
         let mut checks = Vec::new();
         for (key, expected) in txn.reads() {
-            let pos = call.key(self.layout.doc(key), Role::Doc(key.clone()));
+            let pos = call.key(self.names.doc(key), Role::Doc(key.clone()));
             checked.insert(pos);
             if expected.is_some() {
                 expects_existing.insert(key);
@@ -120,7 +120,7 @@ impl RedisStore {
             ));
         }
         for (key, _) in txn.writes() {
-            let pos = call.key(self.layout.doc(key), Role::Doc(key.clone()));
+            let pos = call.key(self.names.doc(key), Role::Doc(key.clone()));
             if checked.insert(pos) {
                 checks.push((pos, "*".to_owned()));
             }
@@ -133,10 +133,10 @@ impl RedisStore {
         call.args.push(txn.writes().len().to_string());
         let mut out_of_slot = Vec::new();
         for (i, (key, write)) in txn.writes().iter().enumerate() {
-            let doc = self.layout.doc(key);
+            let doc = self.names.doc(key);
             let pos = call.key(doc.clone(), Role::Doc(key.clone()));
-            let counter = call.key(self.layout.counter(key), Role::Counter(key.group()));
-            let (index, same_group) = self.layout.index_of(key);
+            let counter = call.key(self.names.counter(key), Role::Counter(key.group()));
+            let (index, same_group) = self.names.index_of(key);
             let (op, props) = match write {
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
@@ -164,13 +164,13 @@ impl RedisStore {
             call.args.extend(props);
         }
         call.args.push(txn.owner().unwrap_or_default().to_owned());
-        call.args.push(self.layout.prefix().len().to_string());
+        call.args.push(self.names.prefix().len().to_string());
         Ok((call, out_of_slot))
     }
 
     /// Runs `txn` through the commit script, with the out-of-slot index steps on a
     /// cluster (module docs).
-    pub(super) async fn apply(&self, txn: &Transaction, what: &str) -> Result<Applied> {
+    pub(super) async fn run_commit(&self, txn: &Transaction, what: &str) -> Result<Applied> {
         if self.is_cluster() && !txn.single_group() {
             return Err(Error::Invalid(format!(
                 "a Redis Cluster commits within one entity group only; this transaction \

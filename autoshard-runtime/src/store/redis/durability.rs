@@ -109,7 +109,7 @@ impl RedisStore {
         }
         futures::future::try_join_all(groups.into_iter().map(|key| {
             let mut touch = ::redis::cmd("INCRBY");
-            touch.arg(self.layout.counter(key)).arg(0);
+            touch.arg(self.names.counter(key)).arg(0);
             async move {
                 let what = || format!("making what was read of `{key}` durable");
                 self.write_and_wait(&touch, None, replicas, what).await

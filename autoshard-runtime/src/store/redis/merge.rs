@@ -17,8 +17,8 @@ impl RedisStore {
             matches!(fold, "sum" | "max" | "min") && !merge.write.seq.is_multiple_of(PRUNE_EVERY);
         if common {
             let keys: [KeyText; 2] = [
-                &self.layout.doc_name(&merge.key),
-                &self.layout.record_name(&merge.key),
+                &self.names.doc_name(&merge.key),
+                &self.names.record_name(&merge.key),
             ];
             let mut call = ScriptCall::new(&self.scripts.merge_common, &keys, 10);
             call.arg_display(format_args!("p:{}", merge.property))
@@ -67,8 +67,8 @@ impl RedisStore {
             Some((property, Some(value))) => (property.as_str(), "=", Some(value)),
         };
         let keys: [KeyText; 2] = [
-            &self.layout.doc_name(&merge.key),
-            &self.layout.counter_name(&merge.key),
+            &self.names.doc_name(&merge.key),
+            &self.names.counter_name(&merge.key),
         ];
         let mut call = ScriptCall::new(&self.scripts.merge, &keys, 12);
         call.arg(&merge.property)

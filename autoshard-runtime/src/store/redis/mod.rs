@@ -17,7 +17,7 @@
 //!
 //! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
 //! waiting for replicas),
-//! `layout` (names and slots), `read`, `commit`, `merge`, `index`, `reply`. The full layout,
+//! `names` (key names and slots), `read`, `commit`, `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
 
@@ -26,8 +26,8 @@ mod commit;
 mod connection;
 mod durability;
 mod index;
-mod layout;
 mod merge;
+mod names;
 mod options;
 mod read;
 mod reply;
@@ -44,7 +44,7 @@ use ::redis::Script;
 use async_trait::async_trait;
 use commit::Applied;
 use connection::{Conn, Connections};
-use layout::Layout;
+use names::Names;
 use std::fmt;
 use std::sync::Arc;
 
@@ -97,7 +97,7 @@ const MERGE_COMMON_LUA: &str = include_str!("lua/merge_common.lua");
 #[derive(Clone)]
 pub struct RedisStore {
     conns: Arc<Connections>,
-    layout: Arc<Layout>,
+    names: Arc<Names>,
     scripts: Arc<Scripts>,
     /// The replicas every write waits for (see `durability`).
     replicas: Option<durability::Replicas>,
@@ -115,7 +115,7 @@ impl fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStore")
             .field("connections", &self.conns)
-            .field("namespace", &self.layout.prefix())
+            .field("namespace", &self.names.prefix())
             .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
@@ -136,9 +136,9 @@ impl RedisStore {
 
     /// Connects to a standalone server with `options`.
     pub async fn connect_with(url: &str, options: RedisOptions) -> Result<Self> {
-        let layout = options.layout()?;
+        let names = options.names()?;
         let conns = Connections::standalone(url, &options).await?;
-        Ok(Self::new(conns, layout, &options))
+        Ok(Self::new(conns, names, &options))
     }
 
     /// Connects to a standalone server through a `redis::Client` built elsewhere (from
@@ -175,9 +175,9 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
 "#
     )]
     pub async fn from_client(client: ::redis::Client, options: RedisOptions) -> Result<Self> {
-        let layout = options.layout()?;
+        let names = options.names()?;
         let conns = Connections::standalone_client(client, &options).await?;
-        Ok(Self::new(conns, layout, &options))
+        Ok(Self::new(conns, names, &options))
     }
 
     /// Connects to a Redis Cluster through any of its nodes, with default options.
@@ -192,10 +192,10 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         urls: &[S],
         options: RedisOptions,
     ) -> Result<Self> {
-        let layout = options.layout()?;
+        let names = options.names()?;
         let urls: Vec<&str> = urls.iter().map(AsRef::as_ref).collect();
         let conns = Connections::cluster(&urls, &options).await?;
-        Ok(Self::new(conns, layout, &options))
+        Ok(Self::new(conns, names, &options))
     }
 
     /// Connects to a Redis Cluster through a `redis::cluster::ClusterClient` built
@@ -221,19 +221,19 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         client: &::redis::cluster::ClusterClient,
         options: RedisOptions,
     ) -> Result<Self> {
-        let layout = options.layout()?;
+        let names = options.names()?;
         let conns = Connections::cluster_client(client, "the nodes of the given client".into(), {
             let defaults = RedisOptions::default();
             defaults.connect_timeout + defaults.response_timeout
         })
         .await?;
-        Ok(Self::new(conns, layout, &options))
+        Ok(Self::new(conns, names, &options))
     }
 
-    fn new(conns: Connections, layout: Layout, options: &RedisOptions) -> Self {
+    fn new(conns: Connections, names: Names, options: &RedisOptions) -> Self {
         RedisStore {
             conns: Arc::new(conns),
-            layout: Arc::new(layout),
+            names: Arc::new(names),
             scripts: Arc::new(Scripts {
                 commit: Script::new(COMMIT_LUA),
                 read: Script::new(READ_LUA),
@@ -288,7 +288,7 @@ impl DocumentStore for RedisStore {
         let txn = Transaction::new()
             .expect(key.clone(), None)
             .put(key.clone(), doc);
-        match self.apply(&txn, "insert").await? {
+        match self.run_commit(&txn, "insert").await? {
             Applied::Committed(outcomes) => Ok(Version(self.single(&outcomes, "insert")?.version)),
             Applied::Conflict(_) => Err(Error::AlreadyExists { key: key.clone() }),
         }
@@ -296,7 +296,7 @@ impl DocumentStore for RedisStore {
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
         let txn = Transaction::new().put(key.clone(), doc);
-        match self.apply(&txn, "put").await? {
+        match self.run_commit(&txn, "put").await? {
             Applied::Committed(outcomes) => Ok(Version(self.single(&outcomes, "put")?.version)),
             Applied::Conflict(key) => {
                 Err(self.backend("put", format!("unexpected conflict on `{key}`")))
@@ -306,7 +306,7 @@ impl DocumentStore for RedisStore {
 
     async fn delete(&self, key: &Key) -> Result<bool> {
         let txn = Transaction::new().delete(key.clone());
-        match self.apply(&txn, "delete").await? {
+        match self.run_commit(&txn, "delete").await? {
             Applied::Committed(outcomes) => Ok(self.single(&outcomes, "delete")?.existed),
             Applied::Conflict(key) => {
                 Err(self.backend("delete", format!("unexpected conflict on `{key}`")))
@@ -323,7 +323,7 @@ impl DocumentStore for RedisStore {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
-        match self.apply(txn, "commit").await? {
+        match self.run_commit(txn, "commit").await? {
             Applied::Committed(_) => Ok(Commit::Committed),
             Applied::Conflict(key) => Ok(Commit::Conflict { key }),
         }

@@ -1,6 +1,6 @@
 //! [`RedisOptions`]: how a [`super::RedisStore`] connects and names its keys.
 
-use super::layout::Layout;
+use super::names::Names;
 use crate::error::{Error, Result};
 use std::time::Duration;
 
@@ -131,13 +131,13 @@ impl RedisOptions {
         }
     }
 
-    pub(super) fn layout(&self) -> Result<Layout> {
+    pub(super) fn names(&self) -> Result<Names> {
         let prefix = if self.namespace.is_empty() {
             String::new()
         } else {
             format!("{}:", self.namespace)
         };
-        Layout::new(&prefix).ok_or_else(|| {
+        Names::new(&prefix).ok_or_else(|| {
             Error::Invalid(format!(
                 "Redis namespace `{}` must not contain `{{` or `}}` (it would move hash tags)",
                 self.namespace

@@ -5,7 +5,7 @@
 //! replies are decoded here.
 
 use super::call::{KeyText, ScriptCall};
-use super::{layout, reply, RedisStore};
+use super::{names, reply, RedisStore};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
@@ -19,7 +19,7 @@ impl RedisStore {
     /// Reads documents with one read script per slot (one in all on a standalone server),
     /// with their write records or (`records` off) without.
     pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
-        let names: Vec<String> = keys.iter().map(|k| self.layout.doc(k)).collect();
+        let names: Vec<String> = keys.iter().map(|k| self.names.doc(k)).collect();
         if !self.is_cluster() {
             let (docs, _) = self.read_hashes(keys, &names, &[], records).await?;
             return Ok(docs);
@@ -153,7 +153,7 @@ impl RedisStore {
         for name in names {
             pipe.cmd("HGETALL").arg(name);
             if records {
-                pipe.cmd("HGETALL").arg(layout::record_of(name));
+                pipe.cmd("HGETALL").arg(names::record_of(name));
             }
         }
         for (index, scan) in indexes {
@@ -268,7 +268,7 @@ impl RedisStore {
             }
             other => {
                 return Err(self.backend(
-                    format!("read of `{}`", layout::record_of(name)),
+                    format!("read of `{}`", names::record_of(name)),
                     reply::unexpected("HGETALL", other),
                 ))
             }
@@ -307,7 +307,7 @@ impl RedisStore {
     /// One scan page: one read script that lists the page and reads, atomically, the
     /// documents in the index's own entity group (module docs).
     pub(super) async fn scan_page(&self, scan: &Scan, records: bool) -> Result<ScanPage> {
-        let index = self.layout.index(scan.parent.as_ref(), &scan.kind);
+        let index = self.names.index(scan.parent.as_ref(), &scan.kind);
         let limit = scan.limit.max(1);
         let what = format!("scan of `{index}`");
         // One script lists the page and reads its documents: atomic for the members in
@@ -315,7 +315,7 @@ impl RedisStore {
         let mut call = ScriptCall::new(&self.scripts.read, &[&index], 6);
         call.arg(flag(records))
             .arg("scan")
-            .arg(self.layout.prefix())
+            .arg(self.names.prefix())
             .arg(cursor_min(scan))
             .arg(limit)
             .arg(if self.is_cluster() { "0" } else { "1" });
@@ -352,12 +352,12 @@ impl RedisStore {
         let indexes: Vec<String> = lookup
             .scans
             .iter()
-            .map(|scan| self.layout.index(scan.parent.as_ref(), &scan.kind))
+            .map(|scan| self.names.index(scan.parent.as_ref(), &scan.kind))
             .collect();
         let docs: Vec<_> = lookup
             .keys
             .iter()
-            .map(|key| self.layout.doc_name(key))
+            .map(|key| self.names.doc_name(key))
             .collect();
         let keys: Vec<KeyText> = docs
             .iter()
@@ -368,7 +368,7 @@ impl RedisStore {
         call.arg(flag(lookup.records))
             .arg("lookup")
             .arg(lookup.keys.len())
-            .arg(self.layout.prefix());
+            .arg(self.names.prefix());
         for scan in &lookup.scans {
             call.arg(cursor_min(scan)).arg(scan.limit.max(1));
         }
@@ -408,11 +408,11 @@ impl RedisStore {
             .chain(&lookup.prefetch)
             .cloned()
             .collect();
-        let names: Vec<String> = read.iter().map(|k| self.layout.doc(k)).collect();
+        let names: Vec<String> = read.iter().map(|k| self.names.doc(k)).collect();
         let indexes: Vec<String> = lookup
             .scans
             .iter()
-            .map(|scan| self.layout.index(scan.parent.as_ref(), &scan.kind))
+            .map(|scan| self.names.index(scan.parent.as_ref(), &scan.kind))
             .collect();
         let listed: Vec<(&str, &Scan)> = indexes
             .iter()

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The property of the group document that records the transaction in flight.
-pub(super) const PENDING: &str = "pending";
+pub(super) const IN_FLIGHT: &str = "pending";
 
 /// The reserved property of a document a transaction holds: its content once the
 /// transaction commits.
@@ -29,7 +29,7 @@ const REREADS: u32 = 16;
 
 /// The transaction a group document records as in flight.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct Pending {
+pub(super) struct InFlight {
     /// Its id (also the `txn` of the documents it holds).
     pub txn: String,
     /// The documents it writes.
@@ -38,32 +38,35 @@ pub(super) struct Pending {
     pub decided: Option<bool>,
 }
 
-impl Pending {
+impl InFlight {
     /// The transaction the group document `doc` at `key` records, if any.
-    pub(super) fn of(key: &Key, doc: &Document) -> Result<Option<Pending>> {
-        let Some(pending) = doc.get(PENDING) else {
+    pub(super) fn of(key: &Key, doc: &Document) -> Result<Option<InFlight>> {
+        let Some(in_flight) = doc.get(IN_FLIGHT) else {
             return Ok(None);
         };
         let bad = || {
             Error::malformed(
                 key,
-                FieldError::new(PENDING, "expected `{txn, keys, decided}`"),
+                FieldError::new(IN_FLIGHT, "expected `{txn, keys, decided}`"),
             )
         };
-        let txn = pending.get("txn").and_then(Value::as_str).ok_or_else(bad)?;
-        let keys = pending
+        let txn = in_flight
+            .get("txn")
+            .and_then(Value::as_str)
+            .ok_or_else(bad)?;
+        let keys = in_flight
             .get("keys")
             .and_then(Value::as_array)
             .ok_or_else(bad)?
             .iter()
             .map(|k| k.as_str().and_then(|k| Key::decode(k).ok()).ok_or_else(bad))
             .collect::<Result<_>>()?;
-        let decided = match pending.get("decided") {
+        let decided = match in_flight.get("decided") {
             None | Some(Value::Null) => None,
             Some(Value::Bool(b)) => Some(*b),
             Some(_) => return Err(bad()),
         };
-        Ok(Some(Pending {
+        Ok(Some(InFlight {
             txn: txn.to_owned(),
             keys,
             decided,
@@ -260,15 +263,15 @@ impl<S: DocumentStore> Steps<'_, S> {
         })
     }
 
-    /// The decision on transaction `pending`, made `commit` unless it was made already:
+    /// The decision on transaction `in_flight`, made `commit` unless it was made already:
     /// `None` when the group document no longer records it (it was settled).
-    pub(super) async fn decide(&self, pending: &Pending, commit: bool) -> Result<Option<bool>> {
+    pub(super) async fn decide(&self, in_flight: &InFlight, commit: bool) -> Result<Option<bool>> {
         self.until_committed(self.key, true, || async {
             let Some(state) = self.mapper.store.get(self.key).await? else {
                 return Ok(Next::Done(None));
             };
-            let recorded = Pending::of(self.key, &state.doc)?;
-            let Some(recorded) = recorded.filter(|p| p.txn == pending.txn) else {
+            let recorded = InFlight::of(self.key, &state.doc)?;
+            let Some(recorded) = recorded.filter(|p| p.txn == in_flight.txn) else {
                 return Ok(Next::Done(None));
             };
             if let Some(decided) = recorded.decided {
@@ -278,11 +281,11 @@ impl<S: DocumentStore> Steps<'_, S> {
                 return Ok(Next::Done(Some(decided)));
             }
             let mut doc = state.doc;
-            let decided = Pending {
+            let decided = InFlight {
                 decided: Some(commit),
                 ..recorded
             };
-            doc.insert(PENDING.to_owned(), decided.to_value());
+            doc.insert(IN_FLIGHT.to_owned(), decided.to_value());
             let txn = self
                 .token()
                 .expect(self.key.clone(), Some(state.version))
@@ -292,26 +295,26 @@ impl<S: DocumentStore> Steps<'_, S> {
         .await
     }
 
-    /// Settles transaction `pending` (decided abort first when undecided): every document
+    /// Settles transaction `in_flight` (decided abort first when undecided): every document
     /// it holds takes its next content or drops it, then the group document forgets it.
     /// Whether it committed (`None`: someone settled it meanwhile).
-    pub(super) async fn settle(&self, pending: &Pending) -> Result<Option<bool>> {
-        let decided = match pending.decided {
+    pub(super) async fn settle(&self, in_flight: &InFlight) -> Result<Option<bool>> {
+        let decided = match in_flight.decided {
             Some(decided) => Some(decided),
-            None => self.decide(pending, false).await?,
+            None => self.decide(in_flight, false).await?,
         };
         let Some(commit) = decided else {
             return Ok(None);
         };
         let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
-        for key in &pending.keys {
+        for key in &in_flight.keys {
             by_group.entry(key.group()).or_default().push(key.clone());
         }
         let parts = by_group
             .values()
-            .map(|keys| self.settle_part(keys, &pending.txn, commit));
+            .map(|keys| self.settle_part(keys, &in_flight.txn, commit));
         futures::future::try_join_all(parts).await?;
-        self.forget(&pending.txn).await?;
+        self.forget(&in_flight.txn).await?;
         Ok(Some(commit))
     }
 
@@ -344,11 +347,11 @@ impl<S: DocumentStore> Steps<'_, S> {
             let Some(state) = self.mapper.store.get(self.key).await? else {
                 return Ok(Next::Done(()));
             };
-            if Pending::of(self.key, &state.doc)?.is_none_or(|p| p.txn != txn) {
+            if InFlight::of(self.key, &state.doc)?.is_none_or(|p| p.txn != txn) {
                 return Ok(Next::Done(()));
             }
             let mut doc = state.doc;
-            doc.remove(PENDING);
+            doc.remove(IN_FLIGHT);
             let write = self
                 .token()
                 .expect(self.key.clone(), Some(state.version))
@@ -364,9 +367,9 @@ impl<S: DocumentStore> Steps<'_, S> {
         let Some(state) = self.mapper.store.get(self.key).await? else {
             return Ok(());
         };
-        if let Some(pending) = Pending::of(self.key, &state.doc)? {
-            tracing::debug!(group = %self.id, txn = %pending.txn, "settling a transaction left in flight");
-            self.settle(&pending).await?;
+        if let Some(in_flight) = InFlight::of(self.key, &state.doc)? {
+            tracing::debug!(group = %self.id, txn = %in_flight.txn, "settling a transaction left in flight");
+            self.settle(&in_flight).await?;
         }
         Ok(())
     }
@@ -486,13 +489,13 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
         txn_id,
         list,
     } = changes;
-    let pending = Pending {
+    let in_flight = InFlight {
         txn: txn_id.to_owned(),
         keys: writes.keys().cloned().collect(),
         decided: None,
     };
     let mut logged = state;
-    logged.insert(PENDING.to_owned(), pending.to_value());
+    logged.insert(IN_FLIGHT.to_owned(), in_flight.to_value());
     let mut log = steps
         .token()
         .expect(steps.key.clone(), Some(stored.version))
@@ -513,8 +516,13 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     }
     let prepared = commit_all(steps.mapper, &split(&prepare)).await;
     let commit = matches!(prepared, Ok(Commit::Committed));
-    let decided = steps.decide(&pending, commit).await?;
-    let settled = steps.settle(&Pending { decided, ..pending }).await?;
+    let decided = steps.decide(&in_flight, commit).await?;
+    let settled = steps
+        .settle(&InFlight {
+            decided,
+            ..in_flight
+        })
+        .await?;
     match (settled.or(decided), prepared) {
         (Some(true), _) => Ok(()),
         (_, Err(e)) => Err(e),

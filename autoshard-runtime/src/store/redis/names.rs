@@ -32,18 +32,18 @@ impl<K: fmt::Display> fmt::Display for Name<'_, K> {
 
 /// The key names of one store (one namespace).
 #[derive(Clone, Debug)]
-pub(super) struct Layout {
+pub(super) struct Names {
     prefix: String,
 }
 
-impl Layout {
-    /// A layout whose names all start with `prefix`, which must not contain `{` or `}`
+impl Names {
+    /// The names of a store whose names all start with `prefix`, which must not contain `{` or `}`
     /// (it would move every key's hash tag).
     pub(super) fn new(prefix: &str) -> Option<Self> {
         if prefix.contains(['{', '}']) {
             return None;
         }
-        Some(Layout {
+        Some(Names {
             prefix: prefix.to_owned(),
         })
     }
@@ -58,7 +58,7 @@ impl Layout {
         self.doc_name(key).to_string()
     }
 
-    /// [`Layout::doc`], written where it is formatted.
+    /// [`Names::doc`], written where it is formatted.
     pub(super) fn doc_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
         Name(&self.prefix, key, "")
     }
@@ -74,7 +74,7 @@ impl Layout {
         self.counter_name(key).to_string()
     }
 
-    /// [`Layout::counter`], written where it is formatted.
+    /// [`Names::counter`], written where it is formatted.
     pub(super) fn counter_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
         Name(&self.prefix, key.group_display(), "#v")
     }
@@ -128,45 +128,45 @@ mod tests {
 
     #[test]
     fn groups_share_a_slot_and_shards_spread() {
-        let layout = Layout::new("ns:").unwrap();
+        let names = Names::new("ns:").unwrap();
         let q = Key::new("Question", "4{2}");
         let child = q.child("Answer", "a/b");
-        let slot_q = slot(&layout.doc(&q));
-        assert_eq!(slot(&layout.doc(&child)), slot_q);
-        assert_eq!(slot(&layout.counter(&child)), slot_q);
-        assert_eq!(slot(&record_of(&layout.doc(&child))), slot_q);
-        let (index, same) = layout.index_of(&child);
+        let slot_q = slot(&names.doc(&q));
+        assert_eq!(slot(&names.doc(&child)), slot_q);
+        assert_eq!(slot(&names.counter(&child)), slot_q);
+        assert_eq!(slot(&record_of(&names.doc(&child))), slot_q);
+        let (index, same) = names.index_of(&child);
         assert!(same);
         assert_eq!(slot(&index), slot_q);
-        let (root_index, same) = layout.index_of(&q);
+        let (root_index, same) = names.index_of(&q);
         assert!(!same);
         assert_eq!(root_index, "ns:{#root:Question}#i");
         let group_slots: std::collections::HashSet<Slot> = (0..10)
-            .map(|i| slot(&layout.doc(&q.child_group("Part", i.to_string()))))
+            .map(|i| slot(&names.doc(&q.child_group("Part", i.to_string()))))
             .collect();
         assert!(group_slots.len() > 5, "{group_slots:?}");
         let in_group = q.child_group("Parts", "").child("Part", "u1");
-        let (index, same) = layout.index_of(&in_group);
+        let (index, same) = names.index_of(&in_group);
         assert!(same);
-        assert_eq!(slot(&index), slot(&layout.doc(&in_group)));
+        assert_eq!(slot(&index), slot(&names.doc(&in_group)));
     }
 
     #[test]
     fn names_never_collide() {
-        let layout = Layout::new("ns:").unwrap();
+        let names = Names::new("ns:").unwrap();
         let mut seen = std::collections::HashSet::new();
         for id in ["1", "1#v", "1}#v", "#root:Q", "x#i:Q", "a:b", "1/~w", "~w"] {
             for kind in ["Q", "Q#i", "#root", "a:b"] {
                 let key = Key::new(kind, id);
                 let child = key.child(kind, id);
                 for name in [
-                    layout.doc(&key),
-                    layout.doc(&child),
-                    record_of(&layout.doc(&key)),
-                    record_of(&layout.doc(&child)),
-                    layout.counter(&key),
-                    layout.index(None, kind),
-                    layout.index(Some(&key), kind),
+                    names.doc(&key),
+                    names.doc(&child),
+                    record_of(&names.doc(&key)),
+                    record_of(&names.doc(&child)),
+                    names.counter(&key),
+                    names.index(None, kind),
+                    names.index(Some(&key), kind),
                 ] {
                     seen.insert(name);
                 }
@@ -175,6 +175,6 @@ mod tests {
         // 8 ids x 4 kinds: 2 documents, their 2 record hashes, 1 counter, 1 child index
         // each, plus 4 root indexes.
         assert_eq!(seen.len(), 8 * 4 * 6 + 4);
-        assert!(Layout::new("a{b").is_none());
+        assert!(Names::new("a{b").is_none());
     }
 }
