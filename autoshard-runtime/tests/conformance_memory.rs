@@ -1,35 +1,10 @@
-//! The conformance suite against the memory store, directly, through `Arc`/`Box`, and
-//! through every decorator (`LatencyStore`, `FaultyStore`).
+//! The conformance suite's own checks: its case names are unique, and a store that breaks
+//! the contract fails the case that covers it, named. The suite runs on every store and
+//! decorator from the integration tests' `conformance.rs`.
 #![cfg(feature = "conformance")]
 
-use autoshard_runtime::{conformance, DocumentStore, LatencyStore, MemoryStore};
+use autoshard_runtime::{conformance, MemoryStore};
 use autoshard_test_support::store::{Knobs, TestStore};
-use std::sync::Arc;
-use std::time::Duration;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_store() {
-    conformance::run_all(&MemoryStore::new()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_store_through_arc_dyn() {
-    let store: Arc<dyn DocumentStore> = Arc::new(MemoryStore::new());
-    conformance::run_all(&store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_store_through_box_dyn() {
-    let store: Box<dyn DocumentStore> = Box::new(MemoryStore::new());
-    conformance::run_all(&store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn suite_runs_twice_on_one_store() {
-    let store = MemoryStore::new();
-    conformance::run_all(&store).await;
-    conformance::run_all(&store).await;
-}
 
 #[test]
 fn case_names_are_unique() {
@@ -71,28 +46,4 @@ async fn torn_reads_fail_the_snapshot_cases() {
     };
     fails_with_flaw("get_many_within_one_group_is_a_snapshot", torn.clone()).await;
     fails_with_flaw("scan_page_within_one_group_is_a_snapshot", torn).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latency_store_over_memory() {
-    let store = LatencyStore::new(MemoryStore::new(), Duration::from_millis(1))
-        .with_read_latency(Duration::from_micros(100));
-    conformance::run_all(&store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn latency_store_through_arc_dyn() {
-    let store: Arc<dyn DocumentStore> = Arc::new(LatencyStore::new(
-        MemoryStore::new(),
-        Duration::from_millis(1),
-    ));
-    conformance::run_all(&store).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn faulty_store_with_no_fault_armed() {
-    let store = autoshard_runtime::store::FaultyStore::new(MemoryStore::new());
-    conformance::run_all(&store).await;
-    assert_eq!(store.faults(), 0);
-    assert!(store.calls() > 0);
 }

@@ -11,6 +11,7 @@
 mod adaptive;
 mod adoption;
 mod builtin_folds;
+mod conformance;
 mod dynamic_sharding;
 mod entity_groups;
 mod exactly_once;
@@ -23,7 +24,6 @@ mod postgres_standbys;
 mod postgres_store;
 mod read_cache;
 mod redis_concurrency;
-mod redis_conformance;
 mod redis_failover;
 mod redis_faults;
 mod redis_rebalance;

@@ -1,28 +1,13 @@
 //! PostgreSQL, on servers the tests start (see `autoshard_test_support::postgres`): the
-//! whole store conformance suite (twice on the same data, since every case uses fresh
-//! kinds, and in another schema of the same database), the layout of write records,
-//! connect errors, and the concurrency scenario every real store runs.
+//! layout of write records, connect errors, and the concurrency scenario every real store
+//! runs (the conformance suite runs from `conformance.rs`).
 
 use autoshard::store::postgres::{tokio_postgres, PostgresOptions, PostgresStore};
 use autoshard::store::{
     merge, Commit, Document, DocumentStore, Fold, Merge, Merged, Transaction, WriteId,
 };
-use autoshard::{conformance, Error, Key};
+use autoshard::{Error, Key};
 use autoshard_test_support::postgres::Postgres;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_suite() {
-    let server = Postgres::start();
-    let store = PostgresStore::connect(&server.url()).await.unwrap();
-    assert!(store.cross_group_transactions());
-    conformance::run_all(&store).await;
-    conformance::run_all(&store).await;
-    let other = PostgresOptions::default().schema("second");
-    let store = PostgresStore::connect_with(&server.url(), other)
-        .await
-        .unwrap();
-    conformance::run_all(&store).await;
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_urls_and_schemas_are_refused_without_the_password() {

@@ -1,8 +1,13 @@
 //! One place for the mechanics every operation shares: one optimistic attempt
-//! ([`Attempt`]) and the loop that retries it per the [`RetryPolicy`] with metrics and
-//! logs ([`Retrying`]); reads that check the store's answer ([`Mapper::get_exactly`]);
-//! paging through a scan ([`Mapper::scan_all`]). Operations never write these loops
-//! themselves.
+//! ([`Attempt`]) and the decisions of the loop that retries it ([`Retrying`]: whether to
+//! try again per the [`RetryPolicy`], how long to wait, what to count and log); reads
+//! that check the store's answer ([`Mapper::get_exactly`]); paging through a scan
+//! ([`Mapper::scan_all`]). An operation whose attempt is one closure calls
+//! [`Mapper::until_committed`] (or `until_committed_uncounted`), which is the whole
+//! loop; one that must carry state between attempts or leave the loop with a value of
+//! its own (a shard found retired, a value to send elsewhere) writes the `loop` and hands
+//! each attempt to [`Retrying::attempt`], so no operation decides a retry, a backoff or a
+//! metric itself.
 
 use super::Mapper;
 use crate::document::Versioned;
