@@ -11,8 +11,8 @@
 use autoshard::compaction::Compactor;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard::store::Scan;
 use autoshard_test_support::every_store::Backend;
+use autoshard_test_support::store::{Knobs, TestStore};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -173,53 +173,6 @@ async fn writers_race_compaction<S: DocumentStore + 'static>(store: Arc<S>, labe
     eprintln!("{label}: compactor folded {folded} shards while writing, {report:?} after");
 }
 
-/// A store whose scans return at most 300 documents a page, so that a load reads the
-/// dynamic shards in several steps and compaction can run between them.
-#[derive(Debug, Clone)]
-struct SmallPages<S>(S);
-
-#[async_trait::async_trait]
-impl<S: DocumentStore> DocumentStore for SmallPages<S> {
-    async fn get(&self, key: &Key) -> autoshard::Result<Option<autoshard::store::Versioned>> {
-        self.0.get(key).await
-    }
-    async fn get_many(
-        &self,
-        keys: &[Key],
-    ) -> autoshard::Result<Vec<Option<autoshard::store::Versioned>>> {
-        self.0.get_many(keys).await
-    }
-    async fn insert(
-        &self,
-        key: &Key,
-        doc: autoshard::store::Document,
-    ) -> autoshard::Result<autoshard::store::Version> {
-        self.0.insert(key, doc).await
-    }
-    async fn put(
-        &self,
-        key: &Key,
-        doc: autoshard::store::Document,
-    ) -> autoshard::Result<autoshard::store::Version> {
-        self.0.put(key, doc).await
-    }
-    async fn delete(&self, key: &Key) -> autoshard::Result<bool> {
-        self.0.delete(key).await
-    }
-    async fn scan(&self, scan: &Scan) -> autoshard::Result<autoshard::store::ScanPage> {
-        self.0.scan(&scan.clone().limit(scan.limit.min(300))).await
-    }
-    async fn commit(
-        &self,
-        txn: &autoshard::store::Transaction,
-    ) -> autoshard::Result<autoshard::store::Commit> {
-        self.0.commit(txn).await
-    }
-    fn cross_group_transactions(&self) -> bool {
-        self.0.cross_group_transactions()
-    }
-}
-
 /// Loads running while compaction moves values between documents see the exact total
 /// every time (a racing scan is detected and repeated, never double-counted or short):
 /// loads in one page (the stores' own), and loads in pages of 300 while compaction folds
@@ -228,7 +181,13 @@ async fn loads_race_compaction<S: DocumentStore + Clone + 'static>(store: S, lab
     const SHARDS: i64 = 2400;
     const TASKS: i64 = 16;
     let db = Mapper::new(store.clone());
-    let paged = Mapper::new(SmallPages(store.clone()));
+    // Scans of at most 300 documents a page, so that a load reads the dynamic shards in
+    // several steps and compaction can run between them.
+    let small_pages = Knobs {
+        max_page: Some(300),
+        ..Knobs::default()
+    };
+    let paged = Mapper::new(TestStore::new(store.clone(), small_pages));
     db.insert(&mut hits(2, 0)).await.unwrap();
     let (mut exact, mut contended) = (0, 0);
     for round in 1..=3 {

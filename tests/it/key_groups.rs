@@ -514,6 +514,7 @@ impl DropAt {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl DocumentStore for DropAt {
     async fn get(&self, key: &autoshard::Key) -> Result<Option<Versioned>> {
         self.pass(self.inner.get(key)).await
@@ -547,6 +548,9 @@ impl DocumentStore for DropAt {
     }
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
+    }
+    async fn make_durable(&self, keys: &[autoshard::Key]) -> Result<()> {
+        self.inner.make_durable(keys).await
     }
 }
 
@@ -711,6 +715,7 @@ struct LateJoin {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl DocumentStore for LateJoin {
     async fn get(&self, key: &autoshard::Key) -> Result<Option<Versioned>> {
         self.inner.get(key).await
@@ -760,6 +765,9 @@ impl DocumentStore for LateJoin {
     }
     fn cross_group_transactions(&self) -> bool {
         false
+    }
+    async fn make_durable(&self, keys: &[autoshard::Key]) -> Result<()> {
+        self.inner.make_durable(keys).await
     }
 }
 

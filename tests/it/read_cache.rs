@@ -294,6 +294,7 @@ struct SlowReplies {
 }
 
 #[async_trait::async_trait]
+#[deny(clippy::missing_trait_methods)]
 impl DocumentStore for SlowReplies {
     async fn get(&self, key: &Key) -> Result<Option<autoshard::store::Versioned>> {
         self.inner.get(key).await
@@ -340,6 +341,12 @@ impl DocumentStore for SlowReplies {
     }
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
+    }
+    async fn make_durable(&self, keys: &[autoshard::Key]) -> Result<()> {
+        self.inner.make_durable(keys).await
+    }
+    async fn now_ms(&self) -> Result<u64> {
+        self.inner.now_ms().await
     }
 }
 
