@@ -29,13 +29,22 @@ pub struct AppConfig {
     pub retry: RetryPolicy,
 }
 
+/// [`AppConfig::default`]'s questions (the CLI's default too).
+pub const DEFAULT_QUESTIONS: u64 = 16;
+/// [`AppConfig::default`]'s users.
+pub const DEFAULT_USERS: u64 = 300;
+/// [`AppConfig::default`]'s votes per user.
+pub const DEFAULT_VOTES_PER_USER: u64 = 20;
+/// [`AppConfig::default`]'s responses per user.
+pub const DEFAULT_RESPONSES_PER_USER: u64 = 1;
+
 impl Default for AppConfig {
     fn default() -> Self {
         AppConfig {
-            questions: 16,
-            users: 300,
-            votes_per_user: 20,
-            responses_per_user: 1,
+            questions: DEFAULT_QUESTIONS,
+            users: DEFAULT_USERS,
+            votes_per_user: DEFAULT_VOTES_PER_USER,
+            responses_per_user: DEFAULT_RESPONSES_PER_USER,
             retry: RetryPolicy::default(),
         }
     }

@@ -49,11 +49,16 @@ pub struct ModelledLatency {
     pub read: Duration,
 }
 
+/// [`ModelledLatency::default`]'s commit latency in ms (the CLI's default too).
+pub const DEFAULT_COMMIT_MS: u64 = 100;
+/// [`ModelledLatency::default`]'s read latency in ms.
+pub const DEFAULT_READ_MS: u64 = 20;
+
 impl Default for ModelledLatency {
     fn default() -> Self {
         ModelledLatency {
-            commit: Duration::from_millis(100),
-            read: Duration::from_millis(20),
+            commit: Duration::from_millis(DEFAULT_COMMIT_MS),
+            read: Duration::from_millis(DEFAULT_READ_MS),
         }
     }
 }

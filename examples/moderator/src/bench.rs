@@ -105,12 +105,19 @@ pub struct BenchConfig {
     pub retry: RetryPolicy,
 }
 
+/// [`BenchConfig::default`]'s votes per second (the CLI's default too).
+pub const DEFAULT_RATE: f64 = 75.0;
+/// [`BenchConfig::default`]'s seconds of arrivals per variant.
+pub const DEFAULT_SECONDS: f64 = 20.0;
+/// [`BenchConfig::default`]'s questions.
+pub const DEFAULT_QUESTIONS: u64 = 16;
+
 impl Default for BenchConfig {
     fn default() -> Self {
         BenchConfig {
-            rate: 75.0,
-            duration: Duration::from_secs(20),
-            questions: 16,
+            rate: DEFAULT_RATE,
+            duration: Duration::from_secs_f64(DEFAULT_SECONDS),
+            questions: DEFAULT_QUESTIONS,
             retry: retry_until_success(),
         }
     }

@@ -53,11 +53,19 @@ pub struct HotspotConfig {
     pub allocations: Option<fn() -> u64>,
 }
 
+/// [`HotspotConfig::default`]'s client counts (the CLI's default too).
+pub const DEFAULT_CLIENTS: &str = "1,8,32,64";
+/// [`HotspotConfig::default`]'s seconds per client count and target.
+pub const DEFAULT_SECONDS: f64 = 3.0;
+
 impl Default for HotspotConfig {
     fn default() -> Self {
         HotspotConfig {
-            clients: vec![1, 8, 32, 64],
-            duration: Duration::from_secs(3),
+            clients: DEFAULT_CLIENTS
+                .split(',')
+                .filter_map(|c| c.parse().ok())
+                .collect(),
+            duration: Duration::from_secs_f64(DEFAULT_SECONDS),
             retry: RetryPolicy::default(),
             only: Vec::new(),
             processes: None,

@@ -6,7 +6,7 @@
 use autoshard::Error;
 use autoshard_moderator::adaptive::{self, AdaptiveConfig};
 use autoshard_moderator::app::{self, AppConfig};
-use autoshard_moderator::backend::{Backend, ModelledLatency};
+use autoshard_moderator::backend::{self, Backend, ModelledLatency};
 use autoshard_moderator::bench::{self, BenchConfig};
 use autoshard_moderator::hotspot::{self, HotspotConfig};
 use autoshard_moderator::latency;
@@ -209,16 +209,16 @@ struct AppArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// Questions to seed.
-    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
+    #[arg(long, default_value_t = app::DEFAULT_QUESTIONS, value_parser = at_least_one)]
     questions: u64,
     /// Simulated users, voting and responding concurrently.
-    #[arg(long, default_value_t = 300, value_parser = at_least_one)]
+    #[arg(long, default_value_t = app::DEFAULT_USERS, value_parser = at_least_one)]
     users: u64,
     /// Votes per user.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = app::DEFAULT_VOTES_PER_USER)]
     votes: u64,
     /// Responses per user.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = app::DEFAULT_RESPONSES_PER_USER)]
     responses: u64,
 }
 
@@ -227,10 +227,10 @@ struct AppArgs {
 struct ModelArgs {
     /// Modelled commit latency per entity group, in ms (0 with --read-ms 0: the plain
     /// in-memory store). Ignored on Redis and PostgreSQL.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = backend::DEFAULT_COMMIT_MS)]
     commit_ms: u64,
     /// Modelled read latency, in ms. Ignored on Redis and PostgreSQL.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = backend::DEFAULT_READ_MS)]
     read_ms: u64,
 }
 
@@ -242,13 +242,13 @@ struct BenchArgs {
     model: ModelArgs,
     /// Votes per second, over all questions (at most 50,000: every vote is a task of
     /// its own, open loop).
-    #[arg(long, default_value_t = 75.0, allow_negative_numbers = true, value_parser = rate)]
+    #[arg(long, default_value_t = bench::DEFAULT_RATE, allow_negative_numbers = true, value_parser = rate)]
     rate: f64,
     /// Seconds of arrivals per variant.
-    #[arg(long, default_value_t = 20.0)]
+    #[arg(long, default_value_t = bench::DEFAULT_SECONDS)]
     duration: f64,
     /// Questions the votes are spread over.
-    #[arg(long, default_value_t = 16, value_parser = at_least_one)]
+    #[arg(long, default_value_t = bench::DEFAULT_QUESTIONS, value_parser = at_least_one)]
     questions: u64,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
@@ -265,7 +265,7 @@ struct HotspotArgs {
     #[command(flatten)]
     model: ModelArgs,
     /// Concurrent client counts to try.
-    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_parser = clients)]
+    #[arg(long, value_delimiter = ',', default_value = hotspot::DEFAULT_CLIENTS, value_parser = clients)]
     clients: Vec<usize>,
     /// Seconds per client count and target (3 by default); with `--adaptive`, seconds the
     /// clients vote per variant (40 by default).
@@ -481,7 +481,7 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
     };
     let config = HotspotConfig {
         clients: args.clients,
-        duration: seconds(args.duration.unwrap_or(3.0))?,
+        duration: seconds(args.duration.unwrap_or(hotspot::DEFAULT_SECONDS))?,
         only: args.only,
         processes,
         #[cfg(feature = "count-allocations")]
