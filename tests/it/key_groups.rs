@@ -358,6 +358,13 @@ async fn after<S: DocumentStore>(store: &S, until_ms: u64) {
     }
 }
 
+/// Waits until a lease of [`LEASE`] taken at `taken_ms` or before has passed, by the
+/// store's clock, however long the steps before took on this machine.
+async fn after_lease<S: DocumentStore>(store: &S, taken_ms: u64) {
+    let lease = u64::try_from(LEASE.as_millis()).unwrap();
+    after(store, taken_ms + lease).await;
+}
+
 /// After a group's lease: no document of the accounts `1..=n` is owned, the total is
 /// unchanged, the transfer of 10 from account 1 to 2 is applied whole or not at all (as
 /// `known` says, when the transfer's answer told), and every account takes a write again.
@@ -466,9 +473,10 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
     let store = FaultyStore::new(shaped);
     let db = Mapper::new(store.clone());
     open_accounts(&db, 1..=3).await;
-    let start = memory.now_ms().await.unwrap();
     store.fail_call(n, fault);
     let outcome = transfer_ten(&db, LEASE).await;
+    // Every lease the transfer took began before it ended.
+    let ended = memory.now_ms().await.unwrap();
     let case = format!("{label}, {fault:?} call {n} of {calls}: {outcome:?}");
     if let Err(e) = &outcome {
         assert!(
@@ -477,7 +485,7 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
         );
     }
     store.clear();
-    after(&memory, start + 101).await;
+    after_lease(&memory, ended).await;
     db.recover_key_groups().await.unwrap();
     // A transfer that answered knows its outcome: committed, or refused.
     let known = match &outcome {
@@ -601,7 +609,6 @@ async fn dropped_at(shape: usize, at: u64, fault: Fault) {
     };
     let db = Mapper::new(gate.clone());
     open_accounts(&db, 1..=3).await;
-    let start = inner.now_ms().await.unwrap();
     gate.calls.store(0, Ordering::SeqCst);
     let case = format!("{label}, dropped {fault:?} call {at}");
     tokio::select! {
@@ -612,7 +619,9 @@ async fn dropped_at(shape: usize, at: u64, fault: Fault) {
         () = gate.hit.notified() => {}
     }
     gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
-    after(&inner, start + 101).await;
+    // Every lease the transfer took began before it was dropped.
+    let dropped = inner.now_ms().await.unwrap();
+    after_lease(&inner, dropped).await;
     db.recover_key_groups().await.unwrap();
     check_recovered(&db, &inner, 3, None, &case).await;
 }
