@@ -351,15 +351,20 @@ pub async fn versions_not_reused_after_delete(store: &dyn DocumentStore) {
         assert!(ok(store.delete(&key).await, "delete"));
     }
     ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
-    let stale = first.unwrap_or(Version(0));
+    stale_put_conflicts(store, &key, first.unwrap_or(Version(0))).await;
+    assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 1.into())]));
+}
+
+/// A put of `key` expecting the version `stale` conflicts.
+async fn stale_put_conflicts(store: &dyn DocumentStore, key: &Key, stale: Version) {
     let txn = Transaction::new()
         .expect(key.clone(), Some(stale))
         .put(key.clone(), doc(&[("n", 99.into())]));
     assert_eq!(
         commit(store, &txn).await,
-        Commit::Conflict { key: key.clone() }
+        Commit::Conflict { key: key.clone() },
+        "a commit expecting {stale:?}"
     );
-    assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 1.into())]));
 }
 
 /// `get_many` answers one entry per key, in order, `None` for missing keys, repeated keys
@@ -1186,13 +1191,7 @@ pub async fn versions_not_reused_after_merges(store: &dyn DocumentStore) {
     let v = ok(store.insert(&key, doc(&[("n", 7.into())])).await, "insert");
     fresh(&seen, v, "an insert after merges and a delete");
     for stale in seen {
-        let txn = Transaction::new()
-            .expect(key.clone(), Some(stale))
-            .put(key.clone(), doc(&[("n", 99.into())]));
-        assert_eq!(
-            commit(store, &txn).await,
-            Commit::Conflict { key: key.clone() }
-        );
+        stale_put_conflicts(store, &key, stale).await;
     }
     assert_eq!(must_get(store, &key).await.doc, doc(&[("n", 7.into())]));
 }
