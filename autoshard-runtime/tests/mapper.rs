@@ -1,17 +1,18 @@
 //! The mapper end to end, with entities declared by the real macros: the behaviour every
-//! save, load and update must keep.
+//! save, load and update must keep. The concurrent votes run through the harness of the
+//! concurrency scenarios (`autoshard_test_support::concurrency`), counting the mapper's
+//! attempts exactly on the memory store.
 
 use autoshard_runtime::entity::ShardHooks;
 use autoshard_runtime::{
     Document, DocumentStore, Entity, Error, Key, LatencyStore, Mapper, MemoryStore, RetryPolicy,
 };
+use autoshard_test_support::concurrency::{self, TASKS};
 use autoshard_test_support::entities::{NaiveQuestion, Question};
 use autoshard_test_support::store::{Knobs, TestStore};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-const TASKS: u64 = 64;
 const START: i64 = 1000;
 
 /// Retries that do not run out in these tests.
@@ -50,57 +51,36 @@ async fn naive_mapper<S: DocumentStore + Clone + 'static>(
 /// Each task loads once and saves after every vote; failed votes are dropped (shadow and
 /// aggregate rolled back). Answers the number of votes that were saved.
 async fn sharded_votes<S: DocumentStore + Clone + 'static>(db: &Mapper<S>, votes: u64) -> u64 {
-    let saved = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (db, saved) = (db.clone(), Arc::clone(&saved));
-            tokio::spawn(async move {
-                let mut q: Question = db.load(&1).await.expect("load");
-                for _ in 0..votes {
-                    q.vote_up();
-                    match db.save(&mut q).await {
-                        Ok(()) => {
-                            saved.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(Error::Contention { .. }) => {
-                            q.reset_shadow(0);
-                            q.votes -= 1;
-                        }
-                        Err(e) => panic!("save: {e}"),
+    concurrency::from_tasks(|| {
+        let db = db.clone();
+        async move {
+            let mut q: Question = db.load(&1).await.expect("load");
+            let mut saved = 0;
+            for _ in 0..votes {
+                q.vote_up();
+                match db.save(&mut q).await {
+                    Ok(()) => saved += 1,
+                    Err(Error::Contention { .. }) => {
+                        q.reset_shadow(0);
+                        q.votes -= 1;
                     }
+                    Err(e) => panic!("save: {e}"),
                 }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("task");
-    }
-    saved.load(Ordering::Relaxed)
+            }
+            saved
+        }
+    })
+    .await
 }
 
 /// Each task calls `update` once per vote. Answers the number of successful updates.
 async fn naive_votes<S: DocumentStore + Clone + 'static>(db: &Mapper<S>, votes: u64) -> u64 {
-    let saved = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let (db, saved) = (db.clone(), Arc::clone(&saved));
-            tokio::spawn(async move {
-                for _ in 0..votes {
-                    match db.update(&1, |q: &mut NaiveQuestion| q.vote_up()).await {
-                        Ok(()) => {
-                            saved.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Err(Error::Contention { .. }) => {}
-                        Err(e) => panic!("update: {e}"),
-                    }
-                }
-            })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("task");
-    }
-    saved.load(Ordering::Relaxed)
+    let db = db.clone();
+    concurrency::votes(votes, move || {
+        let db = db.clone();
+        async move { db.update(&1, |q: &mut NaiveQuestion| q.vote_up()).await }
+    })
+    .await
 }
 
 fn total(votes: u64) -> i64 {

@@ -23,28 +23,15 @@ pub fn patient() -> RetryPolicy {
         .with_max_elapsed(Duration::from_mins(2))
 }
 
-/// Runs 64 x `votes` votes through `vote` and returns how many were reported saved.
-async fn run<F, Fut>(votes: u64, vote: F) -> u64
+/// Runs [`TASKS`] tasks at once, each `task()`, and sums what they answer (the votes
+/// each reports saved): the one harness of the concurrency scenarios, here and in the
+/// mapper's own tests.
+pub async fn from_tasks<F, Fut>(task: F) -> u64
 where
-    F: Fn() -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = autoshard::Result<()>> + Send,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = u64> + Send + 'static,
 {
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|_| {
-            let vote = vote.clone();
-            tokio::spawn(async move {
-                let mut saved = 0;
-                for _ in 0..votes {
-                    match vote().await {
-                        Ok(()) => saved += 1,
-                        Err(err) if err.is_contention() => {}
-                        Err(err) => panic!("vote failed: {err}"),
-                    }
-                }
-                saved
-            })
-        })
-        .collect();
+    let tasks: Vec<_> = (0..TASKS).map(|_| tokio::spawn(task())).collect();
     let mut saved = 0;
     for task in tasks {
         saved += task.await.unwrap();
@@ -52,11 +39,35 @@ where
     saved
 }
 
+/// Runs [`TASKS`] x `votes` votes through `vote` ([`from_tasks`]) and returns how many
+/// were reported saved; a vote that gave up on contention is not, any other error fails.
+pub async fn votes<F, Fut>(votes: u64, vote: F) -> u64
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = autoshard::Result<()>> + Send,
+{
+    from_tasks(|| {
+        let vote = vote.clone();
+        async move {
+            let mut saved = 0;
+            for _ in 0..votes {
+                match vote().await {
+                    Ok(()) => saved += 1,
+                    Err(err) if err.is_contention() => {}
+                    Err(err) => panic!("vote failed: {err}"),
+                }
+            }
+            saved
+        }
+    })
+    .await
+}
+
 async fn sharded<S: DocumentStore + 'static>(store: Arc<S>, retry: RetryPolicy, label: &str) {
     let db = Arc::new(Mapper::new(store).with_retry(retry));
     db.insert(&mut Question::new(1, "Hot?", 0)).await.unwrap();
     let voter = db.clone();
-    let saved = run(VOTES, move || {
+    let saved = votes(VOTES, move || {
         let db = voter.clone();
         async move { db.update(&1, |q: &mut Question| q.vote_up()).await }
     })
@@ -88,7 +99,7 @@ async fn naive<S: DocumentStore + 'static>(store: Arc<S>, retry: RetryPolicy, la
     .await
     .unwrap();
     let voter = db.clone();
-    let saved = run(NAIVE_VOTES, move || {
+    let saved = votes(NAIVE_VOTES, move || {
         let db = voter.clone();
         async move { db.update(&1, |q: &mut NaiveQuestion| q.vote_up()).await }
     })
