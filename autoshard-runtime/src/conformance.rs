@@ -35,6 +35,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::panic::AssertUnwindSafe;
 
+mod fold_lookup;
+pub use fold_lookup::fold_lookup_matches_the_reference;
+
 /// One named conformance case.
 #[derive(Clone, Copy)]
 pub struct Case {
@@ -98,6 +101,7 @@ cases!(
     concurrent_merges_are_exact,
     make_durable_changes_nothing,
     lookup_answers_as_get_many_and_scan,
+    fold_lookup_matches_the_reference,
     owned_documents_take_only_their_groups_writes,
     a_groups_transaction_takes_only_owned_or_absent_documents,
     a_passed_lease_frees_the_document,

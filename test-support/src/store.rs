@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use autoshard::store::{
-    Commit, Document, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
-    Version, Versioned,
+    fold_lookup, Commit, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
+    Merged, Scan, ScanPage, Transaction, Version, Versioned,
 };
 use autoshard::{Key, Result};
 use std::collections::BTreeMap;
@@ -197,6 +197,17 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         }
         let found = self.inner.lookup(lookup).await?;
         self.answer_read("lookup").await?;
+        Ok(found)
+    }
+
+    /// The inner store's own folding lookup, with the read knobs applied as to
+    /// `get_many`; with torn reads, through `get_many`.
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        if self.knobs.torn_reads {
+            return fold_lookup::by_get_many(self, lookup).await;
+        }
+        let found = self.inner.fold_lookup(lookup).await?;
+        self.answer_read("fold_lookup").await?;
         Ok(found)
     }
 

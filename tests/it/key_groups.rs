@@ -8,8 +8,8 @@ use autoshard::group::{GroupTransaction, KeyGroupBuilder};
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::{
-    Commit, Document, DocumentStore, Found, Lookup, Merge, Merged, Owner, Scan, ScanPage,
-    Transaction, Version, Versioned,
+    Commit, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Owner,
+    Scan, ScanPage, Transaction, Version, Versioned,
 };
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::every_store::Backend;
@@ -545,6 +545,9 @@ impl DocumentStore for DropAt {
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
         self.pass(self.inner.lookup(lookup)).await
     }
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        self.pass(self.inner.fold_lookup(lookup)).await
+    }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         self.pass(self.inner.commit(txn)).await
     }
@@ -746,6 +749,9 @@ impl DocumentStore for LateJoin {
     }
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
         self.inner.lookup(lookup).await
+    }
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        self.inner.fold_lookup(lookup).await
     }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         let join = txn.writes().iter().any(|(key, write)| {

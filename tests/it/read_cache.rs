@@ -325,6 +325,12 @@ impl DocumentStore for SlowReplies {
     async fn lookup(&self, lookup: &autoshard::store::Lookup) -> Result<autoshard::store::Found> {
         self.inner.lookup(lookup).await
     }
+    async fn fold_lookup(
+        &self,
+        lookup: &autoshard::store::FoldLookup,
+    ) -> Result<autoshard::store::FoldFound> {
+        self.inner.fold_lookup(lookup).await
+    }
     async fn commit(
         &self,
         txn: &autoshard::store::Transaction,

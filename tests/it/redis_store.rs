@@ -3,8 +3,8 @@
 //! concurrent optimistic commits through shared connections.
 
 use autoshard::store::{
-    merge, Commit, Document, DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, Scan,
-    Transaction, Versioned, WriteId,
+    fold_lookup, merge, Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Merge, Merged,
+    RedisOptions, RedisStore, Scan, Transaction, Versioned, WriteId,
 };
 use autoshard::{Error, Key};
 use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
@@ -226,6 +226,71 @@ async fn merges_answer_stored_texts_as_the_reference(
     }
 }
 
+/// A folding lookup over shards holding stored texts (beside shards holding 2 and 3, in
+/// groups of their own, so on a cluster in other slots) answers what the reference answers
+/// over what `get` reads, and folds on the server every short canonical integer: the
+/// texts a merge writes. Any other text it may leave to the caller (`Unsupported`).
+async fn folding_lookups_answer_stored_texts_as_the_reference(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let on_server = ["5", "-5", "0", "99999999999999", "-9999999999999"];
+    let left = [
+        "-99999999999999",
+        "05",
+        "-0",
+        "1e3",
+        "1.0",
+        " 5",
+        "0x10",
+        "nan",
+        "100000000000000",
+        "9223372036854775807",
+        "\"5\"",
+        "true",
+        "[]",
+    ];
+    for (i, value) in on_server.iter().chain(&left).enumerate() {
+        for (j, fold) in [Fold::SUM_I64, Fold::MAX_I64, Fold::MIN_I64]
+            .into_iter()
+            .enumerate()
+        {
+            let main = Key::new("FoldTexts", format!("{i}.{j}"));
+            store.insert(&main, doc(0)).await.unwrap();
+            let shards: Vec<Key> = (0..3)
+                .map(|s| main.child_group("Shard", s.to_string()))
+                .collect();
+            for (shard, text) in shards.iter().zip(["2", value, "3"]) {
+                server.cli(&["HSET", &redis_key(ns, shard), "v", "1", "p:n", text]);
+            }
+            let lookup = FoldLookup {
+                main: main.clone(),
+                shards: shards.clone(),
+                properties: vec![("n".to_owned(), fold)],
+            };
+            let what = format!("{fold:?} over 2, {value}, 3");
+            let got = store.fold_lookup(&lookup).await.unwrap();
+            let mut keys = vec![main.clone()];
+            keys.extend(shards);
+            let read = store.get_many(&keys).await;
+            if on_server.contains(value) {
+                let read = read.unwrap();
+                let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+                assert!(
+                    matches!(want.values[0], Folded::Value(_)),
+                    "{what}: {want:?}"
+                );
+                assert_eq!(got, want, "{what}");
+            } else if got.values[0] != Folded::Unsupported {
+                let read = read.unwrap();
+                let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+                assert_eq!(got.values, want.values, "{what}");
+            }
+        }
+    }
+}
+
 /// Deleted documents leave index entries only transiently; scans skip entries whose
 /// document is gone (here: an entry planted by hand).
 async fn scan_skips_stale_index_entries(server: &RedisServer, store: &RedisStore, ns: &str) {
@@ -299,6 +364,8 @@ async fn standalone() {
     scan_skips_stale_index_entries(&server.server, &store, &ns).await;
     let (store, ns) = connect("texts").await;
     merges_answer_stored_texts_as_the_reference(&server.server, &store, &ns).await;
+    let (store, ns) = connect("fold texts").await;
+    folding_lookups_answer_stored_texts_as_the_reference(&server.server, &store, &ns).await;
     let (store, _) = connect("concurrent").await;
     concurrent_increments_are_exact(Arc::new(store)).await;
 
@@ -333,6 +400,8 @@ async fn cluster() {
     foreign_values_are_malformed(node, &store, &ns).await;
     let (store, ns) = connect("stale").await;
     scan_skips_stale_index_entries(node, &store, &ns).await;
+    let (store, ns) = connect("fold texts").await;
+    folding_lookups_answer_stored_texts_as_the_reference(node, &store, &ns).await;
 
     // The static shards of one entity spread over the nodes; a group stays on one slot.
     let (store, ns) = connect("slots").await;

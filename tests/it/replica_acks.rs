@@ -17,8 +17,8 @@
 
 use autoshard::prelude::*;
 use autoshard::store::{
-    Commit, Document, DocumentStore, Fold, Found, Lookup, Merge, Merged, Scan, ScanPage,
-    Transaction, Version, Versioned, WriteId,
+    Commit, Document, DocumentStore, Fold, FoldFound, FoldLookup, Found, Lookup, Merge, Merged,
+    Scan, ScanPage, Transaction, Version, Versioned, WriteId,
 };
 use autoshard::Key;
 use autoshard::{layout, KeyedOutcome};
@@ -214,6 +214,9 @@ impl DocumentStore for Switch {
     }
     async fn lookup(&self, lookup: &Lookup) -> autoshard::Result<Found> {
         self.now().lookup(lookup).await
+    }
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> autoshard::Result<FoldFound> {
+        self.now().fold_lookup(lookup).await
     }
     async fn commit(&self, txn: &Transaction) -> autoshard::Result<Commit> {
         self.now().commit(txn).await

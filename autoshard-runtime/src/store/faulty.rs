@@ -7,7 +7,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Commit, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan, ScanPage,
+    Transaction,
 };
 use async_trait::async_trait;
 use std::fmt;
@@ -220,6 +221,9 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     }
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
         faulty!(self, "lookup", self.inner.lookup(lookup))
+    }
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        faulty!(self, "fold_lookup", self.inner.fold_lookup(lookup))
     }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         faulty!(self, "commit", self.inner.commit(txn))

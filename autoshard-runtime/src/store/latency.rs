@@ -9,7 +9,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Commit, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan, ScanPage,
+    Transaction,
 };
 use crate::sync::lock;
 use async_trait::async_trait;
@@ -189,6 +190,11 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
         self.read_delay().await;
         self.inner.lookup(lookup).await
+    }
+
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        self.read_delay().await;
+        self.inner.fold_lookup(lookup).await
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {

@@ -21,6 +21,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub mod faulty;
+pub mod fold_lookup;
 pub mod latency;
 pub mod memory;
 pub mod merge;
@@ -32,6 +33,7 @@ pub mod redis;
 
 pub use crate::document::{Document, Value, Version, Versioned};
 pub use faulty::{Fault, FaultyStore};
+pub use fold_lookup::{FoldFound, FoldLookup, Folded};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
 pub use merge::{Elements, Fold, Merge, Merged, WriteId};
@@ -96,6 +98,10 @@ pub use redis::{RedisOptions, RedisStore};
 /// one round trip. With [`Lookup::records`] off, a document may come without its write
 /// record ([`merge::RECORD`]): for reads that never write the document back.
 /// [`Lookup::prefetch`] is a hint that never changes the answer.
+///
+/// **Folding lookups.** [`DocumentStore::fold_lookup`] answers what [`fold_lookup::reference`]
+/// answers for the documents `get_many` would read (a snapshot per group, the folded values
+/// included), except that it may answer [`Folded::Unsupported`] for any property.
 ///
 /// **Merges.** [`DocumentStore::merge`] folds an operand into one property of one
 /// document with a built-in [`Fold`], atomically, exactly as [`merge::reference`] specifies:
@@ -172,6 +178,16 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
         let pages = futures::future::try_join_all(lookup.scans.iter().map(|s| self.scan(s)));
         let (docs, pages) = futures::try_join!(self.get_many(&lookup.keys), pages)?;
         Ok(Found { docs, pages })
+    }
+
+    /// Reads an entity's main document and shard documents, folding the given properties
+    /// of the shards on the store (see the contract above and [`fold_lookup`]): one value
+    /// per property instead of one per shard.
+    ///
+    /// The default implementation reads the documents with `get_many` and folds them
+    /// with [`fold_lookup::reference`]. Backends that can fold on the server override it.
+    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        fold_lookup::by_get_many(self, lookup).await
     }
 
     /// Applies `txn` atomically if every read it lists still has the version it expects;
@@ -457,6 +473,9 @@ macro_rules! forward_store {
             }
             async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
                 (**self).lookup(lookup).await
+            }
+            async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+                (**self).fold_lookup(lookup).await
             }
             async fn commit(&self, txn: &Transaction) -> Result<Commit> {
                 (**self).commit(txn).await

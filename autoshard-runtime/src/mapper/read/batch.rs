@@ -266,6 +266,7 @@ impl<S: DocumentStore> Mapper<S> {
                     keys: lookup.keys,
                     docs,
                     scanned: Vec::new(),
+                    folded: Vec::new(),
                 }));
             } else {
                 found.push(self.read_entity::<E>(main).await?);

@@ -1,8 +1,17 @@
-//! `load`: the main document and every static shard in one `get_many`, each sharded
-//! property folded over its shards (paper, section 4, "Loading"); concurrently, the
-//! dynamic shards (see `dynamic`). Where the entity's recorded layout lists more shards
-//! than the annotation (it was resharded, or the annotation changed), one more read
-//! takes them (see `layout`).
+//! `load`: the main document and every static shard in one read, each sharded property
+//! folded over its shards (paper, section 4, "Loading"); concurrently, the dynamic shards
+//! (see `dynamic`). Where the entity's recorded layout lists more shards than the
+//! annotation (it was resharded, or the annotation changed), one more read takes them
+//! (see `layout`).
+//!
+//! The properties with a built-in fold the store folds itself where it can
+//! ([`DocumentStore::fold_lookup`]): the read answers their folded values and the shard
+//! documents without them. That stays exact because every shard it folded is one the
+//! fold counts: the answer still carries each shard's version and its other properties
+//! (the reshard and adoption markers that tell which documents count), and a read that
+//! shows a folded shard the fold must leave out (`Snapshot::folds_uncounted`), a property
+//! the store did not fold, a lookup that scans, or one that wants write records reads the
+//! documents whole instead.
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::Entity;
@@ -15,7 +24,7 @@ use crate::mapper::read::cache::Hit;
 use crate::mapper::read::dynamic::extra_scans;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::Mapper;
-use crate::store::{DocumentStore, Lookup};
+use crate::store::{DocumentStore, Fold, FoldLookup, Folded, Found, Lookup};
 use std::sync::Arc;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -24,7 +33,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// shadow starts neutral, and the main document is remembered for dirty tracking.
     ///
     /// The static shards of the current annotation are read with the main document in
-    /// one `get_many`; concurrently, the dynamic shards (and, for an entity with a
+    /// one read, the store folding the properties with a built-in fold where it can (one
+    /// value each instead of one per shard); concurrently, the dynamic shards (and, for an entity with a
     /// dynamic property, static shards of an older, larger annotation) are scanned. A
     /// scan raced by compaction is checked and repeated, so a value is never counted
     /// twice or missed because compaction moved it.
@@ -104,12 +114,19 @@ impl<S: DocumentStore> Mapper<S> {
         let mut lookup = first_read::<E>(main);
         lookup.records = records;
         tracing::debug!(key = %main, documents = lookup.keys.len(), "load");
+        let folds = store_folds::<E>();
         let read = || async {
             let mut attempts = 0;
+            // Whether the store may fold: until a read shows a shard it must not count.
+            let mut folding = !records;
             loop {
                 let mut lookup = lookup.clone();
-                let found = loop {
-                    let found = self.store.lookup(&lookup).await?;
+                let (found, folded) = loop {
+                    let (found, folded) = if folding {
+                        self.fold_lookup(&lookup, &folds).await?
+                    } else {
+                        (self.store.lookup(&lookup).await?, Vec::new())
+                    };
                     if found.docs.len() != lookup.keys.len()
                         || found.pages.len() != lookup.scans.len()
                     {
@@ -135,7 +152,7 @@ impl<S: DocumentStore> Mapper<S> {
                         _ => (Vec::new(), false),
                     };
                     if unread.is_empty() && !torn {
-                        break found;
+                        break (found, folded);
                     }
                     // Never a fold that leaves out shards the layout lists.
                     read_again(main, &mut attempts)?;
@@ -158,11 +175,17 @@ impl<S: DocumentStore> Mapper<S> {
                         continue;
                     }
                 }
-                return Ok(Arc::new(Snapshot {
+                let snapshot = Snapshot {
                     keys: lookup.keys,
                     docs: found.docs,
                     scanned: extra,
-                }));
+                    folded,
+                };
+                if snapshot.folds_uncounted(main)? {
+                    folding = false;
+                    continue;
+                }
+                return Ok(Arc::new(snapshot));
             }
         };
         match &self.reads {
@@ -177,6 +200,72 @@ impl<S: DocumentStore> Mapper<S> {
             None => read().await,
         }
     }
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// `lookup` with the store folding `folds` over its static shards where it can (see
+    /// [`DocumentStore::fold_lookup`]): the documents, the shards without the folded
+    /// properties, and the folded values. A plain lookup when there is nothing to fold,
+    /// when the lookup scans or wants write records, or when the store folded a property
+    /// only in part.
+    async fn fold_lookup(
+        &self,
+        lookup: &Lookup,
+        folds: &[(&'static str, Fold)],
+    ) -> Result<(Found, Vec<(&'static str, Value)>)> {
+        let Some((main, shards)) = lookup.keys.split_first() else {
+            return Ok((self.store.lookup(lookup).await?, Vec::new()));
+        };
+        if folds.is_empty() || lookup.records || !lookup.scans.is_empty() {
+            return Ok((self.store.lookup(lookup).await?, Vec::new()));
+        }
+        let request = FoldLookup {
+            main: main.clone(),
+            shards: shards.to_vec(),
+            properties: folds
+                .iter()
+                .map(|(name, fold)| ((*name).to_owned(), *fold))
+                .collect(),
+        };
+        let answer = self.store.fold_lookup(&request).await?;
+        if answer.shards.len() != shards.len() || answer.values.len() != folds.len() {
+            return Err(Error::backend(
+                format!("folding lookup of {} keys for `{main}`", lookup.keys.len()),
+                format!(
+                    "the store answered {} shards and {} values",
+                    answer.shards.len(),
+                    answer.values.len()
+                ),
+            ));
+        }
+        let mut folded = Vec::with_capacity(folds.len());
+        for ((name, _), value) in folds.iter().zip(answer.values) {
+            match value {
+                Folded::Absent => {}
+                Folded::Value(value) => folded.push((*name, value)),
+                Folded::Unsupported => return Ok((self.store.lookup(lookup).await?, Vec::new())),
+            }
+        }
+        let mut docs = Vec::with_capacity(lookup.keys.len());
+        docs.push(answer.main);
+        docs.extend(answer.shards);
+        Ok((
+            Found {
+                docs,
+                pages: Vec::new(),
+            },
+            folded,
+        ))
+    }
+}
+
+/// The statically sharded properties of `E` with a built-in fold, by the name their
+/// shards store them as, with the fold: what a store may fold for a load.
+fn store_folds<E: Entity>() -> Vec<(&'static str, Fold)> {
+    E::PROPERTIES
+        .iter()
+        .filter_map(|p| Some((p.stored_as, (p.store_fold)()?)))
+        .collect()
 }
 
 /// The entity with this id from the documents a read `found`. [`Error::NotFound`] when

@@ -7,7 +7,7 @@
 //! writes it does not hold ([`Confirmed`]). Every load folds here, cached or not.
 
 use crate::document::{Document, Value, Versioned};
-use crate::entity::Entity;
+use crate::entity::{Entity, ShardCounts};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::codec::{sum_range, sum_values, with_property};
@@ -25,12 +25,42 @@ pub(in crate::mapper) struct Snapshot {
     pub(in crate::mapper) docs: Vec<Option<Versioned>>,
     /// The shard documents found by scanning, with their keys.
     pub(in crate::mapper) scanned: Vec<(Key, Versioned)>,
+    /// The built-in-fold properties the store folded over the static shards in `docs`
+    /// (whose entries then lack them), by the name they are stored as: a folding lookup.
+    pub(in crate::mapper) folded: Vec<(&'static str, Value)>,
 }
 
 impl Snapshot {
     /// The main document; `None` when the entity is not stored.
     pub(in crate::mapper) fn main(&self) -> Option<&Versioned> {
         self.docs.first().and_then(Option::as_ref)
+    }
+
+    /// Whether the store folded a shard document that the fold must not count (see
+    /// [`Snapshot::folding`]): then its fold cannot be used, and the documents are read
+    /// whole.
+    pub(in crate::mapper) fn folds_uncounted(&self, main: &Key) -> Result<bool> {
+        let Some(main_doc) = self.main() else {
+            return Ok(false);
+        };
+        if self.folded.is_empty() {
+            return Ok(false);
+        }
+        let counts = layout::recorded_counts(main, &main_doc.doc)?;
+        let moved = self.moved();
+        Ok(self.keys[1..]
+            .iter()
+            .zip(&self.docs[1..])
+            .any(|(key, doc)| doc.is_some() && uncounted(key, &moved, counts.as_ref())))
+    }
+
+    /// The names of the shards whose values a document of this snapshot says it holds
+    /// (moved there by a reshard).
+    fn moved(&self) -> Vec<&str> {
+        self.documents()
+            .skip(usize::from(self.main().is_some()))
+            .flat_map(|(_, doc)| layout::moved_into(&doc.doc).map(|(name, _)| name))
+            .collect()
     }
 
     /// Every document found, with its key.
@@ -66,6 +96,8 @@ pub(in crate::mapper) struct Folding<'f> {
     pub(in crate::mapper) main: Option<&'f Versioned>,
     pub(in crate::mapper) docs: Vec<(&'f Key, &'f Document)>,
     pub(in crate::mapper) later: Vec<&'f Confirmed>,
+    /// The values the store folded over shard documents (see [`Snapshot::folded`]).
+    pub(in crate::mapper) folded: &'f [(&'static str, Value)],
     /// The adoptions whose values the documents `docs` hold (see `adopt`).
     pub(in crate::mapper) adopted: Vec<&'f str>,
 }
@@ -83,6 +115,7 @@ impl Snapshot {
             keys,
             docs: found,
             scanned: extra,
+            folded,
         } = self;
         let mut found = found.iter();
         let Some(main_doc) = found.next().and_then(Option::as_ref) else {
@@ -91,8 +124,15 @@ impl Snapshot {
                 docs: Vec::new(),
                 later: Vec::new(),
                 adopted: Vec::new(),
+                folded: &[],
             }));
         };
+        if self.folds_uncounted(main)? {
+            return Err(Error::backend(
+                "load",
+                "a folding lookup counted a shard the layout does not",
+            ));
+        }
         // Every sharded property found in any shard document is folded, whatever the
         // current annotation says, so switching static <-> dynamic loses nothing; but
         // never a static shard the layout does not read, or whose value a shard read
@@ -104,28 +144,18 @@ impl Snapshot {
             .filter_map(|(key, doc)| Some((key, doc.as_ref()?)))
             .chain(extra.iter().map(|(key, doc)| (key, doc)))
             .collect();
-        let moved: Vec<&str> = docs
-            .iter()
-            .flat_map(|(_, doc)| layout::moved_into(&doc.doc).map(|(name, _)| name))
-            .collect();
-        let mut folded: Vec<(&Key, &Document)> = Vec::with_capacity(docs.len());
+        let moved = self.moved();
+        let mut counted: Vec<(&Key, &Document)> = Vec::with_capacity(docs.len());
         for (key, doc) in docs {
-            let skip = layout::static_shard_of(key).is_some_and(|(property, index)| {
-                moved.contains(&key.name())
-                    || counts
-                        .as_ref()
-                        .and_then(|c| layout::count_of(c, property))
-                        .is_some_and(|c| !c.is_read(index))
-            });
-            if !skip {
-                folded.push((key, &doc.doc));
+            if !uncounted(key, &moved, counts.as_ref()) {
+                counted.push((key, &doc.doc));
             } else if later.iter().any(|c| &c.shard == key) {
                 return Ok(None);
             }
         }
         let mut missing = Vec::new();
         for c in later {
-            let held = match folded.iter().find(|(key, _)| *key == &c.shard) {
+            let held = match counted.iter().find(|(key, _)| *key == &c.shard) {
                 // Read too late for the shard's record to be sure to tell (`Confirmed`).
                 Some(_) if system_now_ms() >= c.trusted_until_ms => return Ok(None),
                 Some((_, doc)) => write_ids::applied(Some(doc), &c.write),
@@ -137,17 +167,30 @@ impl Snapshot {
                 missing.push(c);
             }
         }
-        let adopted = folded
+        let adopted = counted
             .iter()
             .flat_map(|(_, doc)| layout::adopted(doc).map(|(id, _)| id))
             .collect();
         Ok(Some(Folding {
             main: Some(main_doc),
-            docs: folded,
+            docs: counted,
             later: missing,
             adopted,
+            folded,
         }))
     }
+}
+
+/// Whether the shard document at `key` is left out of the fold: a static shard the
+/// recorded layout `counts` does not read, or one whose value a document read holds
+/// (`moved`, after a reshard).
+fn uncounted(key: &Key, moved: &[&str], counts: Option<&ShardCounts>) -> bool {
+    layout::static_shard_of(key).is_some_and(|(property, index)| {
+        moved.contains(&key.name())
+            || counts
+                .and_then(|c| layout::count_of(c, property))
+                .is_some_and(|c| !c.is_read(index))
+    })
 }
 
 /// Each sharded property of `E` folded over `folding`: its documents, the confirmed
@@ -190,6 +233,13 @@ impl Folding<'_> {
                         .iter()
                         .filter(|c| c.stored_as == p.stored_as)
                         .map(|c| (&c.shard, &c.value)),
+                )
+                .chain(
+                    folding
+                        .folded
+                        .iter()
+                        .filter(|(stored_as, _)| *stored_as == p.stored_as)
+                        .map(|(_, value)| (main, value)),
                 )
                 .chain(in_main);
             if let Some(range) = sum_range(p) {

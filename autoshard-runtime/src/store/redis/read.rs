@@ -56,7 +56,7 @@ impl RedisStore {
         Ok(out)
     }
 
-    fn decode_entry(&self, key: &Key, entry: &Value) -> Result<Option<Versioned>> {
+    pub(super) fn decode_entry(&self, key: &Key, entry: &Value) -> Result<Option<Versioned>> {
         let bad = || self.backend("read", reply::unexpected("the read script", entry));
         let items = reply::array(entry).ok_or_else(bad)?;
         match items.first().and_then(reply::int) {

@@ -67,6 +67,7 @@ fn read_member<'a, S: DocumentStore, E: Root>(
             keys,
             docs,
             scanned: extra,
+            .. // (read with records: nothing folded)
         } = &*found;
         if let Some(Some(main_doc)) = docs.first() {
             let mut shard = Document::new();

@@ -158,6 +158,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 keys,
                 docs,
                 scanned: extra,
+                .. // (read with records: nothing folded)
             } = &*found;
             for (key, doc) in keys.iter().zip(docs) {
                 self.note_read(key, doc.as_ref());

@@ -1,0 +1,185 @@
+//! The folding read: an entity's main document and its shard documents read together,
+//! the store folding the built-in-fold properties of the shards itself and answering one
+//! value per property instead of the shard documents' values (a load needs the fold, not
+//! N values: on Redis a script over the shards, per node on a cluster).
+//!
+//! A [`FoldLookup`] names the main document (answered whole), the shard documents, and the
+//! properties to fold, each with its built-in [`Fold`]. The answer ([`FoldFound`]) has:
+//! - the main document, as `get_many` answers it;
+//! - each shard document without the folded properties (its version and every other
+//!   property: what the mapper reads to know which documents count) or `None` when absent;
+//! - per property, the fold over the shard documents that hold it, in their order:
+//!   [`Folded::Absent`] when none does, [`Folded::Value`] otherwise, or
+//!   [`Folded::Unsupported`] when the store does not fold it exactly. [`reference`]
+//!   specifies the answer; a store's must equal it, except that a store may answer
+//!   `Unsupported` for any property (the mapper then reads the documents whole and folds
+//!   them itself).
+//!
+//! The fold of a sum is the exact sum of the stored integers, answered only when it lies
+//! within the fold's range; max, min and union fold as [`Fold::fold`] does. A stored value
+//! the fold does not take ([`Fold::supports`]: a malformed value, another type, a number
+//! out of the type's range) makes the property `Unsupported`, so that the mapper's own fold
+//! reports it where it reports it for any read.
+//!
+//! Like a [`Lookup`](super::Lookup) without records, documents come without their write
+//! records ([`merge::RECORD`]). The entries for documents of one entity group are one
+//! snapshot, the values folded from them included; nothing more is promised across groups.
+
+use super::merge::{self, Fold};
+use super::DocumentStore;
+use crate::document::{Document, Value, Versioned};
+use crate::error::{Error, Result};
+use crate::key::Key;
+
+/// The documents of one entity read with its shards folded by the store
+/// ([`DocumentStore::fold_lookup`](super::DocumentStore::fold_lookup)).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FoldLookup {
+    /// The main document, answered whole.
+    pub main: Key,
+    /// The shard documents whose properties are folded.
+    pub shards: Vec<Key>,
+    /// The properties folded over the shards, each with its fold.
+    pub properties: Vec<(String, Fold)>,
+}
+
+/// The answer to a [`FoldLookup`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct FoldFound {
+    /// The main document, `None` when absent.
+    pub main: Option<Versioned>,
+    /// One entry per shard key, in order: the document without the folded properties.
+    pub shards: Vec<Option<Versioned>>,
+    /// One entry per property of the lookup, in order.
+    pub values: Vec<Folded>,
+}
+
+/// One property folded over the shard documents of a [`FoldLookup`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Folded {
+    /// No shard document holds the property.
+    Absent,
+    /// The fold of the values the shard documents hold.
+    Value(Value),
+    /// The store did not fold it: read the shard documents whole.
+    Unsupported,
+}
+
+/// The reference answer to `lookup` for the documents `main` and `shards` (one per shard
+/// key, in order) as a snapshot read them, write records included or not.
+#[must_use]
+pub fn reference(
+    lookup: &FoldLookup,
+    main: Option<Versioned>,
+    shards: &[Option<Versioned>],
+) -> FoldFound {
+    let values = lookup
+        .properties
+        .iter()
+        .map(|(property, fold)| {
+            let held = shards
+                .iter()
+                .flatten()
+                .filter_map(|shard| shard.doc.get(property));
+            fold_all(*fold, held)
+        })
+        .collect();
+    let strip = |doc: &Versioned| Versioned {
+        doc: doc
+            .doc
+            .iter()
+            .filter(|(name, _)| {
+                name.as_str() != merge::RECORD && !lookup.properties.iter().any(|(p, _)| p == *name)
+            })
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect::<Document>(),
+        version: doc.version,
+    };
+    FoldFound {
+        main: main.map(|m| Versioned {
+            doc: m
+                .doc
+                .into_iter()
+                .filter(|(name, _)| name != merge::RECORD)
+                .collect(),
+            version: m.version,
+        }),
+        shards: shards.iter().map(|s| s.as_ref().map(strip)).collect(),
+        values,
+    }
+}
+
+/// The answer to `lookup` from `store`'s `get_many` and [`reference`]: the trait's default,
+/// right on any store.
+///
+/// # Errors
+/// What `get_many` returns, and [`Error::Backend`] when it answers a wrong number of
+/// entries.
+pub async fn by_get_many<S: DocumentStore + ?Sized>(
+    store: &S,
+    lookup: &FoldLookup,
+) -> Result<FoldFound> {
+    let mut keys = Vec::with_capacity(lookup.shards.len() + 1);
+    keys.push(lookup.main.clone());
+    keys.extend(lookup.shards.iter().cloned());
+    let docs = store.get_many(&keys).await?;
+    match docs.split_first() {
+        Some((main, shards)) if docs.len() == keys.len() => {
+            Ok(reference(lookup, main.clone(), shards))
+        }
+        _ => Err(Error::backend(
+            format!("get_many of {} keys for `{}`", keys.len(), lookup.main),
+            format!("the store answered {} entries", docs.len()),
+        )),
+    }
+}
+
+/// `values` folded with `fold` as [`reference`] specifies.
+#[must_use]
+pub fn fold_all<'v>(fold: Fold, values: impl IntoIterator<Item = &'v Value>) -> Folded {
+    let mut values = values.into_iter();
+    let Some(first) = values.next() else {
+        return Folded::Absent;
+    };
+    if !fold.supports(first) {
+        return Folded::Unsupported;
+    }
+    if let Fold::Sum { min, max } = fold {
+        // Exact: at most 2^64 values of at most 2^64 each never leave i128.
+        let mut total = merge::integer(first).unwrap_or_default();
+        for value in values {
+            match merge::integer(value).filter(|_| fold.supports(value)) {
+                Some(n) => total = total.saturating_add(n),
+                None => return Folded::Unsupported,
+            }
+        }
+        return if (min..=max).contains(&total) {
+            Folded::Value(merge::integer_value(total))
+        } else {
+            Folded::Unsupported
+        };
+    }
+    let mut folded = first.clone();
+    for value in values {
+        match fold.fold(&folded, value) {
+            Ok(Some(next)) => folded = next,
+            _ => return Folded::Unsupported,
+        }
+    }
+    Folded::Value(folded)
+}
+
+/// Partial answers for the same properties (each over some of the shards) combined into
+/// the answer over all of them: what a store that folds per node answers.
+#[must_use]
+pub fn combine(fold: Fold, parts: impl IntoIterator<Item = Folded>) -> Folded {
+    let mut values = Vec::new();
+    for part in parts {
+        match part {
+            Folded::Absent => {}
+            Folded::Value(value) => values.push(value),
+            Folded::Unsupported => return Folded::Unsupported,
+        }
+    }
+    fold_all(fold, &values)
+}
