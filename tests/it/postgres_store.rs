@@ -246,3 +246,54 @@ async fn an_own_record_is_joined_and_moved(
         ]
     );
 }
+
+/// A folding lookup folds integer sums, maxima and minima in its statement (answering
+/// the reference's value, not `Unsupported`), leaves the other folds and values of other
+/// types to the caller, and answers the shards without the folded property.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folding_lookups_fold_integers_in_the_statement() {
+    use autoshard::store::{fold_lookup, FoldLookup, Folded};
+    let server = Postgres::start();
+    let store =
+        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema("t_fold"))
+            .await
+            .unwrap();
+    let main = Key::new("Question", "1");
+    store.insert(&main, Document::new()).await.unwrap();
+    let values: [serde_json::Value; 4] = [2.into(), (-5).into(), u64::MAX.into(), 1.5.into()];
+    let shards: Vec<Key> = (0..values.len())
+        .map(|i| main.child_group("Shard", i.to_string()))
+        .collect();
+    for (shard, value) in shards.iter().zip(&values) {
+        let doc: Document = [("n".to_owned(), value.clone()), ("m".to_owned(), 1.into())].into();
+        store.insert(shard, doc).await.unwrap();
+    }
+    let i64_only = [Fold::SUM_I64, Fold::MAX_I64, Fold::MIN_I64];
+    for (count, fold) in [(2, Fold::SUM_I64), (2, Fold::MAX_I64), (2, Fold::MIN_I64)]
+        .into_iter()
+        .chain(i64_only.map(|f| (4, f)))
+        .chain([(2, Fold::UNION_STRINGS)])
+    {
+        let lookup = FoldLookup {
+            main: main.clone(),
+            shards: shards[..count].to_vec(),
+            properties: vec![("n".to_owned(), fold)],
+        };
+        let got = store.fold_lookup(&lookup).await.unwrap();
+        let mut keys = vec![main.clone()];
+        keys.extend(lookup.shards.iter().cloned());
+        let read = store.get_many(&keys).await.unwrap();
+        let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+        assert_eq!(got.main, want.main, "{fold:?}");
+        assert_eq!(got.shards, want.shards, "{fold:?}");
+        if count == 2 && !matches!(fold, Fold::Union { .. }) {
+            assert!(
+                matches!(got.values[0], Folded::Value(_)),
+                "{fold:?}: {got:?}"
+            );
+        }
+        if got.values[0] != Folded::Unsupported {
+            assert_eq!(got.values, want.values, "{fold:?}");
+        }
+    }
+}
