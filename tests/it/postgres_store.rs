@@ -278,12 +278,13 @@ async fn folding_lookups_fold_integers_in_the_statement() {
             main: main.clone(),
             shards: shards[..count].to_vec(),
             properties: vec![("n".to_owned(), fold)],
+            scans: Vec::new(),
         };
         let got = store.fold_lookup(&lookup).await.unwrap();
         let mut keys = vec![main.clone()];
         keys.extend(lookup.shards.iter().cloned());
         let read = store.get_many(&keys).await.unwrap();
-        let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+        let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..], Vec::new());
         assert_eq!(got.main, want.main, "{fold:?}");
         assert_eq!(got.shards, want.shards, "{fold:?}");
         if count == 2 && !matches!(fold, Fold::Union { .. }) {

@@ -268,6 +268,7 @@ async fn folding_lookups_answer_stored_texts_as_the_reference(
                 main: main.clone(),
                 shards: shards.clone(),
                 properties: vec![("n".to_owned(), fold)],
+                scans: Vec::new(),
             };
             let what = format!("{fold:?} over 2, {value}, 3");
             let got = store.fold_lookup(&lookup).await.unwrap();
@@ -276,7 +277,7 @@ async fn folding_lookups_answer_stored_texts_as_the_reference(
             let read = store.get_many(&keys).await;
             if on_server.contains(value) {
                 let read = read.unwrap();
-                let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+                let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..], Vec::new());
                 assert!(
                     matches!(want.values[0], Folded::Value(_)),
                     "{what}: {want:?}"
@@ -284,7 +285,7 @@ async fn folding_lookups_answer_stored_texts_as_the_reference(
                 assert_eq!(got, want, "{what}");
             } else if got.values[0] != Folded::Unsupported {
                 let read = read.unwrap();
-                let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+                let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..], Vec::new());
                 assert_eq!(got.values, want.values, "{what}");
             }
         }

@@ -1,10 +1,12 @@
 //! The cases of folding lookups ([`DocumentStore::fold_lookup`]).
 
 use super::{doc, fresh_kind, ok, random_value, write_id};
+use crate::document::Versioned;
 use crate::key::Key;
 use crate::store::fold_lookup::{self, FoldLookup, Folded};
+use crate::store::merge::RECORD;
 use crate::store::merge::{Elements, Fold, Merge, Merged};
-use crate::store::DocumentStore;
+use crate::store::{DocumentStore, Scan, ScanPage};
 
 /// For each built-in fold, entities whose shards (some in the main document's group,
 /// some in groups of their own, some absent, some without the property, some with other
@@ -60,16 +62,32 @@ pub async fn fold_lookup_matches_the_reference(store: &dyn DocumentStore) {
                 main: main.clone(),
                 shards: shards.clone(),
                 properties: vec![("v".to_owned(), fold), ("none".to_owned(), fold)],
+                scans: vec![
+                    Scan::new("Shard", Some(main.clone())),
+                    Scan::new("None", None),
+                ],
             };
             let mut keys = vec![main.clone()];
             keys.extend(shards.iter().cloned());
             let read = ok(store.get_many(&keys).await, "get_many");
-            let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..]);
+            let want = fold_lookup::reference(&lookup, read[0].clone(), &read[1..], Vec::new());
             let got = ok(store.fold_lookup(&lookup).await, "fold_lookup");
             let context = format!("seed {seed}, {fold:?}, {lookup:?}, read {read:?}");
             assert_eq!(got.main, want.main, "{context}: the main document");
             assert_eq!(got.shards, want.shards, "{context}: the shards");
             assert_eq!(got.values.len(), 2, "{context}: one value per property");
+            // The scans list the shards whole (without write records), and nothing else.
+            let mut listed: Vec<(Key, Versioned)> = Vec::new();
+            for (key, found) in shards.iter().zip(&read[1..]) {
+                if let Some(found) = found {
+                    let mut found = found.clone();
+                    found.doc.remove(RECORD);
+                    listed.push((key.clone(), found));
+                }
+            }
+            assert_eq!(got.pages.len(), 2, "{context}: one page per scan");
+            assert_page(&got.pages[0], &listed, &context);
+            assert_page(&got.pages[1], &[], &context);
             assert_eq!(
                 got.values[1],
                 Folded::Absent,
@@ -132,4 +150,18 @@ async fn seed_shards(
         }
     }
     shards
+}
+
+/// A page (`got`) holds documents of `listed` only, each once and as listed; a page that
+/// says it is complete holds them all. No order is promised.
+fn assert_page(got: &ScanPage, listed: &[(Key, Versioned)], context: &str) {
+    for (key, doc) in &got.items {
+        let found = listed.iter().find(|(k, _)| k == key).map(|(_, d)| d);
+        assert_eq!(found, Some(doc), "{context}: the page's `{key}`");
+        let times = got.items.iter().filter(|(k, _)| k == key).count();
+        assert_eq!(times, 1, "{context}: `{key}` once in its page");
+    }
+    if got.next.is_none() {
+        assert_eq!(got.items.len(), listed.len(), "{context}: a complete page");
+    }
 }

@@ -3,8 +3,9 @@
 //! value per property instead of the shard documents' values (a load needs the fold, not
 //! N values: on Redis a script over the shards, per node on a cluster).
 //!
-//! A [`FoldLookup`] names the main document (answered whole), the shard documents, and the
-//! properties to fold, each with its built-in [`Fold`]. The answer ([`FoldFound`]) has:
+//! A [`FoldLookup`] names the main document (answered whole), the shard documents, the
+//! properties to fold, each with its built-in [`Fold`], and scans whose first page to read
+//! (a load's scan of dynamic shards, answered whole). The answer ([`FoldFound`]) has:
 //! - the main document, as `get_many` answers it;
 //! - each shard document without the folded properties (its version and every other
 //!   property: what the mapper reads to know which documents count) or `None` when absent;
@@ -13,7 +14,8 @@
 //!   [`Folded::Unsupported`] when the store does not fold it exactly. [`reference`]
 //!   specifies the answer; a store's must equal it, except that a store may answer
 //!   `Unsupported` for any property (the mapper then reads the documents whole and folds
-//!   them itself).
+//!   them itself);
+//! - for each scan the page `scan` would answer (the parts are not one snapshot together).
 //!
 //! The fold of a sum is the exact sum of the stored integers, answered only when it lies
 //! within the fold's range; max, min and union fold as [`Fold::fold`] does. A stored value
@@ -26,7 +28,7 @@
 //! snapshot, the values folded from them included; nothing more is promised across groups.
 
 use super::merge::{self, Fold};
-use super::DocumentStore;
+use super::{DocumentStore, Scan, ScanPage};
 use crate::document::{Document, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -41,6 +43,9 @@ pub struct FoldLookup {
     pub shards: Vec<Key>,
     /// The properties folded over the shards, each with its fold.
     pub properties: Vec<(String, Fold)>,
+    /// Scans whose first page to read, as `scan` would (documents whole, without write
+    /// records).
+    pub scans: Vec<Scan>,
 }
 
 /// The answer to a [`FoldLookup`].
@@ -52,6 +57,8 @@ pub struct FoldFound {
     pub shards: Vec<Option<Versioned>>,
     /// One entry per property of the lookup, in order.
     pub values: Vec<Folded>,
+    /// One page per scan, in order.
+    pub pages: Vec<ScanPage>,
 }
 
 /// One property folded over the shard documents of a [`FoldLookup`].
@@ -66,12 +73,14 @@ pub enum Folded {
 }
 
 /// The reference answer to `lookup` for the documents `main` and `shards` (one per shard
-/// key, in order) as a snapshot read them, write records included or not.
+/// key, in order) as a snapshot read them and the `pages` its scans read, write records
+/// included or not.
 #[must_use]
 pub fn reference(
     lookup: &FoldLookup,
     main: Option<Versioned>,
     shards: &[Option<Versioned>],
+    pages: Vec<ScanPage>,
 ) -> FoldFound {
     let values = lookup
         .properties
@@ -106,11 +115,25 @@ pub fn reference(
         }),
         shards: shards.iter().map(|s| s.as_ref().map(strip)).collect(),
         values,
+        pages: pages
+            .into_iter()
+            .map(|page| ScanPage {
+                items: page
+                    .items
+                    .into_iter()
+                    .map(|(key, mut doc)| {
+                        doc.doc.remove(merge::RECORD);
+                        (key, doc)
+                    })
+                    .collect(),
+                next: page.next,
+            })
+            .collect(),
     }
 }
 
-/// The answer to `lookup` from `store`'s `get_many` and [`reference`]: the trait's default,
-/// right on any store.
+/// The answer to `lookup` from `store`'s `get_many`, its scans and [`reference`]: the
+/// trait's default, right on any store.
 ///
 /// # Errors
 /// What `get_many` returns, and [`Error::Backend`] when it answers a wrong number of
@@ -122,10 +145,11 @@ pub async fn by_get_many<S: DocumentStore + ?Sized>(
     let mut keys = Vec::with_capacity(lookup.shards.len() + 1);
     keys.push(lookup.main.clone());
     keys.extend(lookup.shards.iter().cloned());
-    let docs = store.get_many(&keys).await?;
+    let pages = futures::future::try_join_all(lookup.scans.iter().map(|s| store.scan(s)));
+    let (docs, pages) = futures::try_join!(store.get_many(&keys), pages)?;
     match docs.split_first() {
         Some((main, shards)) if docs.len() == keys.len() => {
-            Ok(reference(lookup, main.clone(), shards))
+            Ok(reference(lookup, main.clone(), shards, pages))
         }
         _ => Err(Error::backend(
             format!("get_many of {} keys for `{}`", keys.len(), lookup.main),

@@ -10,8 +10,8 @@
 //! fold counts: the answer still carries each shard's version and its other properties
 //! (the reshard and adoption markers that tell which documents count), and a read that
 //! shows a folded shard the fold must leave out (`Snapshot::folds_uncounted`), a property
-//! the store did not fold, a lookup that scans, or one that wants write records reads the
-//! documents whole instead.
+//! the store did not fold, or a lookup that wants write records reads the documents whole
+//! instead.
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::Entity;
@@ -205,9 +205,9 @@ impl<S: DocumentStore> Mapper<S> {
 impl<S: DocumentStore> Mapper<S> {
     /// `lookup` with the store folding `folds` over its static shards where it can (see
     /// [`DocumentStore::fold_lookup`]): the documents, the shards without the folded
-    /// properties, and the folded values. A plain lookup when there is nothing to fold,
-    /// when the lookup scans or wants write records, or when the store folded a property
-    /// only in part.
+    /// properties, the scans' pages, and the folded values. A plain lookup when there is
+    /// nothing to fold, when the lookup wants write records, or when the store did not
+    /// fold a property.
     async fn fold_lookup(
         &self,
         lookup: &Lookup,
@@ -216,7 +216,7 @@ impl<S: DocumentStore> Mapper<S> {
         let Some((main, shards)) = lookup.keys.split_first() else {
             return Ok((self.store.lookup(lookup).await?, Vec::new()));
         };
-        if folds.is_empty() || lookup.records || !lookup.scans.is_empty() {
+        if folds.is_empty() || lookup.records {
             return Ok((self.store.lookup(lookup).await?, Vec::new()));
         }
         let request = FoldLookup {
@@ -226,15 +226,20 @@ impl<S: DocumentStore> Mapper<S> {
                 .iter()
                 .map(|(name, fold)| ((*name).to_owned(), *fold))
                 .collect(),
+            scans: lookup.scans.clone(),
         };
         let answer = self.store.fold_lookup(&request).await?;
-        if answer.shards.len() != shards.len() || answer.values.len() != folds.len() {
+        if answer.shards.len() != shards.len()
+            || answer.values.len() != folds.len()
+            || answer.pages.len() != lookup.scans.len()
+        {
             return Err(Error::backend(
                 format!("folding lookup of {} keys for `{main}`", lookup.keys.len()),
                 format!(
-                    "the store answered {} shards and {} values",
+                    "the store answered {} shards, {} values and {} pages",
                     answer.shards.len(),
-                    answer.values.len()
+                    answer.values.len(),
+                    answer.pages.len()
                 ),
             ));
         }
@@ -252,7 +257,7 @@ impl<S: DocumentStore> Mapper<S> {
         Ok((
             Found {
                 docs,
-                pages: Vec::new(),
+                pages: answer.pages,
             },
             folded,
         ))

@@ -7,7 +7,7 @@ use super::PostgresStore;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::ScanPage;
+use crate::store::{Scan, ScanPage};
 use tokio_postgres::types::Json;
 
 impl PostgresStore {
@@ -90,6 +90,22 @@ impl PostgresStore {
             )
             .await?;
         Ok(usize::try_from(column::<i32>(&row, 0, "(a commit)")?).unwrap_or(0))
+    }
+
+    /// The page of each scan from its rows, in any order (a statement's part per scan).
+    pub(super) fn pages(
+        &self,
+        parts: Vec<Vec<(String, Versioned)>>,
+        scans: &[Scan],
+    ) -> Result<Vec<ScanPage>> {
+        parts
+            .into_iter()
+            .zip(scans)
+            .map(|(mut page, scan)| {
+                page.sort_by(|a, b| a.0.cmp(&b.0));
+                self.page(page, scan.limit)
+            })
+            .collect()
     }
 
     /// A scan's page from its rows in key order (encoded key, document), `limit` the

@@ -162,22 +162,7 @@ impl DocumentStore for PostgresStore {
     /// One statement for the documents and the first page of every scan.
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
         let keys: Vec<String> = lookup.keys.iter().map(Key::encode).collect();
-        let parents: Vec<String> = lookup
-            .scans
-            .iter()
-            .map(|s| s.parent.as_ref().map(Key::encode).unwrap_or_default())
-            .collect();
-        let kinds: Vec<&str> = lookup.scans.iter().map(|s| s.kind.as_str()).collect();
-        let after: Vec<String> = lookup
-            .scans
-            .iter()
-            .map(|s| s.cursor.clone().unwrap_or_default())
-            .collect();
-        let limits: Vec<i64> = lookup
-            .scans
-            .iter()
-            .map(|s| i64::try_from(s.limit.max(1)).unwrap_or(i64::MAX))
-            .collect();
+        let (parents, kinds, after, limits) = scan_columns(&lookup.scans);
         let rows = self
             .query(
                 "lookup",
@@ -199,14 +184,7 @@ impl DocumentStore for PostgresStore {
             }
         }
         let docs = keys.iter().map(|k| found.get(k).cloned()).collect();
-        let pages = items
-            .into_iter()
-            .zip(&lookup.scans)
-            .map(|(mut page, scan)| {
-                page.sort_by(|a, b| a.0.cmp(&b.0));
-                self.page(page, scan.limit)
-            })
-            .collect::<Result<_>>()?;
+        let pages = self.pages(items, &lookup.scans)?;
         Ok(Found { docs, pages })
     }
 
@@ -222,19 +200,33 @@ impl DocumentStore for PostgresStore {
             lows.push(low);
             highs.push(high);
         }
+        let (parents, kinds, after, limits) = scan_columns(&lookup.scans);
         let rows = self
             .query(
                 "fold_lookup",
                 &self.sql.fold_lookup,
-                &[&main, &shards, &names, &folds, &lows, &highs],
+                &[
+                    &main, &shards, &names, &folds, &lows, &highs, &parents, &kinds, &after,
+                    &limits,
+                ],
             )
             .await?;
         let mut main_doc = None;
         let mut found: std::collections::HashMap<String, Versioned> =
             std::collections::HashMap::new();
         let mut values = vec![Folded::Absent; lookup.properties.len()];
+        let mut items: Vec<Vec<(String, Versioned)>> = vec![Vec::new(); lookup.scans.len()];
         for row in &rows {
             let part = column::<i64>(row, 0, "(a lookup part)")?;
+            if part < 0 {
+                let page = usize::try_from(-part - 1)
+                    .ok()
+                    .and_then(|i| items.get_mut(i));
+                if let Some(page) = page {
+                    page.push(keyed(row, 1)?);
+                }
+                continue;
+            }
             if part < 2 {
                 let (key, doc) = keyed(row, 1)?;
                 if part == 0 {
@@ -264,6 +256,7 @@ impl DocumentStore for PostgresStore {
             main: main_doc,
             shards: shards.iter().map(|k| found.get(k).cloned()).collect(),
             values,
+            pages: self.pages(items, &lookup.scans)?,
         })
     }
 
@@ -364,4 +357,23 @@ impl DocumentStore for PostgresStore {
             )),
         }
     }
+}
+
+/// The columns a statement takes for `scans`: parents (`''` for roots), kinds, cursors and
+/// page sizes.
+fn scan_columns(scans: &[Scan]) -> (Vec<String>, Vec<&str>, Vec<String>, Vec<i64>) {
+    let parents = scans
+        .iter()
+        .map(|s| s.parent.as_ref().map(Key::encode).unwrap_or_default())
+        .collect();
+    let kinds = scans.iter().map(|s| s.kind.as_str()).collect();
+    let after = scans
+        .iter()
+        .map(|s| s.cursor.clone().unwrap_or_default())
+        .collect();
+    let limits = scans
+        .iter()
+        .map(|s| i64::try_from(s.limit.max(1)).unwrap_or(i64::MAX))
+        .collect();
+    (parents, kinds, after, limits)
 }

@@ -70,7 +70,8 @@ impl Sql {
             // part 1 the shards `$2` without the folded properties `$3`, part 2 + i the
             // fold of property i: its status (0 no shard holds it, 1 folded, 2 not folded
             // here: a fold other than sum, max or min, a value that is not an integer of
-            // the type `$5..=$6`, a sum out of it) and its value as text.
+            // the type `$5..=$6`, a sum out of it) and its value as text; part -i the
+            // first page of scan i (`$7..$10` as in `lookup`).
             fold_lookup: format!(
                 "WITH d AS (SELECT key, version, doc FROM {t} WHERE key = $1 OR key = ANY($2)), \
                  p AS (SELECT * FROM unnest($3::text[], $4::text[], $5::text[]::numeric[], \
@@ -101,7 +102,16 @@ impl Sql {
                         NULL, \
                         CASE fold WHEN 'sum' THEN total::text WHEN 'max' THEN high::text \
                                   ELSE low::text END \
-                 FROM f",
+                 FROM f \
+                 UNION ALL \
+                 SELECT -s.i, c.key, c.version, c.doc - '{record}', NULL \
+                 FROM unnest($7::text[], $8::text[], $9::text[], $10::bigint[]) \
+                      WITH ORDINALITY AS s(parent, kind, after, lim, i) \
+                 CROSS JOIN LATERAL ( \
+                     SELECT key, version, doc FROM {t} \
+                     WHERE parent = s.parent AND kind = s.kind AND key > s.after \
+                     ORDER BY key LIMIT s.lim \
+                 ) AS c",
                 record = merge::RECORD
             ),
             scan: format!(

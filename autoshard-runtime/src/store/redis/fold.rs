@@ -1,11 +1,12 @@
 //! Folding lookups: the read script's `fold` form (`lua/read.lua`) reads the main document
 //! and the shards of one slot, answering the shards without their folded properties and
-//! one value per property. A standalone server answers it all in one call; a cluster one
-//! call per slot, concurrently, whose partial folds are combined here
-//! ([`fold_lookup::combine`]). What the script does not fold exactly (decimal text,
+//! one value per property. A standalone server answers it all, scan pages included, in one
+//! call; a cluster one call per slot and one per scan page, concurrently, the partial
+//! folds combined here ([`fold_lookup::combine`]). What the script does not fold exactly (decimal text,
 //! unions, a malformed value) it answers as not folded, and the caller reads it whole.
 
 use super::call::ScriptCall;
+use super::read::cursor_min;
 use super::{reply, RedisStore};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -36,17 +37,32 @@ impl RedisStore {
         };
         batches.sort_unstable();
         let what = || format!("read of `{}`", names[0]);
+        // On a standalone server the one call lists the pages too.
+        let (in_call, apart) = if self.is_cluster() {
+            (&[][..], &lookup.scans[..])
+        } else {
+            (&lookup.scans[..], &[][..])
+        };
+        let indexes: Vec<String> = in_call
+            .iter()
+            .map(|scan| self.names.index(scan.parent.as_ref(), &scan.kind))
+            .collect();
         let calls = batches.into_iter().map(|positions| {
-            let batch: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
-            let mut call =
-                ScriptCall::new(&self.scripts.read, &batch, 4 + 4 * lookup.properties.len());
+            let batch: Vec<&String> = positions
+                .iter()
+                .map(|&i| &names[i])
+                .chain(&indexes)
+                .collect();
+            let args = 6 + 4 * lookup.properties.len() + 2 * in_call.len();
+            let mut call = ScriptCall::new(&self.scripts.read, &batch, args);
+            let with_main = if positions.first() == Some(&0) {
+                "1"
+            } else {
+                "0"
+            };
             call.arg("0")
                 .arg("fold")
-                .arg(if positions.first() == Some(&0) {
-                    "1"
-                } else {
-                    "0"
-                })
+                .arg(with_main)
                 .arg(lookup.properties.len());
             for (property, fold) in &lookup.properties {
                 let (name, min, max) = fold.name_and_range();
@@ -54,6 +70,10 @@ impl RedisStore {
                     .arg(name)
                     .arg(min.to_string())
                     .arg(max.to_string());
+            }
+            call.arg(in_call.len()).arg(self.names.prefix());
+            for scan in in_call {
+                call.arg(cursor_min(scan)).arg(scan.limit.max(1));
             }
             let mut conn = self.conns.get();
             async move {
@@ -64,8 +84,25 @@ impl RedisStore {
                 Ok::<Part, Error>((positions, reply))
             }
         });
-        let parts = futures::future::try_join_all(calls).await?;
-        self.combine_parts(lookup, &keys, &parts, &what)
+        let pages_apart =
+            futures::future::try_join_all(apart.iter().map(|s| self.scan_page(s, false)));
+        let (parts, pages_apart) =
+            futures::try_join!(futures::future::try_join_all(calls), pages_apart)?;
+        let mut found = self.combine_parts(lookup, &keys, &parts, &what)?;
+        if let Some((_, reply)) = parts.first().filter(|_| !in_call.is_empty()) {
+            let bad = || self.backend(what(), reply::unexpected("the read script", reply));
+            let listed = reply::array(reply)
+                .and_then(|items| items.get(3..))
+                .filter(|listed| listed.len() == in_call.len())
+                .ok_or_else(bad)?;
+            for ((scan, index), reply) in in_call.iter().zip(&indexes).zip(listed) {
+                found
+                    .pages
+                    .push(self.decode_page(scan, index, reply, false).await?);
+            }
+        }
+        found.pages.extend(pages_apart);
+        Ok(found)
     }
 
     /// The answer from every slot's reply.
@@ -80,7 +117,7 @@ impl RedisStore {
         let mut values: Vec<Vec<Folded>> = vec![Vec::new(); lookup.properties.len()];
         for (positions, reply) in parts {
             let bad = || self.backend(what(), reply::unexpected("the read script", reply));
-            let [main, shards, folded] = reply::array(reply).ok_or_else(bad)? else {
+            let [main, shards, folded, ..] = reply::array(reply).ok_or_else(bad)? else {
                 return Err(bad());
             };
             let shards = reply::array(shards).ok_or_else(bad)?;
@@ -115,6 +152,7 @@ impl RedisStore {
             main,
             shards: docs,
             values,
+            pages: Vec::with_capacity(lookup.scans.len()),
         })
     }
 }
