@@ -279,6 +279,7 @@ async fn folding_lookups_fold_integers_in_the_statement() {
             shards: shards[..count].to_vec(),
             properties: vec![("n".to_owned(), fold)],
             scans: Vec::new(),
+            prefetch: Vec::new(),
         };
         let got = store.fold_lookup(&lookup).await.unwrap();
         let mut keys = vec![main.clone()];

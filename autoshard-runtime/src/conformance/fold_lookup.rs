@@ -66,6 +66,7 @@ pub async fn fold_lookup_matches_the_reference(store: &dyn DocumentStore) {
                     Scan::new("Shard", Some(main.clone())),
                     Scan::new("None", None),
                 ],
+                prefetch: vec![main.child("Shard", "0")],
             };
             let mut keys = vec![main.clone()];
             keys.extend(shards.iter().cloned());

@@ -46,6 +46,8 @@ pub struct FoldLookup {
     /// Scans whose first page to read, as `scan` would (documents whole, without write
     /// records).
     pub scans: Vec<Scan>,
+    /// Documents the scans are likely to list: a hint, as [`Lookup::prefetch`](super::Lookup::prefetch).
+    pub prefetch: Vec<Key>,
 }
 
 /// The answer to a [`FoldLookup`].

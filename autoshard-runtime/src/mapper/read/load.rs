@@ -227,6 +227,7 @@ impl<S: DocumentStore> Mapper<S> {
                 .map(|(name, fold)| ((*name).to_owned(), *fold))
                 .collect(),
             scans: lookup.scans.clone(),
+            prefetch: lookup.prefetch.clone(),
         };
         let answer = self.store.fold_lookup(&request).await?;
         if answer.shards.len() != shards.len()

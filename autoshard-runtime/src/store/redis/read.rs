@@ -451,7 +451,7 @@ impl RedisStore {
 
     /// A scan page from the read script's `{members, entries}`, reading the documents it
     /// left to the caller (in groups of their own, on a cluster).
-    pub(super) async fn decode_page(
+    async fn decode_page(
         &self,
         scan: &Scan,
         index: &str,
@@ -520,7 +520,7 @@ fn flag(records: bool) -> &'static str {
 }
 
 /// The `ZRANGEBYLEX` start of `scan`: from the beginning, or after its cursor.
-pub(super) fn cursor_min(scan: &Scan) -> String {
+fn cursor_min(scan: &Scan) -> String {
     scan.cursor
         .as_ref()
         .map_or_else(|| "-".to_owned(), |c| format!("({c}"))

@@ -15,17 +15,15 @@
 --   lookup KEYS: the documents to read, then one index per scan (standalone only).
 --          ARGV[2..]: {'lookup', documents, prefix, then per scan: min, limit}.
 --          Reply: {entries of the documents, then {members, entries} per scan}.
---   fold   KEYS: the main document when ARGV[3] is `1`, then shard documents, then one
---          index per scan (standalone only).
+--   fold   KEYS: the main document when ARGV[3] is `1`, then shard documents (all in one
+--          slot: a cluster's per-slot share of a folding lookup).
 --          ARGV[2..]: {'fold', main (`1` | `0`), properties, then per property: its
 --          `p:` field, its fold ('sum' | 'max' | 'min' | another), the smallest and the
---          largest value of its type (decimal); then scans, prefix, and per scan: min,
---          limit}.
+--          largest value of its type (decimal)}.
 --          Reply: {entry of the main document ({0} when not asked), entries of the
---          shards without the folded fields, one value per property, then
---          {members, entries} per scan}: a value is {0} when no shard holds the
---          property, {1, n} its fold, or {2} when not folded here (see below). ARGV[1]
---          is `0`.
+--          shards without the folded fields, one value per property}: a value is {0}
+--          when no shard holds the property, {1, n} its fold, or {2} when not folded
+--          here (see below). ARGV[1] is `0`.
 --
 -- An entry is one of:
 --   {0}                      absent
@@ -146,10 +144,8 @@ if ARGV[2] == 'fold' then
   if has_main then
     main, first = entry(KEYS[1]), 2
   end
-  local at_scans = 5 + 4 * count
-  local scans, prefix = tonumber(ARGV[at_scans]), ARGV[at_scans + 1]
   local shards = {}
-  for i = first, #KEYS - scans do
+  for i = first, #KEYS do
     shards[#shards + 1] = entry(KEYS[i], fold)
   end
   local values = {}
@@ -164,12 +160,7 @@ if ARGV[2] == 'fold' then
       values[p] = { 1, best[p] or a }
     end
   end
-  local out = { main, shards, values }
-  for s = 1, scans do
-    local at = at_scans + 2 * s
-    out[#out + 1] = page(KEYS[#KEYS - scans + s], prefix, ARGV[at], tonumber(ARGV[at + 1]), true)
-  end
-  return out
+  return { main, shards, values }
 end
 
 local out = {}
