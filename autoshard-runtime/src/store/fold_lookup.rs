@@ -1,7 +1,7 @@
 //! The folding read: an entity's main document and its shard documents read together,
 //! the store folding the built-in-fold properties of the shards itself and answering one
 //! value per property instead of the shard documents' values (a load needs the fold, not
-//! N values: on Redis a script over the shards, per node on a cluster).
+//! N values: on PostgreSQL one statement aggregates them).
 //!
 //! A [`FoldLookup`] names the main document (answered whole), the shard documents, the
 //! properties to fold, each with its built-in [`Fold`], and scans whose first page to read
@@ -193,19 +193,4 @@ pub fn fold_all<'v>(fold: Fold, values: impl IntoIterator<Item = &'v Value>) -> 
         }
     }
     Folded::Value(folded)
-}
-
-/// Partial answers for the same properties (each over some of the shards) combined into
-/// the answer over all of them: what a store that folds per node answers.
-#[must_use]
-pub fn combine(fold: Fold, parts: impl IntoIterator<Item = Folded>) -> Folded {
-    let mut values = Vec::new();
-    for part in parts {
-        match part {
-            Folded::Absent => {}
-            Folded::Value(value) => values.push(value),
-            Folded::Unsupported => return Folded::Unsupported,
-        }
-    }
-    fold_all(fold, &values)
 }

@@ -17,7 +17,7 @@
 //!
 //! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
 //! waiting for replicas),
-//! `names` (key names and slots), `read`, `fold` (folding lookups), `commit`, `merge`,
+//! `names` (key names and slots), `read` (also folding lookups), `commit`, `merge`,
 //! `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
@@ -26,7 +26,6 @@ mod call;
 mod commit;
 mod connection;
 mod durability;
-mod fold;
 mod index;
 mod merge;
 mod names;
@@ -326,7 +325,7 @@ impl DocumentStore for RedisStore {
     }
 
     async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
-        self.run_fold_lookup(lookup).await
+        self.fold_lookup_read(lookup).await
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {

@@ -1,14 +1,16 @@
 //! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`,
 //! and a lookup lists its pages in the same step, answered from there when it read every
 //! listed document (`docs/design/redis.md`, "Round trips"); on a cluster, and for scan
-//! pages, one read script per slot lists and reads atomically (`lua/read.lua`). Both
-//! replies are decoded here.
+//! pages, one read script per slot lists and reads atomically (`lua/read.lua`), or a plain
+//! `HGETALL` reads a slot's only document. The replies are decoded here, and folding
+//! lookups folded.
 
 use super::call::{KeyText, ScriptCall};
 use super::{names, reply, RedisStore};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
+use crate::store::fold_lookup::{self, FoldFound, FoldLookup};
 use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::cluster_routing::Slot;
@@ -16,8 +18,10 @@ use ::redis::Value;
 use std::collections::HashMap;
 
 impl RedisStore {
-    /// Reads documents with one read script per slot (one in all on a standalone server),
-    /// with their write records or (`records` off) without.
+    /// Reads documents with their write records or (`records` off) without: on a
+    /// standalone server in one `MULTI`; on a cluster, concurrently, one read script per
+    /// slot, or (`records` off) one `HGETALL` for a slot of one key (a static shard, a root
+    /// document), which is atomic by itself and costs the server a fraction of a script.
     pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
         let names: Vec<String> = keys.iter().map(|k| self.names.doc(k)).collect();
         if !self.is_cluster() {
@@ -28,30 +32,38 @@ impl RedisStore {
         for (i, name) in names.iter().enumerate() {
             batches.entry(Slot::for_key(name)).or_default().push(i);
         }
-        let calls = batches.into_values().map(|positions| {
-            let keys: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
-            let mut call = ScriptCall::new(&self.scripts.read, &keys, 1);
-            call.arg(flag(records));
-            let mut conn = self.conns.get();
-            let first = &names[positions[0]];
-            async move {
-                let reply: Value = call
-                    .run(&mut conn)
-                    .await
-                    .map_err(|e| self.backend(format_args!("read of `{first}`"), e))?;
-                Ok::<_, Error>((positions, reply))
+        let names = &names;
+        let calls = batches.into_values().map(|positions| async move {
+            if let ([only], false) = (positions.as_slice(), records) {
+                let doc = self.read_alone(&keys[*only], &names[*only]).await?;
+                return Ok::<_, Error>(vec![(*only, doc)]);
             }
-        });
-        let mut out = vec![None; keys.len()];
-        for (positions, reply) in futures::future::try_join_all(calls).await? {
+            let batch: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
+            let mut call = ScriptCall::new(&self.scripts.read, &batch, 1);
+            call.arg(flag(records));
+            let first = &names[positions[0]];
+            let reply: Value = call
+                .run(&mut self.conns.get())
+                .await
+                .map_err(|e| self.backend(format_args!("read of `{first}`"), e))?;
             let entries = reply::array(&reply)
                 .filter(|entries| entries.len() == positions.len())
                 .ok_or_else(|| {
                     self.backend("read", reply::unexpected("the read script", &reply))
                 })?;
-            for (&i, entry) in positions.iter().zip(entries) {
-                out[i] = self.decode_entry(&keys[i], entry)?;
-            }
+            positions
+                .iter()
+                .zip(entries)
+                .map(|(&i, entry)| Ok((i, self.decode_entry(&keys[i], entry)?)))
+                .collect()
+        });
+        let mut out = vec![None; keys.len()];
+        for (i, doc) in futures::future::try_join_all(calls)
+            .await?
+            .into_iter()
+            .flatten()
+        {
+            out[i] = doc;
         }
         Ok(out)
     }
@@ -226,21 +238,68 @@ impl RedisStore {
                 self.decode_fields(key, &fields, records).map(Some)
             }
             Value::ServerError(e) if e.code() == "WRONGTYPE" => {
-                let kind: String = ::redis::cmd("TYPE")
-                    .arg(name)
-                    .query_async(&mut self.conns.get())
-                    .await
-                    .unwrap_or_else(|_| "other".to_owned());
-                Err(Error::Malformed {
-                    key: key.clone(),
-                    field: WHOLE_DOCUMENT.to_owned(),
-                    reason: format!("a Redis {kind} value, not an autoshard document"),
-                })
+                Err(self.not_a_hash(key, name).await)
             }
             other => Err(self.backend(
                 format!("read of `{name}`"),
                 reply::unexpected("HGETALL", other),
             )),
+        }
+    }
+
+    /// [`Error::Malformed`] for the value at `name` (of `key`), which is not a hash (asking
+    /// the server its type, for the message).
+    async fn not_a_hash(&self, key: &Key, name: &str) -> Error {
+        let kind: String = ::redis::cmd("TYPE")
+            .arg(name)
+            .query_async(&mut self.conns.get())
+            .await
+            .unwrap_or_else(|_| "other".to_owned());
+        Error::Malformed {
+            key: key.clone(),
+            field: WHOLE_DOCUMENT.to_owned(),
+            reason: format!("a Redis {kind} value, not an autoshard document"),
+        }
+    }
+
+    /// One document read alone without its record (on a cluster, the only key of its slot
+    /// in a read): one `HGETALL`, atomic by itself and a fraction of a script's cost.
+    async fn read_alone(&self, key: &Key, name: &str) -> Result<Option<Versioned>> {
+        let reply: ::redis::RedisResult<Value> = ::redis::cmd("HGETALL")
+            .arg(name)
+            .query_async(&mut self.conns.get())
+            .await;
+        match reply {
+            Ok(reply) => self.decode_hash(key, name, &reply, false).await,
+            Err(e) if e.code() == Some("WRONGTYPE") => Err(self.not_a_hash(key, name).await),
+            Err(e) => Err(self.backend(format!("read of `{name}`"), e)),
+        }
+    }
+
+    /// A folding lookup: the lookup's read (one `MULTI` on a standalone server; on a
+    /// cluster one `HGETALL` or read script per slot and one read script per scan page,
+    /// concurrently), folded here with [`fold_lookup::reference`]. The server reads what a
+    /// lookup reads and nothing more: folded inside a script the same reads cost it three
+    /// to four times as much (`docs/design/redis.md`, "Round trips").
+    pub(super) async fn fold_lookup_read(&self, lookup: &FoldLookup) -> Result<FoldFound> {
+        let mut keys = Vec::with_capacity(1 + lookup.shards.len());
+        keys.push(lookup.main.clone());
+        keys.extend(lookup.shards.iter().cloned());
+        let read = Lookup {
+            keys,
+            scans: lookup.scans.clone(),
+            records: false,
+            prefetch: lookup.prefetch.clone(),
+        };
+        let found = self.lookup_all(&read).await?;
+        match found.docs.split_first() {
+            Some((main, shards)) => Ok(fold_lookup::reference(
+                lookup,
+                main.clone(),
+                shards,
+                found.pages,
+            )),
+            None => Err(self.backend("lookup", "no entry for the main document")),
         }
     }
 

@@ -15,15 +15,6 @@
 --   lookup KEYS: the documents to read, then one index per scan (standalone only).
 --          ARGV[2..]: {'lookup', documents, prefix, then per scan: min, limit}.
 --          Reply: {entries of the documents, then {members, entries} per scan}.
---   fold   KEYS: the main document when ARGV[3] is `1`, then shard documents (all in one
---          slot: a cluster's per-slot share of a folding lookup).
---          ARGV[2..]: {'fold', main (`1` | `0`), properties, then per property: its
---          `p:` field, its fold ('sum' | 'max' | 'min' | another), the smallest and the
---          largest value of its type (decimal)}.
---          Reply: {entry of the main document ({0} when not asked), entries of the
---          shards without the folded fields, one value per property}: a value is {0}
---          when no shard holds the property, {1, n} its fold, or {2} when not folded
---          here (see below). ARGV[1] is `0`.
 --
 -- An entry is one of:
 --   {0}                      absent
@@ -40,7 +31,7 @@ local records = ARGV[1] == '1'
 local byte = string.byte
 local W, COLON = byte('w'), byte(':')
 
-local function entry(key, folding)
+local function entry(key)
   -- One call: a missing key reads as an empty hash, a value of another type as an error.
   local fields = redis.pcall('HGETALL', key)
   if fields.err then
@@ -60,7 +51,7 @@ local function entry(key, folding)
   local out, n = {}, 0
   for i = 1, #fields, 2 do
     local a, b = byte(fields[i], 1, 2)
-    if (a ~= W or b ~= COLON) and not (folding and folding(fields[i], fields[i + 1])) then
+    if a ~= W or b ~= COLON then
       out[n + 1], out[n + 2] = fields[i], fields[i + 1]
       n = n + 2
     end
@@ -98,69 +89,6 @@ if ARGV[2] == 'lookup' then
     out[#out + 1] = page(KEYS[documents + s], prefix, ARGV[at], tonumber(ARGV[at + 1]), true)
   end
   return out
-end
-
--- Folding: a sum, max or min over canonical decimal integers of at most 14 characters
--- (sign included) within the type's range, where Lua numbers are exact; a sum is given up
--- once it reaches 10^15 in magnitude (each value below 10^14 keeps it exact). Any other
--- value or fold makes the property {2}: the caller reads the documents whole.
-if ARGV[2] == 'fold' then
-  local has_main, count = ARGV[3] == '1', tonumber(ARGV[4])
-  local at, acc, best = {}, {}, {}
-  for p = 1, count do
-    at[ARGV[1 + 4 * p]] = p
-  end
-  local function exact(text)
-    if #text < 15 and (string.find(text, '^-?[1-9]%d*$') or text == '0') then
-      return tonumber(text)
-    end
-  end
-  local function fold(field, text)
-    local p = at[field]
-    if not p then
-      return false
-    end
-    if acc[p] == false then
-      return true
-    end
-    local fold, n = ARGV[2 + 4 * p], exact(text)
-    if not n or n < tonumber(ARGV[3 + 4 * p]) or n > tonumber(ARGV[4 + 4 * p]) then
-      acc[p] = false
-    elseif fold == 'sum' then
-      acc[p] = (acc[p] or 0) + n
-      if acc[p] <= -1e15 or acc[p] >= 1e15 then
-        acc[p] = false
-      end
-    elseif (fold == 'max' and (acc[p] == nil or n > acc[p]))
-        or (fold == 'min' and (acc[p] == nil or n < acc[p])) then
-      acc[p], best[p] = n, text
-    elseif fold ~= 'max' and fold ~= 'min' then
-      acc[p] = false
-    end
-    return true
-  end
-  local main = { 0 }
-  local first = 1
-  if has_main then
-    main, first = entry(KEYS[1]), 2
-  end
-  local shards = {}
-  for i = first, #KEYS do
-    shards[#shards + 1] = entry(KEYS[i], fold)
-  end
-  local values = {}
-  for p = 1, count do
-    local a = acc[p]
-    if a == nil then
-      values[p] = { 0 }
-    elseif a == false or (ARGV[2 + 4 * p] == 'sum'
-        and (a < tonumber(ARGV[3 + 4 * p]) or a > tonumber(ARGV[4 + 4 * p]))) then
-      values[p] = { 2 }
-    else
-      values[p] = { 1, best[p] or a }
-    end
-  end
-  return { main, shards, values }
 end
 
 local out = {}
