@@ -201,10 +201,10 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     }
 
     /// The inner store's own folding lookup, with the read knobs applied as to
-    /// `get_many`; with torn reads, through `get_many`.
+    /// `get_many`; with the knobs that change reads, through this store's `lookup`.
     async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
-        if self.knobs.torn_reads {
-            return fold_lookup::by_get_many(self, lookup).await;
+        if self.knobs.torn_reads || self.knobs.reverse_pages || self.knobs.max_page.is_some() {
+            return fold_lookup::by_lookup(self, lookup).await;
         }
         let found = self.inner.fold_lookup(lookup).await?;
         self.answer_read("fold_lookup").await?;

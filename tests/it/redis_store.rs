@@ -229,8 +229,8 @@ async fn merges_answer_stored_texts_as_the_reference(
 /// A folding lookup over shards holding stored texts (beside shards holding 2 and 3, in
 /// groups of their own, so on a cluster in other slots) answers what the reference answers
 /// over what `get_many` reads, and folds every short canonical integer (the texts a merge
-/// writes; on a cluster in the read script). Any other text it may leave to the caller
-/// (`Unsupported`), and a text that is not JSON it may report as a read does.
+/// writes). Any other text it may leave to the caller (`Unsupported`), and a text that is
+/// not JSON it may report as a read does.
 async fn folding_lookups_answer_stored_texts_as_the_reference(
     server: &RedisServer,
     store: &RedisStore,

@@ -184,10 +184,12 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// of the shards on the store (see the contract above and [`fold_lookup`]): one value
     /// per property instead of one per shard.
     ///
-    /// The default implementation reads the documents with `get_many` and folds them
-    /// with [`fold_lookup::reference`]. Backends that can fold on the server override it.
+    /// The default implementation reads the documents with `lookup` (without write
+    /// records) and folds them with [`fold_lookup::reference`]
+    /// ([`fold_lookup::by_lookup`]). A backend that can aggregate on its server more
+    /// cheaply than it reads the shards overrides it.
     async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
-        fold_lookup::by_get_many(self, lookup).await
+        fold_lookup::by_lookup(self, lookup).await
     }
 
     /// Applies `txn` atomically if every read it lists still has the version it expects;

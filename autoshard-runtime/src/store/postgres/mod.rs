@@ -44,10 +44,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged};
-use crate::store::{
-    Commit, DocumentStore, FoldFound, FoldLookup, Folded, Found, Lookup, Scan, ScanPage,
-    Transaction, Write,
-};
+use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use rows::{column, keyed, versioned};
@@ -186,78 +183,6 @@ impl DocumentStore for PostgresStore {
         let docs = keys.iter().map(|k| found.get(k).cloned()).collect();
         let pages = self.pages(items, &lookup.scans)?;
         Ok(Found { docs, pages })
-    }
-
-    /// One statement: the documents, and each property folded over the shards.
-    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
-        let main = lookup.main.encode();
-        let shards: Vec<String> = lookup.shards.iter().map(Key::encode).collect();
-        let names: Vec<&str> = lookup.properties.iter().map(|(p, _)| p.as_str()).collect();
-        let (mut folds, mut lows, mut highs) = (Vec::new(), Vec::new(), Vec::new());
-        for (_, fold) in &lookup.properties {
-            let (name, low, high) = fold.script_arguments();
-            folds.push(name);
-            lows.push(low);
-            highs.push(high);
-        }
-        let (parents, kinds, after, limits) = scan_columns(&lookup.scans);
-        let rows = self
-            .query(
-                "fold_lookup",
-                &self.sql.fold_lookup,
-                &[
-                    &main, &shards, &names, &folds, &lows, &highs, &parents, &kinds, &after,
-                    &limits,
-                ],
-            )
-            .await?;
-        let mut main_doc = None;
-        let mut found: std::collections::HashMap<String, Versioned> =
-            std::collections::HashMap::new();
-        let mut values = vec![Folded::Absent; lookup.properties.len()];
-        let mut items: Vec<Vec<(String, Versioned)>> = vec![Vec::new(); lookup.scans.len()];
-        for row in &rows {
-            let part = column::<i64>(row, 0, "(a lookup part)")?;
-            if part < 0 {
-                let page = usize::try_from(-part - 1)
-                    .ok()
-                    .and_then(|i| items.get_mut(i));
-                if let Some(page) = page {
-                    page.push(keyed(row, 1)?);
-                }
-                continue;
-            }
-            if part < 2 {
-                let (key, doc) = keyed(row, 1)?;
-                if part == 0 {
-                    main_doc = Some(doc);
-                } else {
-                    found.insert(key, doc);
-                }
-                continue;
-            }
-            let status = column::<i64>(row, 2, "(a folded property)")?;
-            let value = column::<Option<String>>(row, 4, "(a folded property)")?;
-            let folded = match (status, value) {
-                (0, _) => Folded::Absent,
-                (1, Some(text)) => {
-                    serde_json::from_str(&text).map_or(Folded::Unsupported, Folded::Value)
-                }
-                _ => Folded::Unsupported,
-            };
-            if let Some(slot) = usize::try_from(part - 2)
-                .ok()
-                .and_then(|i| values.get_mut(i))
-            {
-                *slot = folded;
-            }
-        }
-        Ok(FoldFound {
-            main: main_doc,
-            shards: shards.iter().map(|k| found.get(k).cloned()).collect(),
-            values,
-            pages: self.pages(items, &lookup.scans)?,
-        })
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {

@@ -17,8 +17,7 @@
 //!
 //! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
 //! waiting for replicas),
-//! `names` (key names and slots), `read` (also folding lookups), `commit`, `merge`,
-//! `index`, `reply`. The full layout,
+//! `names` (key names and slots), `read`, `commit`, `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
 
@@ -39,8 +38,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan, ScanPage,
-    Transaction,
+    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
 };
 use ::redis::Script;
 use async_trait::async_trait;
@@ -322,10 +320,6 @@ impl DocumentStore for RedisStore {
 
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
         self.lookup_all(lookup).await
-    }
-
-    async fn fold_lookup(&self, lookup: &FoldLookup) -> Result<FoldFound> {
-        self.fold_lookup_read(lookup).await
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {

@@ -2,15 +2,13 @@
 //! and a lookup lists its pages in the same step, answered from there when it read every
 //! listed document (`docs/design/redis.md`, "Round trips"); on a cluster, and for scan
 //! pages, one read script per slot lists and reads atomically (`lua/read.lua`), or a plain
-//! `HGETALL` reads a slot's only document. The replies are decoded here, and folding
-//! lookups folded.
+//! `HGETALL` reads a slot's only document. The replies are decoded here.
 
 use super::call::{KeyText, ScriptCall};
 use super::{names, reply, RedisStore};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
-use crate::store::fold_lookup::{self, FoldFound, FoldLookup};
 use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::cluster_routing::Slot;
@@ -273,33 +271,6 @@ impl RedisStore {
             Ok(reply) => self.decode_hash(key, name, &reply, false).await,
             Err(e) if e.code() == Some("WRONGTYPE") => Err(self.not_a_hash(key, name).await),
             Err(e) => Err(self.backend(format!("read of `{name}`"), e)),
-        }
-    }
-
-    /// A folding lookup: the lookup's read (one `MULTI` on a standalone server; on a
-    /// cluster one `HGETALL` or read script per slot and one read script per scan page,
-    /// concurrently), folded here with [`fold_lookup::reference`]. The server reads what a
-    /// lookup reads and nothing more: folded inside a script the same reads cost it three
-    /// to four times as much (`docs/design/redis.md`, "Round trips").
-    pub(super) async fn fold_lookup_read(&self, lookup: &FoldLookup) -> Result<FoldFound> {
-        let mut keys = Vec::with_capacity(1 + lookup.shards.len());
-        keys.push(lookup.main.clone());
-        keys.extend(lookup.shards.iter().cloned());
-        let read = Lookup {
-            keys,
-            scans: lookup.scans.clone(),
-            records: false,
-            prefetch: lookup.prefetch.clone(),
-        };
-        let found = self.lookup_all(&read).await?;
-        match found.docs.split_first() {
-            Some((main, shards)) => Ok(fold_lookup::reference(
-                lookup,
-                main.clone(),
-                shards,
-                found.pages,
-            )),
-            None => Err(self.backend("lookup", "no entry for the main document")),
         }
     }
 
