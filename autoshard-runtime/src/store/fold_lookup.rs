@@ -30,7 +30,7 @@
 
 use super::merge::{self, Fold};
 use super::{DocumentStore, Lookup, Scan, ScanPage};
-use crate::document::{Document, Value, Versioned};
+use crate::document::{Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 
@@ -85,6 +85,16 @@ pub fn reference(
     shards: &[Option<Versioned>],
     pages: Vec<ScanPage>,
 ) -> FoldFound {
+    folded(lookup, main, shards.to_vec(), pages)
+}
+
+/// [`reference`] on documents it may take apart.
+fn folded(
+    lookup: &FoldLookup,
+    main: Option<Versioned>,
+    mut shards: Vec<Option<Versioned>>,
+    pages: Vec<ScanPage>,
+) -> FoldFound {
     let values = lookup
         .properties
         .iter()
@@ -96,27 +106,19 @@ pub fn reference(
             fold_all(*fold, held)
         })
         .collect();
-    let strip = |doc: &Versioned| Versioned {
-        doc: doc
-            .doc
-            .iter()
-            .filter(|(name, _)| {
-                name.as_str() != merge::RECORD && !lookup.properties.iter().any(|(p, _)| p == *name)
-            })
-            .map(|(name, value)| (name.clone(), value.clone()))
-            .collect::<Document>(),
-        version: doc.version,
+    let without_record = |mut doc: Versioned| {
+        doc.doc.remove(merge::RECORD);
+        doc
     };
+    for shard in shards.iter_mut().flatten() {
+        shard.doc.remove(merge::RECORD);
+        for (property, _) in &lookup.properties {
+            shard.doc.remove(property);
+        }
+    }
     FoldFound {
-        main: main.map(|m| Versioned {
-            doc: m
-                .doc
-                .into_iter()
-                .filter(|(name, _)| name != merge::RECORD)
-                .collect(),
-            version: m.version,
-        }),
-        shards: shards.iter().map(|s| s.as_ref().map(strip)).collect(),
+        main: main.map(without_record),
+        shards,
         values,
         pages: pages
             .into_iter()
@@ -124,10 +126,7 @@ pub fn reference(
                 items: page
                     .items
                     .into_iter()
-                    .map(|(key, mut doc)| {
-                        doc.doc.remove(merge::RECORD);
-                        (key, doc)
-                    })
+                    .map(|(key, doc)| (key, without_record(doc)))
                     .collect(),
                 next: page.next,
             })
@@ -161,19 +160,16 @@ pub async fn by_lookup<S: DocumentStore + ?Sized>(
         prefetch: lookup.prefetch.clone(),
     };
     let found = store.lookup(&read).await?;
-    match found.docs.split_first() {
-        Some((main, shards))
-            if found.docs.len() == read.keys.len() && found.pages.len() == read.scans.len() =>
+    let mut docs = found.docs.into_iter();
+    match docs.next() {
+        Some(main)
+            if docs.len() == lookup.shards.len() && found.pages.len() == read.scans.len() =>
         {
-            Ok(reference(lookup, main.clone(), shards, found.pages))
+            Ok(folded(lookup, main, docs.collect(), found.pages))
         }
         _ => Err(Error::backend(
             format!("lookup of {} keys for `{}`", read.keys.len(), lookup.main),
-            format!(
-                "the store answered {} entries and {} pages",
-                found.docs.len(),
-                found.pages.len()
-            ),
+            "the store answered another number of entries or pages",
         )),
     }
 }
