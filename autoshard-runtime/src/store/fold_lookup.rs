@@ -139,9 +139,9 @@ fn folded(
 ///
 /// It is also what the stores of this crate answer. Folding on the server cost more than
 /// it saved on each of them, measured: inside a Redis script the reads cost the server
-/// three to four times what they cost in `MULTI`, and a PostgreSQL statement that
-/// aggregated the shards lowered the throughput of loads by about 30% against reading
-/// their rows.
+/// three to four times what they cost in `MULTI`, and no run showed a PostgreSQL
+/// statement that aggregated the shards cheaper than reading their rows
+/// (`docs/results.md`, "Loads the store folds").
 ///
 /// # Errors
 /// What `lookup` returns, and [`Error::Backend`] when it answers a wrong number of
