@@ -12,7 +12,7 @@
 //!   property: what the mapper reads to know which documents count) or `None` when absent;
 //! - per property, the fold over the shard documents that hold it, in their order:
 //!   [`Folded::Absent`] when none does, [`Folded::Value`] otherwise, or
-//!   [`Folded::Unsupported`] when the store does not fold it exactly. [`reference`]
+//!   [`Folded::Unsupported`] when the store does not fold it exactly. [`reference()`]
 //!   specifies the answer; a store's must equal it, except that a store may answer
 //!   `Unsupported` for any property (the mapper then reads the documents whole and folds
 //!   them itself);
@@ -24,7 +24,7 @@
 //! out of the type's range) makes the property `Unsupported`, so that the mapper's own fold
 //! reports it where it reports it for any read.
 //!
-//! Like a [`Lookup`](super::Lookup) without records, documents come without their write
+//! Like a [`Lookup`] without records, documents come without their write
 //! records ([`merge::RECORD`]). The entries for documents of one entity group are one
 //! snapshot, the values folded from them included; nothing more is promised across groups.
 
@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 
 /// The documents of one entity read with its shards folded by the store
-/// ([`DocumentStore::fold_lookup`](super::DocumentStore::fold_lookup)).
+/// ([`DocumentStore::fold_lookup`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FoldLookup {
     /// The main document, answered whole.
@@ -88,7 +88,7 @@ pub fn reference(
     folded(lookup, main, shards.to_vec(), pages)
 }
 
-/// [`reference`] on documents it may take apart.
+/// [`reference()`] on documents it may take apart.
 fn folded(
     lookup: &FoldLookup,
     main: Option<Versioned>,
@@ -135,7 +135,7 @@ fn folded(
 }
 
 /// The answer to `lookup` from `store`'s [`lookup`](DocumentStore::lookup) (without write
-/// records) and [`reference`]: the trait's default, right on any store.
+/// records) and [`reference()`]: the trait's default, right on any store.
 ///
 /// It is also what the stores of this crate answer. Folding on the server cost more than
 /// it saved on each of them, measured: inside a Redis script the reads cost the server
@@ -174,7 +174,7 @@ pub async fn by_lookup<S: DocumentStore + ?Sized>(
     }
 }
 
-/// `values` folded with `fold` as [`reference`] specifies.
+/// `values` folded with `fold` as [`reference()`] specifies.
 #[must_use]
 pub fn fold_all<'v>(fold: Fold, values: impl IntoIterator<Item = &'v Value>) -> Folded {
     let mut values = values.into_iter();

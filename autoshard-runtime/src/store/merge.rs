@@ -23,7 +23,7 @@
 //! the property type's range (sum, max, min) and on arrays of strings or of integers
 //! within the element type's range (union). Anything else, a stored value of another
 //! type above all, goes through read and compare-and-set with the entity's typed fold,
-//! which reports a stored value the entity cannot read as [`Error::Malformed`]. [`reference`]
+//! which reports a stored value the entity cannot read as [`Error::Malformed`]. [`reference()`]
 //! is the reference implementation; a store's answer must equal it.
 
 use crate::document::{Document, Value};
@@ -334,7 +334,7 @@ pub enum Merged {
     Unsupported,
 }
 
-/// What [`reference`] decided for a document.
+/// What [`reference()`] decided for a document.
 #[derive(Debug, PartialEq)]
 pub enum Step {
     /// The merge's answer, with nothing to write.
