@@ -1401,6 +1401,40 @@ fn random_value(rng: &mut rand::rngs::StdRng, fold: Fold) -> Value {
     }
 }
 
+/// Every built-in fold over the ranges the cases try: `i64`, `u64` and `i32` sums, `i64`
+/// and `u64` maxima, an `i32` minimum, and unions of strings and of `u64`s.
+fn every_fold() -> [Fold; 8] {
+    let u64s = (0, i128::from(u64::MAX));
+    let i32s = (i128::from(i32::MIN), i128::from(i32::MAX));
+    [
+        SUM_I64,
+        Fold::Sum {
+            min: u64s.0,
+            max: u64s.1,
+        },
+        Fold::Sum {
+            min: i32s.0,
+            max: i32s.1,
+        },
+        Fold::MAX_I64,
+        Fold::Max {
+            min: u64s.0,
+            max: u64s.1,
+        },
+        Fold::Min {
+            min: i32s.0,
+            max: i32s.1,
+        },
+        Fold::UNION_STRINGS,
+        Fold::Union {
+            elements: Elements::Integers {
+                min: u64s.0,
+                max: u64s.1,
+            },
+        },
+    ]
+}
+
 /// For each built-in fold and random operands over the whole range of the values it
 /// takes (integers near the bounds of `i64` and `u64`, sets of strings with escapes and
 /// of large integers), and now and then a value of another type, stored or as the
@@ -1417,33 +1451,7 @@ pub async fn merge_matches_the_reference_fold(store: &dyn DocumentStore) {
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let kind = fresh_kind("MergeReference");
-    let folds = [
-        SUM_I64,
-        Fold::Sum {
-            min: 0,
-            max: u64::MAX.into(),
-        },
-        Fold::Sum {
-            min: i32::MIN.into(),
-            max: i32::MAX.into(),
-        },
-        Fold::MAX_I64,
-        Fold::Max {
-            min: 0,
-            max: u64::MAX.into(),
-        },
-        Fold::Min {
-            min: i32::MIN.into(),
-            max: i32::MAX.into(),
-        },
-        Fold::UNION_STRINGS,
-        Fold::Union {
-            elements: Elements::Integers {
-                min: 0,
-                max: u64::MAX.into(),
-            },
-        },
-    ];
+    let folds = every_fold();
     for (i, fold) in folds.into_iter().enumerate() {
         for round in 0..24_u64 {
             let key = Key::new(kind.as_str(), format!("{i}.{round}"));

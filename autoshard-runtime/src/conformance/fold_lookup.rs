@@ -1,14 +1,14 @@
 //! The cases of folding lookups ([`DocumentStore::fold_lookup`]).
 
-use super::{doc, fresh_kind, ok, random_value, write_id};
+use super::{doc, every_fold, fresh_kind, ok, random_value, write_id};
 use crate::document::Versioned;
 use crate::key::Key;
 use crate::store::fold_lookup::{self, FoldLookup, Folded};
 use crate::store::merge::RECORD;
-use crate::store::merge::{Elements, Fold, Merge, Merged};
+use crate::store::merge::{Fold, Merge, Merged};
 use crate::store::{DocumentStore, Scan, ScanPage};
 
-/// For each built-in fold, entities whose shards (some in the main document's group,
+/// For each built-in fold (`every_fold`), entities whose shards (some in the main document's group,
 /// some in groups of their own, some absent, some without the property, some with other
 /// properties beside it) hold random values over the whole range each fold takes, small
 /// canonical integers above all, and now and then a value of another type: the answer
@@ -21,30 +21,7 @@ pub async fn fold_lookup_matches_the_reference(store: &dyn DocumentStore) {
     let seed: u64 = rand::random();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let kind = fresh_kind("FoldLookup");
-    let folds = [
-        Fold::SUM_I64,
-        Fold::Sum {
-            min: 0,
-            max: u64::MAX.into(),
-        },
-        Fold::Sum {
-            min: i32::MIN.into(),
-            max: i32::MAX.into(),
-        },
-        Fold::MAX_I64,
-        Fold::Min {
-            min: 0,
-            max: u64::MAX.into(),
-        },
-        Fold::UNION_STRINGS,
-        Fold::Union {
-            elements: Elements::Integers {
-                min: 0,
-                max: u64::MAX.into(),
-            },
-        },
-    ];
-    for (i, fold) in folds.into_iter().enumerate() {
+    for (i, fold) in every_fold().into_iter().enumerate() {
         for round in 0..12_u32 {
             let main = Key::new(kind.as_str(), format!("{i}.{round}"));
             let mut main_doc = doc(&[("text", "q".into())]);
