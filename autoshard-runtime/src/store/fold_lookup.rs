@@ -208,3 +208,100 @@ pub fn fold_all<'v>(fold: Fold, values: impl IntoIterator<Item = &'v Value>) -> 
     }
     Folded::Value(folded)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::Version;
+    use serde_json::json;
+
+    fn shard(version: u64, pairs: Value) -> Versioned {
+        let Value::Object(doc) = pairs else {
+            unreachable!("a test shard is an object")
+        };
+        Versioned {
+            doc: doc.into_iter().collect(),
+            version: Version(version),
+        }
+    }
+
+    fn lookup(properties: &[(&str, Fold)], shards: usize) -> FoldLookup {
+        let main = Key::new("Q", "1");
+        FoldLookup {
+            shards: (0..shards)
+                .map(|i| main.child_group("S", i.to_string()))
+                .collect(),
+            main,
+            properties: properties
+                .iter()
+                .map(|(p, f)| ((*p).to_owned(), *f))
+                .collect(),
+            scans: Vec::new(),
+            prefetch: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_reference_folds_each_property_and_answers_shards_without_it() {
+        let l = lookup(
+            &[
+                ("n", Fold::SUM_I64),
+                ("m", Fold::MAX_I64),
+                ("z", Fold::SUM_I64),
+            ],
+            3,
+        );
+        let shards = [
+            Some(shard(
+                4,
+                json!({"n": 2, "m": 7, "~moved": {"0": 1}, "~w": {"w": [1, 1]}}),
+            )),
+            None,
+            Some(shard(5, json!({"n": -5, "m": 9, "text": "x"}))),
+        ];
+        let main = Some(shard(3, json!({"n": 1, "~w": {"w": [1, 1]}})));
+        let found = reference(&l, main, &shards, Vec::new());
+        assert_eq!(
+            found.values,
+            [
+                Folded::Value(json!(-3)),
+                Folded::Value(json!(9)),
+                Folded::Absent
+            ]
+        );
+        assert_eq!(
+            found.main,
+            Some(shard(3, json!({"n": 1}))),
+            "the main document keeps its values"
+        );
+        assert_eq!(
+            found.shards,
+            [
+                Some(shard(4, json!({"~moved": {"0": 1}}))),
+                None,
+                Some(shard(5, json!({"text": "x"})))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_reference_leaves_to_the_caller_what_it_cannot_fold_exactly() {
+        let sum = lookup(&[("n", Fold::SUM_I64)], 2);
+        let malformed = [
+            Some(shard(1, json!({"n": 2}))),
+            Some(shard(2, json!({"n": "3"}))),
+        ];
+        let found = reference(&sum, None, &malformed, Vec::new());
+        assert_eq!(found.values, [Folded::Unsupported]);
+        let over = [
+            Some(shard(1, json!({"n": i64::MAX}))),
+            Some(shard(2, json!({"n": 1}))),
+        ];
+        let found = reference(&sum, None, &over, Vec::new());
+        assert_eq!(
+            found.values,
+            [Folded::Unsupported],
+            "a sum out of the type's range"
+        );
+    }
+}
