@@ -1,6 +1,7 @@
 //! The cases of folding lookups ([`DocumentStore::fold_lookup`]).
 
-use super::{doc, every_fold, fresh_kind, ok, random_value, write_id};
+use super::merges::{every_fold, random_value, write_id};
+use super::{doc, fresh_kind, ok};
 use crate::document::Versioned;
 use crate::key::Key;
 use crate::store::fold_lookup::{self, FoldLookup, Folded};
