@@ -1,372 +1,60 @@
-//! Charts as SVG: the benchmark like the paper's Figure 6 (grouped bars of the failed
-//! share and the mean latency of each strategy, without and with transaction retries), and the hot spot's votes per second against clients, one line per target.
-//!
-//! Written by hand rather than with a plotting crate: a few rectangles, lines and labels,
-//! not a dependency to compile on every build of the workspace.
+//! Charts as SVG, drawn with `plotters`: the benchmark like the paper's Figure 6 (grouped
+//! bars of the failed share and the mean latency of each strategy, without and with
+//! transaction retries), the hot spot's votes per second against clients (one line per
+//! target), and the adaptive run's votes per second and shard count over time.
 
+use crate::adaptive::Sample;
 use crate::bench::{Strategy, VariantResult};
-use std::fmt::Write as _;
+use crate::hotspot::HotspotRow;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-const WIDTH: f64 = 760.0;
-const HEIGHT: f64 = 360.0;
-const PANEL_W: f64 = 320.0;
-const PLOT_TOP: f64 = 60.0;
-const PLOT_H: f64 = 220.0;
 /// A bar colour per strategy, in [`Strategy::ALL`] order.
-const BARS: [&str; 3] = ["#d95f02", "#7570b3", "#1b9e77"];
-const BAR_W: f64 = 44.0;
-const BAR_STEP: f64 = 48.0;
-
-/// The SVG document; `title` goes on top.
-#[must_use]
-pub fn figure6(results: &[VariantResult], title: &str) -> String {
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="14">{}</text>"#,
-        WIDTH / 2.0,
-        escape(title)
-    );
-    panel(&mut svg, 60.0, "failed requests (%)", results, |r| {
-        r.failed_pct
-    });
-    panel(
-        &mut svg,
-        60.0 + PANEL_W + 60.0,
-        "mean latency (ms)",
-        results,
-        |r| r.latency.mean_ms,
-    );
-    // Legend.
-    for (i, (strategy, colour)) in Strategy::ALL.into_iter().zip(BARS).enumerate() {
-        let name = strategy.name();
-        #[allow(clippy::cast_precision_loss)]
-        let x = WIDTH / 2.0 - 210.0 + 150.0 * i as f64;
-        let _ = writeln!(
-            svg,
-            r#"<rect x="{x}" y="{}" width="12" height="12" fill="{colour}"/>"#,
-            HEIGHT - 22.0
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}">{name}</text>"#,
-            x + 16.0,
-            HEIGHT - 12.0
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
-}
-
-/// One panel at `left`: groups "w/o Tx retry" and "w/ Tx retry", a bar per strategy.
-fn panel(
-    svg: &mut String,
-    left: f64,
-    label: &str,
-    results: &[VariantResult],
-    value: impl Fn(&VariantResult) -> f64,
-) {
-    let max = results.iter().map(&value).fold(0.0_f64, f64::max);
-    let top = nice_ceiling(max);
-    let bottom = PLOT_TOP + PLOT_H;
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">{label}</text>"#,
-        left + PANEL_W / 2.0,
-        PLOT_TOP - 14.0
-    );
-    for step in 0..=5 {
-        let v = top * f64::from(step) / 5.0;
-        let y = bottom - PLOT_H * f64::from(step) / 5.0;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{left}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
-            left + PANEL_W
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            left - 6.0,
-            y + 4.0,
-            trim(v)
-        );
-    }
-    let _ = writeln!(
-        svg,
-        r#"<line x1="{left}" y1="{bottom}" x2="{}" y2="{bottom}" stroke="black"/>"#,
-        left + PANEL_W
-    );
-    for (g, retries) in [false, true].into_iter().enumerate() {
-        #[allow(clippy::cast_precision_loss)]
-        let group_left = left + 10.0 + 160.0 * g as f64;
-        let caption = if retries {
-            "w/ Tx retry"
-        } else {
-            "w/o Tx retry"
-        };
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">{caption}</text>"#,
-            group_left + BAR_STEP * 1.5 - (BAR_STEP - BAR_W) / 2.0,
-            bottom + 18.0
-        );
-        for (b, (strategy, colour)) in Strategy::ALL.into_iter().zip(BARS).enumerate() {
-            let Some(r) = results
-                .iter()
-                .find(|r| r.variant.strategy == strategy && r.variant.retries == retries)
-            else {
-                continue;
-            };
-            let v = value(r);
-            let h = if top > 0.0 { PLOT_H * v / top } else { 0.0 };
-            #[allow(clippy::cast_precision_loss)]
-            let x = group_left + BAR_STEP * b as f64;
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{x}" y="{}" width="{BAR_W}" height="{h}" fill="{colour}"><title>{}: {v:.1}</title></rect>"#,
-                bottom - h,
-                escape(&r.name)
-            );
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text>"#,
-                x + BAR_W / 2.0,
-                bottom - h - 4.0,
-                trim(v)
-            );
-        }
-    }
-}
-
-/// The hot-spot chart's grid, value labels and axis captions.
-fn axes(
-    svg: &mut String,
-    top: f64,
-    clients: &[usize],
-    x_of: &impl Fn(usize) -> f64,
-    y_of: &impl Fn(f64) -> f64,
-) {
-    for step in 0..=5 {
-        let v = top * f64::from(step) / 5.0;
-        let y = y_of(v);
-        let _ = writeln!(
-            *svg,
-            r##"<line x1="{HS_LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
-            HS_LEFT + HS_PLOT_W
-        );
-        let _ = writeln!(
-            *svg,
-            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
-            HS_LEFT - 6.0,
-            y + 4.0,
-            trim(v)
-        );
-    }
-    for &c in clients {
-        let _ = writeln!(
-            *svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">{c}</text>"#,
-            x_of(c),
-            HS_TOP + HS_PLOT_H + 18.0
-        );
-    }
-    let _ = writeln!(
-        *svg,
-        r#"<text x="{}" y="{}" text-anchor="middle">clients</text><text x="20" y="{}" transform="rotate(-90 20 {})" text-anchor="middle">committed votes/s</text>"#,
-        HS_LEFT + HS_PLOT_W / 2.0,
-        HS_TOP + HS_PLOT_H + 38.0,
-        HS_TOP + HS_PLOT_H / 2.0,
-        HS_TOP + HS_PLOT_H / 2.0
-    );
-}
-
-/// Colours of the hot-spot chart's lines, in target order.
-const LINES: [&str; 8] = [
-    "#000000", "#d95f02", "#1b9e77", "#66a61e", "#7570b3", "#e7298a", "#a6761d", "#e6ab02",
+const BARS: [RGBColor; 3] = [
+    RGBColor(0xd9, 0x5f, 0x02),
+    RGBColor(0x75, 0x70, 0xb3),
+    RGBColor(0x1b, 0x9e, 0x77),
 ];
 
-const HS_LEFT: f64 = 80.0;
-const HS_PLOT_W: f64 = 420.0;
-const HS_TOP: f64 = 50.0;
-const HS_PLOT_H: f64 = 300.0;
+/// Line colours, in the order of the targets or variants drawn.
+const LINES: [RGBColor; 8] = [
+    RGBColor(0x00, 0x00, 0x00),
+    RGBColor(0xd9, 0x5f, 0x02),
+    RGBColor(0x1b, 0x9e, 0x77),
+    RGBColor(0x66, 0xa6, 0x1e),
+    RGBColor(0x75, 0x70, 0xb3),
+    RGBColor(0xe7, 0x29, 0x8a),
+    RGBColor(0xa6, 0x76, 0x1d),
+    RGBColor(0xe6, 0xab, 0x02),
+];
 
-/// Votes per second against clients (a log-2 axis), one line per target, as SVG.
-#[must_use]
-pub fn hotspot(rows: &[crate::hotspot::HotspotRow], title: &str) -> String {
-    const W: f64 = 760.0;
-    const H: f64 = 420.0;
-    let mut targets: Vec<&str> = Vec::new();
-    let mut clients: Vec<usize> = Vec::new();
-    for r in rows {
-        if !targets.contains(&r.target.as_str()) {
-            targets.push(&r.target);
-        }
-        if !clients.contains(&r.clients) {
-            clients.push(r.clients);
-        }
-    }
-    clients.sort_unstable();
-    let top = nice_ceiling(rows.iter().map(|r| r.per_sec).fold(0.0, f64::max));
-    #[allow(clippy::cast_precision_loss)]
-    let x_of = |c: usize| {
-        let (lo, hi) = (
-            (*clients.first().unwrap_or(&1) as f64).max(1.0).log2(),
-            (*clients.last().unwrap_or(&1) as f64).max(1.0).log2(),
-        );
-        let span = if hi > lo { hi - lo } else { 1.0 };
-        HS_LEFT + HS_PLOT_W * ((c as f64).max(1.0).log2() - lo) / span
-    };
-    let y_of = |v: f64| HS_TOP + HS_PLOT_H - HS_PLOT_H * v / top;
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="14">{}</text>"#,
-        W / 2.0,
-        escape(title)
-    );
-    axes(&mut svg, top, &clients, &x_of, &y_of);
-    for (i, target) in targets.iter().enumerate() {
-        let colour = LINES[i % LINES.len()];
-        let points: Vec<String> = clients
-            .iter()
-            .filter_map(|&c| {
-                let r = rows
-                    .iter()
-                    .find(|r| r.clients == c && r.target == *target)?;
-                Some(format!("{:.1},{:.1}", x_of(c), y_of(r.per_sec)))
-            })
-            .collect();
-        let _ = writeln!(
-            svg,
-            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
-            points.join(" ")
-        );
-        #[allow(clippy::cast_precision_loss)]
-        let y = HS_TOP + 10.0 + 22.0 * i as f64;
-        let x = HS_LEFT + HS_PLOT_W + 30.0;
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{colour}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
-            x + 20.0,
-            x + 26.0,
-            y + 4.0,
-            escape(target)
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
+const FONT: &str = "sans-serif";
+
+/// What drawing into a string can fail with, as text.
+fn failed(e: impl std::fmt::Display) -> String {
+    format!("cannot draw the chart: {e}")
 }
 
-/// What one panel of [`adaptive`] plots.
-type SampleValue = fn(&crate::adaptive::Sample) -> f64;
-
-/// The adaptive run over time, as SVG: votes per second (top) and shard count (bottom)
-/// against seconds, one line per variant.
-#[must_use]
-pub fn adaptive(samples: &[crate::adaptive::Sample], title: &str) -> String {
-    const W: f64 = 760.0;
-    const H: f64 = 620.0;
-    let mut variants: Vec<&str> = Vec::new();
-    for s in samples {
-        if !variants.contains(&s.variant.as_str()) {
-            variants.push(&s.variant);
-        }
+/// The SVG text of a `size` chart drawn by `draw` on a white area titled `title`.
+fn svg(
+    size: (u32, u32),
+    title: &str,
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>,
+) -> Result<String, String> {
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, size).into_drawing_area();
+        root.fill(&WHITE).map_err(failed)?;
+        let area = root.titled(title, (FONT, 14)).map_err(failed)?;
+        draw(&area)?;
+        root.present().map_err(failed)?;
     }
-    let end = samples.iter().map(|s| s.t_s).fold(1.0, f64::max);
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{}" y="24" text-anchor="middle" font-size="14">{}</text>"#,
-        W / 2.0,
-        escape(title)
-    );
-    let panels: [(&str, SampleValue, f64); 2] = [
-        ("committed votes/s", |s| s.votes_per_sec, 50.0),
-        ("shards", |s| f64::from(s.shards), 340.0),
-    ];
-    for (caption, value, top_y) in panels {
-        let top = nice_ceiling(samples.iter().map(value).fold(0.0, f64::max));
-        let plot_h = 220.0;
-        let x_of = |t: f64| HS_LEFT + HS_PLOT_W * t / end;
-        let y_of = |v: f64| top_y + plot_h - plot_h * v / top;
-        for step in 0..=4 {
-            let v = top * f64::from(step) / 4.0;
-            let y = y_of(v);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{HS_LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/><text x="{}" y="{}" text-anchor="end">{}</text>"##,
-                HS_LEFT + HS_PLOT_W,
-                HS_LEFT - 6.0,
-                y + 4.0,
-                trim(v)
-            );
-        }
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">seconds</text><text x="20" y="{}" transform="rotate(-90 20 {})" text-anchor="middle">{caption}</text>"#,
-            HS_LEFT + HS_PLOT_W / 2.0,
-            top_y + plot_h + 32.0,
-            top_y + plot_h / 2.0,
-            top_y + plot_h / 2.0
-        );
-        for step in 0..=4 {
-            let t = end * f64::from(step) / 4.0;
-            let _ = writeln!(
-                svg,
-                r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
-                x_of(t),
-                top_y + plot_h + 16.0,
-                trim(t)
-            );
-        }
-        for (i, variant) in variants.iter().enumerate() {
-            let points: Vec<String> = samples
-                .iter()
-                .filter(|s| s.variant == *variant)
-                .map(|s| format!("{:.1},{:.1}", x_of(s.t_s), y_of(value(s))))
-                .collect();
-            let _ = writeln!(
-                svg,
-                r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"/>"#,
-                points.join(" "),
-                LINES[i % LINES.len()]
-            );
-        }
-    }
-    for (i, variant) in variants.iter().enumerate() {
-        #[allow(clippy::cast_precision_loss)]
-        let y = HS_TOP + 10.0 + 22.0 * i as f64;
-        let x = HS_LEFT + HS_PLOT_W + 30.0;
-        let _ = writeln!(
-            svg,
-            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{}" stroke-width="2"/><text x="{}" y="{}">{}</text>"#,
-            x + 20.0,
-            LINES[i % LINES.len()],
-            x + 26.0,
-            y + 4.0,
-            escape(variant)
-        );
-    }
-    svg.push_str("</svg>\n");
-    svg
+    Ok(out)
 }
 
-/// The smallest of 1, 2, 5 times a power of ten that is at least `v` (1 for `v <= 0`).
+/// The smallest of 1, 2, 5 times a power of ten that is at least `v` (1 for `v <= 0`):
+/// the top of an axis.
 fn nice_ceiling(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {
         return 1.0;
@@ -379,6 +67,7 @@ fn nice_ceiling(v: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
+/// A value as a bar's label: whole above 10, one decimal below.
 fn trim(v: f64) -> String {
     if v.abs() < f64::EPSILON {
         "0".to_owned()
@@ -389,10 +78,252 @@ fn trim(v: f64) -> String {
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+/// The benchmark as the paper's Figure 6: the failed share (left) and the mean latency
+/// (right), each with the groups "w/o Tx retry" and "w/ Tx retry" and a bar per strategy.
+///
+/// # Errors
+/// When drawing fails (a message).
+pub fn figure6(results: &[VariantResult], title: &str) -> Result<String, String> {
+    svg((760, 380), title, |area| {
+        let (left, right) = area.split_horizontally(380);
+        bars(
+            &left,
+            "failed requests (%)",
+            results,
+            |r| r.failed_pct,
+            true,
+        )?;
+        bars(
+            &right,
+            "mean latency (ms)",
+            results,
+            |r| r.latency.mean_ms,
+            false,
+        )
+    })
+}
+
+/// One panel of [`figure6`]: x from 0 to 2, group `g` (without, then with retries) over
+/// `[g, g + 1]`, its bars in [`Strategy::ALL`] order.
+fn bars(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    caption: &str,
+    results: &[VariantResult],
+    value: impl Fn(&VariantResult) -> f64,
+    legend: bool,
+) -> Result<(), String> {
+    const WIDTH: f64 = 0.26;
+    let top = nice_ceiling(results.iter().map(&value).fold(0.0_f64, f64::max));
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 13))
+        .margin(12)
+        .x_label_area_size(28)
+        .y_label_area_size(48)
+        .build_cartesian_2d(0.0..2.0, 0.0..top * 1.08)
+        .map_err(failed)?;
+    chart
+        .configure_mesh()
+        .light_line_style(WHITE)
+        .disable_x_mesh()
+        .x_labels(5)
+        .x_label_formatter(&|x: &f64| match *x {
+            x if (x - 0.5).abs() < 1e-9 => "w/o Tx retry".to_owned(),
+            x if (x - 1.5).abs() < 1e-9 => "w/ Tx retry".to_owned(),
+            _ => String::new(),
+        })
+        .y_labels(6)
+        .y_label_formatter(&|y| trim(*y))
+        .draw()
+        .map_err(failed)?;
+    for (b, (strategy, colour)) in Strategy::ALL.into_iter().zip(BARS).enumerate() {
+        let group = |retries: bool| {
+            let r = results
+                .iter()
+                .find(|r| r.variant.strategy == strategy && r.variant.retries == retries)?;
+            #[allow(clippy::cast_precision_loss)]
+            let x = f64::from(u8::from(retries)) + 0.11 + (WIDTH + 0.01) * b as f64;
+            Some((x, value(r)))
+        };
+        let drawn: Vec<(f64, f64)> = [false, true].into_iter().filter_map(group).collect();
+        let series = chart
+            .draw_series(
+                drawn
+                    .iter()
+                    .map(|&(x, v)| Rectangle::new([(x, 0.0), (x + WIDTH, v)], colour.filled())),
+            )
+            .map_err(failed)?;
+        if legend {
+            series.label(strategy.name()).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled())
+            });
+        }
+        let above = TextStyle::from((FONT, 11)).pos(Pos::new(HPos::Center, VPos::Bottom));
+        chart
+            .draw_series(
+                drawn
+                    .iter()
+                    .map(|&(x, v)| Text::new(trim(v), (x + WIDTH / 2.0, v), above.clone())),
+            )
+            .map_err(failed)?;
+    }
+    if legend {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(failed)?;
+    }
+    Ok(())
+}
+
+/// `lines` (a name and its points each) in one panel of `area`, with a legend; `x_labels`
+/// gives how many labels the x axis has and how they read.
+fn lines(
+    area: &DrawingArea<SVGBackend<'_>, Shift>,
+    axes: (&str, &str),
+    x: std::ops::Range<f64>,
+    x_labels: (usize, &dyn Fn(&f64) -> String),
+    lines: &[(&str, Vec<(f64, f64)>)],
+) -> Result<(), String> {
+    let top = nice_ceiling(
+        lines
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|p| p.1))
+            .fold(0.0, f64::max),
+    );
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x, 0.0..top)
+        .map_err(failed)?;
+    chart
+        .configure_mesh()
+        .light_line_style(WHITE)
+        .x_desc(axes.0)
+        .y_desc(axes.1)
+        .x_labels(x_labels.0)
+        .x_label_formatter(x_labels.1)
+        .y_label_formatter(&|y| trim(*y))
+        .draw()
+        .map_err(failed)?;
+    for (i, (name, points)) in lines.iter().enumerate() {
+        let colour = LINES[i % LINES.len()];
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                colour.stroke_width(2),
+            ))
+            .map_err(failed)?
+            .label(*name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(failed)
+}
+
+/// Votes per second against clients (a log-2 axis), one line per target.
+///
+/// # Errors
+/// When drawing fails (a message).
+pub fn hotspot(rows: &[HotspotRow], title: &str) -> Result<String, String> {
+    let mut targets: Vec<&str> = Vec::new();
+    for r in rows {
+        if !targets.contains(&r.target.as_str()) {
+            targets.push(&r.target);
+        }
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let log2 = |clients: usize| (clients.max(1) as f64).log2();
+    let series: Vec<(&str, Vec<(f64, f64)>)> = targets
+        .iter()
+        .map(|target| {
+            let mut points: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.target == *target)
+                .map(|r| (log2(r.clients), r.per_sec))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (*target, points)
+        })
+        .collect();
+    let lo = rows
+        .iter()
+        .map(|r| log2(r.clients))
+        .fold(f64::INFINITY, f64::min);
+    let hi = rows.iter().map(|r| log2(r.clients)).fold(0.0, f64::max);
+    let (lo, hi) = if lo < hi {
+        (lo.floor(), hi.ceil())
+    } else {
+        (0.0, lo.max(0.0).ceil() + 1.0)
+    };
+    // A label at each power of two.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let labels = (hi - lo) as usize + 1;
+    svg((760, 440), title, |area| {
+        lines(
+            area,
+            ("clients", "committed votes/s"),
+            lo..hi,
+            (labels, &|x| format!("{:.0}", 2f64.powf(*x))),
+            &series,
+        )
+    })
+}
+
+/// The adaptive run over time: votes per second (top) and shard count (bottom) against
+/// seconds, one line per variant.
+///
+/// # Errors
+/// When drawing fails (a message).
+pub fn adaptive(samples: &[Sample], title: &str) -> Result<String, String> {
+    let mut variants: Vec<&str> = Vec::new();
+    for s in samples {
+        if !variants.contains(&s.variant.as_str()) {
+            variants.push(&s.variant);
+        }
+    }
+    let end = samples.iter().map(|s| s.t_s).fold(1.0, f64::max);
+    let series = |value: fn(&Sample) -> f64| -> Vec<(&str, Vec<(f64, f64)>)> {
+        variants
+            .iter()
+            .map(|variant| {
+                let points = samples
+                    .iter()
+                    .filter(|s| s.variant == *variant)
+                    .map(|s| (s.t_s, value(s)))
+                    .collect();
+                (*variant, points)
+            })
+            .collect()
+    };
+    let votes = series(|s| s.votes_per_sec);
+    let shards = series(|s| f64::from(s.shards));
+    svg((760, 640), title, |area| {
+        let (upper, lower) = area.split_vertically(310);
+        let seconds = |x: &f64| format!("{x:.0}");
+        lines(
+            &upper,
+            ("seconds", "committed votes/s"),
+            0.0..end,
+            (10, &seconds),
+            &votes,
+        )?;
+        lines(
+            &lower,
+            ("seconds", "shards"),
+            0.0..end,
+            (10, &seconds),
+            &shards,
+        )
+    })
 }
 
 #[cfg(test)]

@@ -130,7 +130,7 @@ async fn run(command: Command) -> Result<bool, String> {
                     "{} votes/s over {} questions, {backend}",
                     config.rate, config.questions
                 );
-                write(path, &chart::figure6(&results, &title))?;
+                write(path, &chart::figure6(&results, &title)?)?;
             }
             Ok(results.iter().all(bench::VariantResult::totals_match))
         }
@@ -217,7 +217,7 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
     }
     if let Some(path) = &args.plot {
         let title = format!("Hot spot on {backend}: committed votes/s, one question");
-        write(path, &chart::hotspot(&rows, &title))?;
+        write(path, &chart::hotspot(&rows, &title)?)?;
     }
     Ok(rows.iter().all(|r| r.total_matches))
 }
@@ -292,7 +292,7 @@ async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, Str
             "Adaptive shard counts on {backend}: {} clients on one question",
             config.clients
         );
-        write(path, &chart::adaptive(&samples, &title))?;
+        write(path, &chart::adaptive(&samples, &title)?)?;
     }
     Ok(summaries.iter().all(|s| s.total_matches))
 }

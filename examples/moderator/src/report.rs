@@ -1,23 +1,66 @@
-//! Renders results: terminal tables, CSV and JSON. Returns strings; the binary prints or
-//! writes them.
+//! Renders results: terminal tables (`comfy-table`), CSV (`csv`) and JSON (`serde_json`).
+//! Returns strings; the binary prints or writes them.
 
 use crate::app::AppOutcome;
 use crate::bench::VariantResult;
 use crate::hotspot::HotspotRow;
 use crate::leaderboard::LeaderboardRow;
+use comfy_table::{presets, CellAlignment, Table};
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// A terminal table without borders: `header`, then `rows`; every column right-aligned but
+/// those whose index is in `left`.
+fn table(header: &[&str], left: &[usize], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(presets::NOTHING)
+        .set_header(header.to_vec());
+    for row in rows {
+        table.add_row(row);
+    }
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if !left.contains(&i) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = String::new();
+    for line in table.lines() {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// CSV text: `header`, then `rows`, quoted where a field needs it.
+fn csv_text(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    // Writing into memory: the writer's only errors are those of the `Vec` (none).
+    let _ = writer.write_record(header);
+    for row in rows {
+        let _ = writer.write_record(&row);
+    }
+    writer
+        .into_inner()
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default()
+}
+
+/// `x` with `digits` decimals and `suffix`, or `n/a`.
+fn or_na(x: Option<f64>, digits: usize, suffix: &str) -> String {
+    x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.digits$}{suffix}"))
+}
+
+/// `x` with `digits` decimals, or an empty field.
+fn or_empty(x: Option<f64>, digits: usize) -> String {
+    x.map_or_else(String::new, |x| format!("{x:.digits$}"))
+}
 
 /// The leaderboard, one question a line, with the check of each line.
 #[must_use]
 pub fn leaderboard(outcome: &AppOutcome) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:>4}  {:>6}  {:>9}  {:<48}  check",
-        "#", "votes", "responses", "question"
-    );
-    for s in &outcome.leaderboard {
+    let rows = outcome.leaderboard.iter().map(|s| {
         let check = if s.is_exact() {
             "ok".to_owned()
         } else {
@@ -26,12 +69,19 @@ pub fn leaderboard(outcome: &AppOutcome) -> String {
                 s.expected_votes, s.expected_responses
             )
         };
-        let _ = writeln!(
-            out,
-            "{:>4}  {:>6}  {:>9}  {:<48}  {check}",
-            s.id, s.votes, s.responses, s.text
-        );
-    }
+        vec![
+            s.id.to_string(),
+            s.votes.to_string(),
+            s.responses.to_string(),
+            s.text.clone(),
+            check,
+        ]
+    });
+    let mut out = table(
+        &["#", "votes", "responses", "question", "check"],
+        &[3, 4],
+        rows,
+    );
     let _ = writeln!(
         out,
         "{} votes committed, {} gave up under contention; {} responses committed, {} gave up; in {:.1} s",
@@ -48,21 +98,7 @@ pub fn leaderboard(outcome: &AppOutcome) -> String {
 #[must_use]
 pub fn bench_table(results: &[VariantResult]) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<30} {:>9} {:>9} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>12}  totals",
-        "variant",
-        "attempted",
-        "committed",
-        "failed%",
-        "tx",
-        "conflicts",
-        "mean ms",
-        "p50 ms",
-        "p99 ms",
-        "committed/s"
-    );
-    for r in results {
+    let rows = results.iter().map(|r| {
         let totals = if r.totals_match() {
             format!("ok ({})", r.total_found)
         } else {
@@ -71,22 +107,40 @@ pub fn bench_table(results: &[VariantResult]) -> String {
                 r.total_found, r.total_expected
             )
         };
-        let _ = writeln!(
-            out,
-            "{:<30} {:>9} {:>9} {:>8.1} {:>8} {:>9} {:>9.1} {:>9.1} {:>9.1} {:>12.1}  {totals}",
-            r.name,
-            r.attempted,
-            r.committed,
-            r.failed_pct,
-            r.transactions,
-            r.conflicts,
-            r.latency.mean_ms,
-            r.latency.p50_ms,
-            r.latency.p99_ms,
-            r.committed_per_sec,
-        );
+        vec![
+            r.name.clone(),
+            r.attempted.to_string(),
+            r.committed.to_string(),
+            format!("{:.1}", r.failed_pct),
+            r.transactions.to_string(),
+            r.conflicts.to_string(),
+            format!("{:.1}", r.latency.mean_ms),
+            format!("{:.1}", r.latency.p50_ms),
+            format!("{:.1}", r.latency.p99_ms),
+            format!("{:.1}", r.committed_per_sec),
+            totals,
+        ]
+    });
+    out.push_str(&table(
+        &[
+            "variant",
+            "attempted",
+            "committed",
+            "failed%",
+            "tx",
+            "conflicts",
+            "mean ms",
+            "p50 ms",
+            "p99 ms",
+            "committed/s",
+            "totals",
+        ],
+        &[0, 10],
+        rows,
+    ));
+    for r in results {
         if let Some(e) = &r.first_error {
-            let _ = writeln!(out, "    {} store error(s), first: {e}", r.errors);
+            let _ = writeln!(out, "{}: {} store error(s), first: {e}", r.name, r.errors);
         }
     }
     out
@@ -96,10 +150,7 @@ pub fn bench_table(results: &[VariantResult]) -> String {
 #[must_use]
 pub fn hotspot_table(rows: &[HotspotRow]) -> String {
     let allocs = rows.iter().any(|r| r.allocs_per_vote.is_some());
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "{:>7}  {:<27} {:>9} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8}",
+    let mut header = vec![
         "clients",
         "target",
         "committed",
@@ -108,35 +159,31 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
         "/raw",
         "conflicts",
         "wr/vote",
-        "RSS MiB"
-    );
+        "RSS MiB",
+    ];
     if allocs {
-        let _ = write!(out, " {:>11}", "allocs/vote");
+        header.push("allocs/vote");
     }
-    out.push_str("  totals\n");
-    for r in rows {
-        let opt = |x: Option<f64>, digits: usize, suffix: &str| {
-            x.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.digits$}{suffix}"))
-        };
-        let totals = if r.total_matches { "ok" } else { "MISMATCH" };
-        let _ = write!(
-            out,
-            "{:>7}  {:<27} {:>9} {:>6} {:>9.0} {:>9} {:>9} {:>8} {:>8}",
-            r.clients,
-            r.target,
-            r.committed,
-            r.failed,
-            r.per_sec,
-            opt(r.ratio_to_raw, 3, ""),
-            opt(r.conflict_pct, 1, "%"),
-            opt(r.writes_per_vote, 2, ""),
-            opt(r.rss_mib, 0, ""),
-        );
+    header.push("totals");
+    let lines = rows.iter().map(|r| {
+        let mut line = vec![
+            r.clients.to_string(),
+            r.target.clone(),
+            r.committed.to_string(),
+            r.failed.to_string(),
+            format!("{:.0}", r.per_sec),
+            or_na(r.ratio_to_raw, 3, ""),
+            or_na(r.conflict_pct, 1, "%"),
+            or_na(r.writes_per_vote, 2, ""),
+            or_na(r.rss_mib, 0, ""),
+        ];
         if allocs {
-            let _ = write!(out, " {:>11}", opt(r.allocs_per_vote, 1, ""));
+            line.push(or_na(r.allocs_per_vote, 1, ""));
         }
-        let _ = writeln!(out, "  {totals}");
-    }
+        line.push(if r.total_matches { "ok" } else { "MISMATCH" }.to_owned());
+        line
+    });
+    let mut out = table(&header, &[1, header.len() - 1], lines);
     out.push_str(HOTSPOT_LEGEND);
     if allocs {
         out.push_str(HOTSPOT_ALLOCS_LEGEND);
@@ -157,38 +204,36 @@ pub fn hotspot_nodes_table(rows: &[HotspotRow]) -> String {
     if nodes == 0 {
         return String::new();
     }
+    let node_names: Vec<String> = (1..=nodes).map(|i| format!("node {i}")).collect();
+    let mut header = vec!["clients", "target"];
+    header.extend(node_names.iter().map(String::as_str));
+    header.extend(["ceiling/s", "/raw"]);
+    let processes = |r: &HotspotRow| r.target.ends_with(", processes");
+    let lines = rows
+        .iter()
+        .filter(|r| !r.node_us_per_vote.is_empty())
+        .map(|r| {
+            let mut line = vec![r.clients.to_string(), r.target.clone()];
+            line.extend(r.node_us_per_vote.iter().map(|us| format!("{us:.2}")));
+            line.resize(2 + nodes, String::new());
+            let ceiling = crate::server_time::ceiling(&r.node_us_per_vote);
+            let raw = rows
+                .iter()
+                .find(|raw| {
+                    raw.clients == r.clients
+                        && raw.target.starts_with("raw")
+                        && processes(raw) == processes(r)
+                })
+                .and_then(|raw| crate::server_time::ceiling(&raw.node_us_per_vote));
+            line.push(or_na(ceiling, 0, ""));
+            line.push(or_na(ceiling.zip(raw).map(|(c, raw)| c / raw), 3, ""));
+            line
+        });
     let mut out = String::from(
         "\nserver CPU time per vote on each master (us, main thread, INFO cpu), and the \
          votes/s the busiest master allows on a core of its own\n",
     );
-    let _ = write!(out, "{:>7}  {:<27}", "clients", "target");
-    for i in 1..=nodes {
-        let _ = write!(out, " {:>8}", format!("node {i}"));
-    }
-    let _ = writeln!(out, " {:>11} {:>9}", "ceiling/s", "/raw");
-    let processes = |r: &HotspotRow| r.target.ends_with(", processes");
-    for r in rows.iter().filter(|r| !r.node_us_per_vote.is_empty()) {
-        let _ = write!(out, "{:>7}  {:<27}", r.clients, r.target);
-        for us in &r.node_us_per_vote {
-            let _ = write!(out, " {us:>8.2}");
-        }
-        let ceiling = crate::server_time::ceiling(&r.node_us_per_vote);
-        let raw = rows
-            .iter()
-            .find(|raw| {
-                raw.clients == r.clients
-                    && raw.target.starts_with("raw")
-                    && processes(raw) == processes(r)
-            })
-            .and_then(|raw| crate::server_time::ceiling(&raw.node_us_per_vote));
-        let ratio = ceiling.zip(raw).map(|(c, raw)| c / raw);
-        let _ = writeln!(
-            out,
-            " {:>11} {:>9}",
-            ceiling.map_or_else(|| "n/a".to_owned(), |c| format!("{c:.0}")),
-            ratio.map_or_else(|| "n/a".to_owned(), |x| format!("{x:.3}")),
-        );
-    }
+    out.push_str(&table(&header, &[1], lines));
     out.push_str(
         "ceiling/s: 1,000,000 / the busiest master's us per vote    /raw: over the raw \
          counter's ceiling (one key, one master)\n",
@@ -213,41 +258,29 @@ allocs/vote: heap allocations of this process while the clients voted, per commi
 /// The leaderboard table, with the cached variant's ratios to the uncached one.
 #[must_use]
 pub fn leaderboard_table(rows: &[LeaderboardRow]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<9} {:>9} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>6} {:>10}  totals",
-        "variant",
-        "pages",
-        "pages/s",
-        "reads/s",
-        "p50 ms",
-        "p99 ms",
-        "votes/s",
-        "failed",
-        "hits",
-        "stale ms"
+    let lines = rows.iter().map(|r| {
+        vec![
+            r.variant.clone(),
+            r.pages.to_string(),
+            format!("{:.0}", r.pages_per_sec),
+            format!("{:.0}", r.reads_per_sec),
+            format!("{:.3}", r.page.p50_ms),
+            format!("{:.3}", r.page.p99_ms),
+            format!("{:.0}", r.votes_per_sec),
+            r.failed.to_string(),
+            or_na(r.hit_pct, 0, "%"),
+            format!("{:.1}", r.staleness_ms),
+            if r.exact { "exact" } else { "MISMATCH" }.to_owned(),
+        ]
+    });
+    let mut out = table(
+        &[
+            "variant", "pages", "pages/s", "reads/s", "p50 ms", "p99 ms", "votes/s", "failed",
+            "hits", "stale ms", "totals",
+        ],
+        &[0, 10],
+        lines,
     );
-    for r in rows {
-        let hits = r
-            .hit_pct
-            .map_or_else(|| "n/a".to_owned(), |h| format!("{h:.0}%"));
-        let totals = if r.exact { "exact" } else { "MISMATCH" };
-        let _ = writeln!(
-            out,
-            "{:<9} {:>9} {:>10.0} {:>10.0} {:>9.3} {:>9.3} {:>9.0} {:>7} {:>6} {:>10.1}  {totals}",
-            r.variant,
-            r.pages,
-            r.pages_per_sec,
-            r.reads_per_sec,
-            r.page.p50_ms,
-            r.page.p99_ms,
-            r.votes_per_sec,
-            r.failed,
-            hits,
-            r.staleness_ms,
-        );
-    }
     let find = |name: &str| rows.iter().find(|r| r.variant == name);
     if let (Some(off), Some(on)) = (find("uncached"), find("cached")) {
         let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
@@ -265,40 +298,30 @@ pub fn leaderboard_table(rows: &[LeaderboardRow]) -> String {
 /// The rows of `moderator load`, with each target's votes/s over the first target's.
 #[must_use]
 pub fn load_table(rows: &[crate::load::LoadRow]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<24} {:>9} {:>8} {:>8} {:>10} {:>10} {:>10} {:>10} {:>7} {:>9} {:>9}  totals",
-        "target",
-        "req/s",
-        "votes/s",
-        "reads/s",
-        "vote p50",
-        "vote p99",
-        "read p50",
-        "read p99",
-        "failed",
-        "expected",
-        "counted"
+    let lines = rows.iter().map(|r| {
+        vec![
+            r.target.clone(),
+            format!("{:.0}", r.requests_per_sec),
+            format!("{:.0}", r.votes_per_sec),
+            format!("{:.0}", r.reads_per_sec),
+            format!("{:.2}", r.vote.p50_ms),
+            format!("{:.2}", r.vote.p99_ms),
+            format!("{:.2}", r.read.p50_ms),
+            format!("{:.2}", r.read.p99_ms),
+            r.failed.to_string(),
+            r.expected.to_string(),
+            r.counted.to_string(),
+            if r.is_exact() { "exact" } else { "MISMATCH" }.to_owned(),
+        ]
+    });
+    let mut out = table(
+        &[
+            "target", "req/s", "votes/s", "reads/s", "vote p50", "vote p99", "read p50",
+            "read p99", "failed", "expected", "counted", "totals",
+        ],
+        &[0, 11],
+        lines,
     );
-    for r in rows {
-        let totals = if r.is_exact() { "exact" } else { "MISMATCH" };
-        let _ = writeln!(
-            out,
-            "{:<24} {:>9.0} {:>8.0} {:>8.0} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>7} {:>9} {:>9}  {totals}",
-            r.target,
-            r.requests_per_sec,
-            r.votes_per_sec,
-            r.reads_per_sec,
-            r.vote.p50_ms,
-            r.vote.p99_ms,
-            r.read.p50_ms,
-            r.read.p99_ms,
-            r.failed,
-            r.expected,
-            r.counted,
-        );
-    }
     if let [first, rest @ ..] = rows {
         for r in rest {
             let ratio = if r.votes_per_sec > 0.0 {
@@ -321,136 +344,189 @@ pub fn load_table(rows: &[crate::load::LoadRow]) -> String {
 /// The leaderboard's results as CSV, one variant a row.
 #[must_use]
 pub fn leaderboard_csv(rows: &[LeaderboardRow]) -> String {
-    let mut out = String::from(
-        "variant,pages,pages_per_sec,reads_per_sec,page_p50_ms,page_p99_ms,votes,votes_per_sec,failed,hit_pct,staleness_ms,exact\n",
-    );
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "{},{},{:.1},{:.1},{:.4},{:.4},{},{:.1},{},{},{:.2},{}",
-            r.variant,
-            r.pages,
-            r.pages_per_sec,
-            r.reads_per_sec,
-            r.page.p50_ms,
-            r.page.p99_ms,
-            r.votes,
-            r.votes_per_sec,
-            r.failed,
-            r.hit_pct.map_or_else(String::new, |h| format!("{h:.1}")),
-            r.staleness_ms,
-            r.exact
-        );
-    }
-    out
+    csv_text(
+        &[
+            "variant",
+            "pages",
+            "pages_per_sec",
+            "reads_per_sec",
+            "page_p50_ms",
+            "page_p99_ms",
+            "votes",
+            "votes_per_sec",
+            "failed",
+            "hit_pct",
+            "staleness_ms",
+            "exact",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                r.variant.clone(),
+                r.pages.to_string(),
+                format!("{:.1}", r.pages_per_sec),
+                format!("{:.1}", r.reads_per_sec),
+                format!("{:.4}", r.page.p50_ms),
+                format!("{:.4}", r.page.p99_ms),
+                r.votes.to_string(),
+                format!("{:.1}", r.votes_per_sec),
+                r.failed.to_string(),
+                or_empty(r.hit_pct, 1),
+                format!("{:.2}", r.staleness_ms),
+                r.exact.to_string(),
+            ]
+        }),
+    )
 }
 
 /// The benchmark's results as CSV, one variant a row.
 #[must_use]
 pub fn bench_csv(results: &[VariantResult]) -> String {
-    let mut out = String::from(
-        "variant,strategy,retries,attempted,committed,failed,failed_pct,errors,transactions,conflicts,mean_ms,p50_ms,p99_ms,committed_per_sec,total_found,total_expected\n",
-    );
-    for r in results {
-        let strategy = serde_json::to_value(r.variant.strategy)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "{},{strategy},{},{},{},{},{:.3},{},{},{},{:.3},{:.3},{:.3},{:.3},{},{}",
-            r.name,
-            r.variant.retries,
-            r.attempted,
-            r.committed,
-            r.failed,
-            r.failed_pct,
-            r.errors,
-            r.transactions,
-            r.conflicts,
-            r.latency.mean_ms,
-            r.latency.p50_ms,
-            r.latency.p99_ms,
-            r.committed_per_sec,
-            r.total_found,
-            r.total_expected
-        );
-    }
-    out
+    csv_text(
+        &[
+            "variant",
+            "strategy",
+            "retries",
+            "attempted",
+            "committed",
+            "failed",
+            "failed_pct",
+            "errors",
+            "transactions",
+            "conflicts",
+            "mean_ms",
+            "p50_ms",
+            "p99_ms",
+            "committed_per_sec",
+            "total_found",
+            "total_expected",
+        ],
+        results.iter().map(|r| {
+            vec![
+                r.name.clone(),
+                // As JSON names it.
+                serde_json::to_value(r.variant.strategy)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                r.variant.retries.to_string(),
+                r.attempted.to_string(),
+                r.committed.to_string(),
+                r.failed.to_string(),
+                format!("{:.3}", r.failed_pct),
+                r.errors.to_string(),
+                r.transactions.to_string(),
+                r.conflicts.to_string(),
+                format!("{:.3}", r.latency.mean_ms),
+                format!("{:.3}", r.latency.p50_ms),
+                format!("{:.3}", r.latency.p99_ms),
+                format!("{:.3}", r.committed_per_sec),
+                r.total_found.to_string(),
+                r.total_expected.to_string(),
+            ]
+        }),
+    )
 }
 
-/// The hot-spot results as CSV, one target and client count a row.
+/// The hot-spot results as CSV, one target and client count a row; the servers' times
+/// per vote (a Redis Cluster's masters) in one field, separated by `;`.
 #[must_use]
 pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
-    let mut out = String::from(
-        "clients,target,committed,failed,per_sec,ratio_to_raw,conflict_pct,writes_per_vote,total_matches,rss_mib,allocs_per_vote,node_us_per_vote\n",
-    );
-    let opt = |x: Option<f64>| x.map_or_else(String::new, |x| format!("{x:.4}"));
-    for r in rows {
-        let _ = writeln!(
-            out,
-            "{},\"{}\",{},{},{:.3},{},{},{},{},{},{},{}",
-            r.clients,
-            r.target,
-            r.committed,
-            r.failed,
-            r.per_sec,
-            opt(r.ratio_to_raw),
-            opt(r.conflict_pct),
-            opt(r.writes_per_vote),
-            r.total_matches,
-            opt(r.rss_mib),
-            opt(r.allocs_per_vote),
-            r.node_us_per_vote
-                .iter()
-                .map(|us| format!("{us:.3}"))
-                .collect::<Vec<_>>()
-                .join(";"),
-        );
-    }
-    out
+    csv_text(
+        &[
+            "clients",
+            "target",
+            "committed",
+            "failed",
+            "per_sec",
+            "ratio_to_raw",
+            "conflict_pct",
+            "writes_per_vote",
+            "total_matches",
+            "rss_mib",
+            "allocs_per_vote",
+            "node_us_per_vote",
+        ],
+        rows.iter().map(|r| {
+            vec![
+                r.clients.to_string(),
+                r.target.clone(),
+                r.committed.to_string(),
+                r.failed.to_string(),
+                format!("{:.3}", r.per_sec),
+                or_empty(r.ratio_to_raw, 4),
+                or_empty(r.conflict_pct, 4),
+                or_empty(r.writes_per_vote, 4),
+                r.total_matches.to_string(),
+                or_empty(r.rss_mib, 4),
+                or_empty(r.allocs_per_vote, 4),
+                r.node_us_per_vote
+                    .iter()
+                    .map(|us| format!("{us:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            ]
+        }),
+    )
 }
 
 /// The adaptive run's summary, one variant a row.
 #[must_use]
 pub fn adaptive_table(rows: &[crate::adaptive::Summary]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<10} {:>9} {:>11} {:>11} {:>11} {:>6} {:>9} {:>5} {:>6}  totals",
-        "variant", "votes/s", "last 1/4", "conflicts", "last 1/4", "peak", "after", "end", "failed"
-    );
-    for r in rows {
-        let totals = if r.total_matches { "ok" } else { "MISMATCH" };
-        let _ = writeln!(
-            out,
-            "{:<10} {:>9.0} {:>11.0} {:>10.1}% {:>10.1}% {:>6} {:>8.0}s {:>5} {:>6}  {totals}",
-            r.variant,
-            r.votes_per_sec,
-            r.final_votes_per_sec,
-            r.first_conflict_pct,
-            r.final_conflict_pct,
-            r.peak_shards,
-            r.peak_after_s,
-            r.end_shards,
-            r.failed,
-        );
-    }
-    out
+    let lines = rows.iter().map(|r| {
+        vec![
+            r.variant.clone(),
+            format!("{:.0}", r.votes_per_sec),
+            format!("{:.0}", r.final_votes_per_sec),
+            format!("{:.1}%", r.first_conflict_pct),
+            format!("{:.1}%", r.final_conflict_pct),
+            r.peak_shards.to_string(),
+            format!("{:.0}s", r.peak_after_s),
+            r.end_shards.to_string(),
+            r.failed.to_string(),
+            if r.total_matches { "ok" } else { "MISMATCH" }.to_owned(),
+        ]
+    });
+    table(
+        &[
+            "variant",
+            "votes/s",
+            "last 1/4",
+            "conflicts",
+            "last 1/4",
+            "peak",
+            "after",
+            "end",
+            "failed",
+            "totals",
+        ],
+        &[0, 9],
+        lines,
+    )
 }
 
 /// The adaptive run's samples as CSV, one second of one variant a row.
 #[must_use]
 pub fn adaptive_csv(samples: &[crate::adaptive::Sample]) -> String {
-    let mut out = String::from("variant,t_s,votes_per_sec,conflict_pct,shards,loaded\n");
-    for s in samples {
-        let _ = writeln!(
-            out,
-            "\"{}\",{},{},{:.2},{},{}",
-            s.variant, s.t_s, s.votes_per_sec, s.conflict_pct, s.shards, s.loaded
-        );
-    }
-    out
+    csv_text(
+        &[
+            "variant",
+            "t_s",
+            "votes_per_sec",
+            "conflict_pct",
+            "shards",
+            "loaded",
+        ],
+        samples.iter().map(|s| {
+            vec![
+                s.variant.clone(),
+                s.t_s.to_string(),
+                s.votes_per_sec.to_string(),
+                format!("{:.2}", s.conflict_pct),
+                s.shards.to_string(),
+                s.loaded.to_string(),
+            ]
+        }),
+    )
 }
 
 /// The output format `--out PATH` asks for, by extension.

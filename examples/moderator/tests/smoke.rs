@@ -74,7 +74,7 @@ fn check_bench(results: &[VariantResult]) {
     }
     let csv = report::bench_csv(results);
     assert_eq!(csv.lines().count(), 7);
-    let svg = chart::figure6(results, "smoke");
+    let svg = chart::figure6(results, "smoke").expect("the chart draws");
     assert!(svg.starts_with("<svg") && svg.matches("<rect").count() >= 2 * 6 + 3);
 }
 
