@@ -1,0 +1,348 @@
+//! Key groups (G-Store): a bank-transfer invariant under 32 concurrent clients, the
+//! isolation of grouped members from every other write, and exactly-once commits; faults
+//! and dropped futures at every store call, each followed by recovery once the lease has
+//! passed, in `faults`.
+
+mod faults;
+
+use autoshard::group::{GroupTransaction, KeyGroupBuilder};
+use autoshard::prelude::*;
+use autoshard::store::faulty::{Fault, FaultyStore};
+use autoshard::store::DocumentStore;
+use autoshard_test_support::entities::Account;
+use autoshard_test_support::every_store::Backend;
+use autoshard_test_support::store::{Knobs, TestStore};
+use rand::{RngExt, SeedableRng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const INITIAL: i64 = 100;
+
+async fn open_accounts<S: DocumentStore>(db: &Mapper<S>, ids: impl IntoIterator<Item = u64>) {
+    for id in ids {
+        db.insert(&mut Account::new(id, 0, INITIAL)).await.unwrap();
+    }
+}
+
+fn group_of<'m, S: DocumentStore>(db: &'m Mapper<S>, ids: &[u64]) -> KeyGroupBuilder<'m, S> {
+    ids.iter()
+        .fold(db.key_group(), KeyGroupBuilder::member::<Account>)
+}
+
+/// Loads every account of `ids` through `txn`: a snapshot of the group.
+async fn load_all<S: DocumentStore>(
+    txn: &mut GroupTransaction<'_, '_, S>,
+    ids: &[u64],
+) -> Result<Vec<Account>> {
+    let accounts = txn.load_many::<Account>(ids).await?;
+    for account in &accounts {
+        assert!(account.balance >= 0, "a negative balance: {account:?}");
+    }
+    Ok(accounts)
+}
+
+/// Moves up to 30 from the first account of `ids` to another, in one one-shot group.
+async fn transfer<S: DocumentStore>(
+    db: &Mapper<S>,
+    ids: &[u64],
+    rng: &mut rand::rngs::StdRng,
+    lease: Duration,
+) -> Result<()> {
+    let mut txn = group_of(db, ids).lease(lease).once().await?;
+    let mut accounts = load_all(&mut txn, ids).await?;
+    let amount = rng.random_range(0..=accounts[0].balance.min(30));
+    let to = rng.random_range(1..accounts.len());
+    accounts[0].deposit(-amount);
+    accounts[0].transfers += 1;
+    accounts[to].deposit(amount);
+    for account in &mut accounts {
+        txn.save(account)?;
+    }
+    txn.commit().await
+}
+
+/// The total of all accounts `1..=n` read through one group over them all, checking that
+/// no balance is negative.
+async fn audit<S: DocumentStore>(db: &Mapper<S>, n: u64) -> Result<i64> {
+    let ids: Vec<u64> = (1..=n).collect();
+    let mut txn = group_of(db, &ids).once().await?;
+    let total = load_all(&mut txn, &ids)
+        .await?
+        .iter()
+        .map(|a| a.balance)
+        .sum();
+    txn.commit().await?;
+    Ok(total)
+}
+
+/// `2..=20` distinct accounts of `1..=n`, in random order.
+fn random_ids(rng: &mut rand::rngs::StdRng, n: u64) -> Vec<u64> {
+    let size = rng.random_range(2..=20usize.min(usize::try_from(n).unwrap()));
+    let mut ids: Vec<u64> = Vec::with_capacity(size);
+    while ids.len() < size {
+        let id = rng.random_range(1..=n);
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+/// Whether an error is one a client meets when groups race for keys (retried).
+fn contended(e: &Error) -> bool {
+    matches!(e, Error::Grouped { .. } | Error::Contention { .. })
+}
+
+mod bank {
+    use super::*;
+
+    const ACCOUNTS: u64 = 48;
+    const CLIENTS: u64 = 32;
+    const TRANSFERS: u64 = 2;
+
+    /// 32 clients move amounts between random groups of 2 to 20 of 48 accounts, while an
+    /// auditor reads all of them through a group: no snapshot shows another total or a
+    /// negative balance, and the total is unchanged at the end.
+    async fn transfers_keep_the_total(backend: &Backend, label: &str) {
+        let store = backend.store("keygroup_bank").await;
+        let db = Mapper::new(store);
+        open_accounts(&db, 1..=ACCOUNTS).await;
+        let committed = Arc::new(AtomicU64::new(0));
+        // Halfway, every client waits while the auditor reads all accounts through a
+        // group (so at least one snapshot in the middle of the run, by construction).
+        let parties = usize::try_from(CLIENTS).unwrap() + 1;
+        let halfway = Arc::new(tokio::sync::Barrier::new(parties));
+        let resume = Arc::new(tokio::sync::Barrier::new(parties));
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let (db, committed) = (db.clone(), committed.clone());
+                let (halfway, resume) = (halfway.clone(), resume.clone());
+                tokio::spawn(async move {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(c);
+                    let (mut done, mut refused) = (0, 0u64);
+                    while done < TRANSFERS {
+                        let ids = random_ids(&mut rng, ACCOUNTS);
+                        match transfer(&db, &ids, &mut rng, Duration::from_secs(30)).await {
+                            Ok(()) => {
+                                done += 1;
+                                committed.fetch_add(1, Ordering::Relaxed);
+                                if done == TRANSFERS / 2 {
+                                    halfway.wait().await;
+                                    resume.wait().await;
+                                }
+                            }
+                            Err(e) if contended(&e) => {
+                                refused += 1;
+                                assert!(refused < 100_000, "client {c} never got its group");
+                                let pause = rng.random_range(2..=20);
+                                tokio::time::sleep(Duration::from_millis(pause)).await;
+                            }
+                            Err(e) => panic!("client {c}: {e}"),
+                        }
+                    }
+                    refused
+                })
+            })
+            .collect();
+        let mut audits = 0;
+        let mut paused = false;
+        while committed.load(Ordering::Relaxed) < CLIENTS * TRANSFERS {
+            if !paused && committed.load(Ordering::Relaxed) >= CLIENTS * (TRANSFERS / 2) {
+                halfway.wait().await;
+                let total = audit(&db, ACCOUNTS).await.unwrap();
+                assert_eq!(
+                    total,
+                    INITIAL * i64::try_from(ACCOUNTS).unwrap(),
+                    "{label}: the halfway total"
+                );
+                audits += 1;
+                resume.wait().await;
+                paused = true;
+                continue;
+            }
+            match audit(&db, ACCOUNTS).await {
+                Ok(total) => {
+                    assert_eq!(
+                        total,
+                        INITIAL * i64::try_from(ACCOUNTS).unwrap(),
+                        "{label}: a snapshot's total"
+                    );
+                    audits += 1;
+                }
+                Err(e) if contended(&e) => tokio::time::sleep(Duration::from_millis(2)).await,
+                Err(e) => panic!("auditor: {e}"),
+            }
+        }
+        let mut refused = 0;
+        for client in clients {
+            refused += client.await.unwrap();
+        }
+        let total = audit(&db, ACCOUNTS).await.unwrap();
+        assert_eq!(
+            total,
+            INITIAL * i64::try_from(ACCOUNTS).unwrap(),
+            "{label}: the final total"
+        );
+        let plain: i64 = db
+            .load_many::<Account>(&(1..=ACCOUNTS).collect::<Vec<_>>())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|a| a.unwrap().balance)
+            .sum();
+        assert_eq!(
+            plain,
+            INITIAL * i64::try_from(ACCOUNTS).unwrap(),
+            "{label}: loads after dissolve"
+        );
+        println!(
+            "{label}: {} transfers by {CLIENTS} clients, {refused} creates refused or \
+             contended, {audits} audits during the run",
+            CLIENTS * TRANSFERS
+        );
+    }
+
+    autoshard_test_support::every_store!(transfers_keep_the_total);
+}
+
+mod isolation {
+    use super::*;
+
+    /// While a group lives, every other write to a member fails with `Grouped` naming
+    /// the group and writes nothing, a member joins no second group, reads go on; after
+    /// `dissolve` every write works again.
+    async fn members_take_no_other_write_while_grouped(backend: &Backend, label: &str) {
+        let db = Mapper::new(backend.store("keygroup_isolation").await);
+        open_accounts(&db, 1..=3).await;
+        let group = group_of(&db, &[1, 2]).create().await.unwrap();
+        let grouped = |e: Result<()>, what: &str| match e {
+            Err(Error::Grouped { group: id, .. }) => assert_eq!(id, group.id(), "{label}: {what}"),
+            other => panic!("{label}: {what}: expected Grouped, got {other:?}"),
+        };
+        grouped(db.apply(&1, |a: &mut Account| a.deposit(1)).await, "apply");
+        grouped(
+            db.update(&1, |a: &mut Account| a.transfers += 1).await,
+            "update",
+        );
+        let mut loaded: Account = db.load(&2).await.unwrap();
+        assert_eq!(loaded.balance, INITIAL, "{label}: reads go on");
+        loaded.deposit(5);
+        grouped(db.save(&mut loaded).await, "save of a shard");
+        loaded.transfers = 9;
+        grouped(db.save(&mut loaded).await, "save of the main document");
+        grouped(db.delete::<Account>(&2).await.map(drop), "delete");
+        grouped(
+            db.update_once(&1, "op", |a: &mut Account| a.deposit(1))
+                .await
+                .map(drop),
+            "update_once",
+        );
+        grouped(db.reshard::<Account>(&1, 8).await.map(drop), "reshard");
+        grouped(
+            group_of(&db, &[2, 3]).create().await.map(drop),
+            "a second group",
+        );
+        // The member outside the group, untouched by the refused second group.
+        db.apply(&3, |a: &mut Account| a.deposit(1)).await.unwrap();
+
+        let mut txn = group.transaction().await;
+        let mut one: Account = txn.load(&1).await.unwrap();
+        one.deposit(-7);
+        one.transfers += 1;
+        txn.save(&mut one).unwrap();
+        txn.commit().await.unwrap();
+        group.dissolve().await.unwrap();
+
+        db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
+        let one: Account = db.load(&1).await.unwrap();
+        assert_eq!((one.balance, one.transfers), (INITIAL - 6, 1), "{label}");
+        let mut two: Account = db.load(&2).await.unwrap();
+        two.deposit(5);
+        db.save(&mut two).await.unwrap();
+        db.delete::<Account>(&2).await.unwrap();
+        assert_eq!(db.load::<Account>(&3).await.unwrap().balance, INITIAL + 1);
+    }
+
+    autoshard_test_support::every_store!(members_take_no_other_write_while_grouped);
+}
+
+/// A transaction loads only members, saves only what it loaded, and a group needs stored
+/// members.
+#[tokio::test]
+async fn misuse_is_refused_with_typed_errors() {
+    let db = Mapper::new(MemoryStore::new());
+    open_accounts(&db, 1..=2).await;
+    assert!(matches!(
+        db.key_group().create().await,
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        group_of(&db, &[1, 9]).create().await,
+        Err(Error::NotFound { .. })
+    ));
+    let group = group_of(&db, &[1]).create().await.unwrap();
+    let mut txn = group.transaction().await;
+    assert!(matches!(
+        txn.load::<Account>(&2).await,
+        Err(Error::Invalid(_))
+    ));
+    let mut outsider: Account = db.load(&2).await.unwrap();
+    assert!(matches!(txn.save(&mut outsider), Err(Error::Invalid(_))));
+    drop(txn);
+    group.dissolve().await.unwrap();
+    // Nothing stayed owned: the failed group and the dissolved one.
+    db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
+}
+
+/// A memory store, and one that commits within one entity group only (as a Redis Cluster
+/// does: key groups then take the grouping protocol), sharing nothing.
+fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str); 2] {
+    let shaped = |cross_group| {
+        let memory = MemoryStore::new();
+        let knobs = Knobs {
+            cross_group_transactions: Some(cross_group),
+            ..Knobs::default()
+        };
+        (memory.clone(), Arc::new(TestStore::new(memory, knobs)))
+    };
+    let (one, one_store) = shaped(true);
+    let (steps, steps_store) = shaped(false);
+    [
+        (one, one_store, "one commit per step"),
+        (steps, steps_store, "the grouping protocol"),
+    ]
+}
+
+/// A commit whose reply is lost is checked and applied once; so is one that failed
+/// before reaching the store.
+#[tokio::test]
+async fn a_commit_with_a_lost_reply_applies_once() {
+    for (fault, (_, shaped, _)) in [Fault::After, Fault::Before]
+        .into_iter()
+        .flat_map(|f| memory_stores().map(|s| (f, s)))
+    {
+        let store = FaultyStore::new(shaped);
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=2).await;
+        let group = group_of(&db, &[1, 2]).create().await.unwrap();
+        let mut txn = group.transaction().await;
+        let mut one: Account = txn.load(&1).await.unwrap();
+        let mut two: Account = txn.load(&2).await.unwrap();
+        one.deposit(-10);
+        two.deposit(10);
+        txn.save(&mut one).unwrap();
+        txn.save(&mut two).unwrap();
+        store.fail_call(0, fault);
+        txn.commit().await.unwrap();
+        assert_eq!(store.faults(), 1, "{fault:?}: the fault struck");
+        assert_eq!(
+            db.recover_key_groups().await.unwrap(),
+            0,
+            "a live group is left alone"
+        );
+        group.dissolve().await.unwrap();
+        assert_eq!(db.load::<Account>(&1).await.unwrap().balance, INITIAL - 10);
+        assert_eq!(db.load::<Account>(&2).await.unwrap().balance, INITIAL + 10);
+    }
+}
