@@ -6,6 +6,7 @@
 use crate::adaptive::Sample;
 use crate::bench::{Strategy, VariantResult};
 use crate::hotspot::HotspotRow;
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -167,13 +168,7 @@ fn bars(
             .map_err(failed)?;
     }
     if legend {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(failed)?;
+        draw_legend(&mut chart)?;
     }
     Ok(())
 }
@@ -220,6 +215,13 @@ fn lines(
             .label(*name)
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], colour.stroke_width(2)));
     }
+    draw_legend(&mut chart)
+}
+
+/// The legend of the series drawn with labels, in the upper left corner.
+fn draw_legend<'a>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> Result<(), String> {
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
