@@ -329,7 +329,7 @@ pub struct EntityState {
     incarnation: Option<String>,
     /// Indexed by property; empty until a save stages a change.
     pending: Vec<Pending>,
-    /// The shard counts the stored entity records (see `mapper/layout.rs`), by field
+    /// The shard counts the stored entity records (see `mapper/layout/`), by field
     /// name; `None` for a value built in code or stored without a record.
     shard_counts: Option<Arc<ShardCounts>>,
     /// Whether the stored main document holds values of sharded properties that belong
@@ -339,10 +339,10 @@ pub struct EntityState {
 }
 
 /// The shard layout a stored entity records for its statically sharded properties, by
-/// field name (see `mapper/layout.rs`, which reads and writes it).
+/// field name (see `mapper/layout/`, which reads and writes it).
 pub(crate) type ShardCounts = Vec<(String, ShardCount)>;
 
-/// The recorded layout of one statically sharded property (see `mapper/layout.rs`).
+/// The recorded layout of one statically sharded property (see `mapper/layout/`).
 ///
 /// Shard indexes are never reused: `0..base` are the shards of the insert, and every
 /// shard a grow adds beyond them takes the next unused index (`next`). Saves fold into

@@ -22,7 +22,7 @@
 //! files:
 //! 1. `write/apply.rs`: `apply` takes the main document from its small cache (or reads
 //!    it), and `codec.rs` decodes it (`from_main`); the change runs; `save` (in
-//!    `write/save.rs`) asks `layout.rs` for the static properties;
+//!    `write/save.rs`) asks `layout/` for the static properties;
 //! 2. `write/static_shard.rs`: `resend_single` finds no change in doubt; `write/write_ids.rs`
 //!    stages the shadow's change as pending (`stage`);
 //! 3. `static_shard.rs`: `save_single` hands the change to `write/coalesce.rs`
@@ -34,7 +34,7 @@
 //!
 //! One uncached load, `db.load::<Question>(&42)`, crosses seven:
 //! 1. `read/load.rs`: `load` plans one lookup (`first_read`: the main document and the
-//!    static shards `layout.rs` names, and the dynamic-shard scans of `read/dynamic.rs`);
+//!    static shards `layout/` names, and the dynamic-shard scans of `read/dynamic.rs`);
 //!    `read_entity_with` runs it once per entity at a time through `read/shared.rs` (led
 //!    through `relay.rs`), reading again while the recorded layout lists shards it did not
 //!    read;
