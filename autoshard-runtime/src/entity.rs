@@ -329,7 +329,7 @@ pub struct EntityState {
     incarnation: Option<String>,
     /// Indexed by property; empty until a save stages a change.
     pending: Vec<Pending>,
-    /// The shard counts the stored entity records (see `mapper/layout/`), by field
+    /// The shard counts the stored entity records (see `mapper/layout.rs`), by field
     /// name; `None` for a value built in code or stored without a record.
     shard_counts: Option<Arc<ShardCounts>>,
     /// Whether the stored main document holds values of sharded properties that belong
@@ -339,10 +339,10 @@ pub struct EntityState {
 }
 
 /// The shard layout a stored entity records for its statically sharded properties, by
-/// field name (see `mapper/layout/`, which reads and writes it).
+/// field name (see `mapper/layout.rs`, which reads and writes it).
 pub(crate) type ShardCounts = Vec<(String, ShardCount)>;
 
-/// The recorded layout of one statically sharded property (see `mapper/layout/`).
+/// The recorded layout of one statically sharded property (see `mapper/layout.rs`).
 ///
 /// Shard indexes are never reused: `0..base` are the shards of the insert, and every
 /// shard a grow adds beyond them takes the next unused index (`next`). Saves fold into
@@ -434,7 +434,7 @@ pub(crate) struct Sent {
     /// The document it was folded into (a static shard, or the new dynamic one).
     pub(crate) shard: Key,
     /// What was sent under this id when it is more than the pending change: the fold of
-    /// the changes of several saves coalesced into one commit (see `mapper/write/coalesce.rs`).
+    /// the changes of several saves coalesced into one commit (see `mapper/write/static_shard.rs`).
     /// Sending it again sends all of it; the other saves then find it applied.
     pub(crate) value: Option<Value>,
 }

@@ -381,7 +381,7 @@ impl<E: Root> Controller<E> {
 
     /// One look at the counters, and the reshards and drains they call for.
     async fn tick<S: DocumentStore>(&mut self, mapper: &Mapper<S>, report: &mut MaintenanceReport) {
-        let Some(bounds) = crate::mapper::layout::shard_bounds::<E>() else {
+        let Some(bounds) = crate::mapper::shard_bounds::<E>() else {
             return;
         };
         let now = Instant::now();

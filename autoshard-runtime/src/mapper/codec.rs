@@ -1,5 +1,5 @@
-//! Between stored documents and entity values: an entity from its main document, folding
-//! a shard document into it, and errors that name the key and the property a bad value
+//! Between stored documents and entity values: an entity from its main document (and its
+//! folded values), folding a shard document into it, and errors that name the key and the property a bad value
 //! came from. No store calls.
 
 use super::layout;
@@ -201,4 +201,21 @@ pub(super) fn fold_value<E: Entity>(
     change: &Value,
 ) -> Result<()> {
     Folds::of::<E>().fold_into(key, doc, index, change)
+}
+
+/// The entity as its main document `main_doc` says, each sharded property set to its
+/// folded value in `values`.
+pub(super) fn with_values<E: Root>(
+    id: &E::Id,
+    main: &Key,
+    main_doc: &Versioned,
+    values: &[Value],
+) -> Result<E> {
+    let mut entity: E = from_main(id, main, main_doc)?;
+    for (index, value) in values.iter().enumerate() {
+        entity
+            .fold_stored(index, value)
+            .map_err(|e| Error::malformed(main, with_property(e, E::PROPERTIES[index].name)))?;
+    }
+    Ok(entity)
 }

@@ -1,7 +1,7 @@
 //! `Mapper::new` and the mapper's settings (retries, caches, coalescing, lanes, write
 //! window) and accessors.
 
-use super::write::{apply, shard_choice};
+use super::write::{apply, write_ids};
 use super::{Mapper, ReadCache, DEFAULT_WRITE_WINDOW};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
@@ -16,7 +16,7 @@ impl<S: DocumentStore> Mapper<S> {
             store,
             retry: RetryPolicy::default(),
             metrics: Metrics::new(),
-            lanes: Some(Arc::new(shard_choice::Lanes::new())),
+            lanes: Some(Arc::new(write_ids::Lanes::new())),
             writers: Arc::default(),
             write_window: DEFAULT_WRITE_WINDOW,
             coalescer: Some(Arc::default()),
@@ -145,7 +145,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     #[must_use]
     pub fn with_shard_lanes(mut self, on: bool) -> Self {
-        self.lanes = on.then(|| Arc::new(shard_choice::Lanes::new()));
+        self.lanes = on.then(|| Arc::new(write_ids::Lanes::new()));
         self
     }
 

@@ -3,45 +3,48 @@
 //! its own.
 //!
 //! The folders follow the path a call takes:
-//! - `read/`: `load`, batch loads and aggregates, what a read found and its fold
-//!   (`snapshot`), shared reads, the read cache, and the dynamic-shard half of loads;
-//! - `write/`: `insert` and `delete`, `save` and `apply`, `update`, keyed operations
-//!   (`update_once`), the static- and dynamic-shard writers, coalescing, the choice of a
-//!   shard, pending changes with their write ids, and adoption;
+//! - `read/`: `load` (with its dynamic-shard half and its shared reads), batch loads and
+//!   aggregates, what a read found and its fold (`snapshot`), and the read cache;
+//! - `write/`: `insert` and `delete`, `save`, `apply`, `update`, keyed operations
+//!   (`update_once`), the static-shard writer with its coalescing, the dynamic-shard
+//!   writer, pending changes with their write ids and the shard lanes, and adoption;
 //! - `reshape/`: layout changes, resharding and compaction;
 //! - `group/`: the entity-group operations.
 //!
 //! Here, what they all share: `config` (the constructor and settings), `layout` (the one
 //! owner of where every document lives), `codec` (documents into entities, folds, decode
-//! errors), `attempt` (optimistic attempts, retries, paging), `relay` (one leader per
-//! slot, for coalesced saves and shared reads) and `entities` (the [`Entities`] handle of
-//! one kind). The arguments behind the write path, the read cache and resharding are in
+//! errors), `attempt` (optimistic attempts, retries, paging) and `entities` (the
+//! [`Entities`] handle of one kind). The hand-over of a lead from one call to the next,
+//! on which coalesced saves and shared reads stand, is `crate::sync`'s, not the
+//! mapper's. The arguments behind the write path, the read cache and resharding are in
 //! the repository's `docs/design/`.
 //!
-//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property, crosses nine
-//! files:
+//! One vote, `db.apply(&42, Question::vote_up)` of a `fold = sum` property, crosses six
+//! mapper files:
 //! 1. `write/apply.rs`: `apply` takes the main document from its small cache (or reads
-//!    it), and `codec.rs` decodes it (`from_main`); the change runs; `save` (in
-//!    `write/save.rs`) asks `layout/` for the static properties;
-//! 2. `write/static_shard.rs`: `resend_single` finds no change in doubt; `write/write_ids.rs`
-//!    stages the shadow's change as pending (`stage`);
-//! 3. `static_shard.rs`: `save_single` hands the change to `write/coalesce.rs`
-//!    (`Coalescer::submit`), which leads the property through `relay.rs` (`Relay::join`);
-//! 4. `static_shard.rs`: `send_batch` takes a shard, its lane and writer from
-//!    `write/shard_choice.rs` (`hold`), fixes the write id (`Writer::begin`, in
-//!    `write_ids.rs`) and the claims (`coalesce::take_claims`), and `merge_fixed` sends
-//!    one [`Merge`](crate::store::Merge) to the store.
+//!    it), `codec.rs` decodes it (`from_main_reusing`), the change runs, and `save_as`
+//!    (in `write/save.rs`) takes over;
+//! 2. `write/save.rs`: `save_as` asks `layout.rs` for the static properties
+//!    (`static_properties`), has `write/static_shard.rs` resend a change in doubt
+//!    (`resend_single`: none), and stages the shadow's change as pending (`stage`, in
+//!    `write/write_ids.rs`);
+//! 3. `write/static_shard.rs`: `save_single` submits the change to the property's
+//!    [`Coalescer`](write::static_shard::Coalescer); leading, `send_batch` holds a shard's
+//!    lane and its writer (`hold`, in `write_ids.rs`), fixes the write id
+//!    (`Writer::begin`) and the claims (`take_claims`), and `merge_fixed` sends one
+//!    [`Merge`](crate::store::Merge) to the store; `confirmed` (in `write_ids.rs`) tells
+//!    the read cache, when there is one.
 //!
-//! One uncached load, `db.load::<Question>(&42)`, crosses seven:
+//! One uncached load, `db.load::<Question>(&42)`, crosses four:
 //! 1. `read/load.rs`: `load` plans one lookup (`first_read`: the main document and the
-//!    static shards `layout/` names, and the dynamic-shard scans of `read/dynamic.rs`);
-//!    `read_entity_with` runs it once per entity at a time through `read/shared.rs` (led
-//!    through `relay.rs`), reading again while the recorded layout lists shards it did not
-//!    read;
-//! 2. `read/dynamic.rs`: `extra_shards` reads whatever further scan pages there are;
-//! 3. `read/snapshot.rs`: the [`Snapshot`](read::snapshot::Snapshot) found decides which
-//!    documents count (`folding`) and folds each sharded property (`values`);
-//! 4. `codec.rs`: `from_main` decodes the main document and each folded value is set.
+//!    static shards `layout.rs` names, and the dynamic-shard scans); `read_entity_with`
+//!    runs it, shared with concurrent loads, reading again while the recorded layout
+//!    lists shards it did not read, and takes the further scan pages (`extra_shards`);
+//! 2. `read/snapshot.rs`: the [`Snapshot`](read::snapshot::Snapshot) found decides which
+//!    documents count (`folding`), folds each sharded property (`values`) and builds the
+//!    entity (`assemble`);
+//! 3. `codec.rs`: `with_values` decodes the main document (`from_main`) and sets each
+//!    folded value.
 
 // The constructor and settings, then the operations, in the order the docs of `Mapper`
 // list them (rustdoc keeps source order): the everyday ones first, then batches and keyed
@@ -60,13 +63,13 @@ mod reshape;
 mod attempt;
 mod codec;
 pub(crate) mod layout;
-mod relay;
 
 pub use entities::Entities;
 pub use group::key_group::{GroupTransaction, KeyGroup, KeyGroupBuilder, DEFAULT_LEASE};
 pub use read::cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
-pub use read::dynamic::DYNAMIC_SHARDS_WARNING;
+pub use read::load::DYNAMIC_SHARDS_WARNING;
 pub use reshape::compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
+pub(crate) use reshape::reshard::shard_bounds;
 pub use reshape::reshard::ReshardReport;
 pub use write::keyed::KeyedOutcome;
 pub use write::write_ids::DEFAULT_WRITE_WINDOW;
@@ -164,18 +167,18 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     store: S,
     retry: RetryPolicy,
     metrics: Metrics,
-    /// Shard lanes, shared by clones (see `write/shard_choice.rs`); `None` when turned off.
-    lanes: Option<Arc<write::shard_choice::Lanes>>,
+    /// Shard lanes, shared by clones (see `write/write_ids.rs`); `None` when turned off.
+    lanes: Option<Arc<write::write_ids::Lanes>>,
     /// Writers for saves that hold no lane, shared by clones (see `write/write_ids.rs`).
     writers: Arc<write::write_ids::Pool>,
     /// How long shard documents remember a writer's last write (see `write/write_ids.rs`).
     write_window: Duration,
     /// Properties with a commit in flight and the saves queued behind it, shared by
-    /// clones (see `write/coalesce.rs`); `None` when coalescing is off.
-    coalescer: Option<Arc<write::coalesce::Coalescer>>,
+    /// clones (see `write/static_shard.rs`); `None` when coalescing is off.
+    coalescer: Option<Arc<write::static_shard::Coalescer>>,
     /// Loads in flight per entity and the loads waiting for the next read, shared by
-    /// clones (see `read/shared.rs`); `None` when reads are not shared.
-    reads: Option<Arc<read::shared::SharedReads>>,
+    /// clones (see `read/load.rs`); `None` when reads are not shared.
+    reads: Option<Arc<read::load::SharedLoads>>,
     /// Main documents `apply` reuses, shared by clones (see `apply`).
     main_cache: write::apply::MainCache,
     /// Loaded entities reused for a bounded time (see `read/cache.rs`); `None` unless given one.

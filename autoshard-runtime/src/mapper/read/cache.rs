@@ -10,8 +10,10 @@
 
 use crate::document::{Value, Versioned};
 use crate::entity::{Entity, Sent, ShardedProperty};
-use crate::error::FieldError;
+use crate::error::{Error, FieldError, Result};
+use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::codec::with_values;
 use crate::mapper::read::snapshot::{Confirmed, Snapshot};
 use crate::mapper::Mapper;
 use crate::store::ownership::system_now_ms;
@@ -464,17 +466,18 @@ impl Drop for Invalidate<'_> {
 }
 
 impl<S> Mapper<S> {
-    /// Records in the read cache, if any, that the write `sent` of property `stored_as`
-    /// of the entity at `main` was confirmed (its value is the change it carried).
-    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
-        if let Some(cache) = &self.cache {
-            cache.confirm(main, stored_as, sent, self.write_window);
-        }
-    }
-
     /// A guard that drops the entity's cached snapshots once the write it covers is over
     /// (see [`Invalidate`]).
     pub(in crate::mapper) fn invalidating(&self, main: &Key) -> Invalidate<'_> {
         Invalidate::new(self.cache.as_ref(), main)
     }
+}
+
+/// The entity with this id from a cached snapshot. [`Error::NotFound`] when the entity
+/// was not stored.
+pub(in crate::mapper) fn from_hit<E: Root>(id: &E::Id, main: &Key, hit: &Hit) -> Result<E> {
+    let Some(main_doc) = hit.main() else {
+        return Err(Error::NotFound { key: main.clone() });
+    };
+    with_values(id, main, main_doc, &hit.values)
 }

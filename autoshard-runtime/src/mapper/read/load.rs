@@ -1,8 +1,9 @@
 //! `load`: the main document and every static shard in one read, each sharded property
 //! folded over its shards (paper, section 4, "Loading"); concurrently, the dynamic shards
-//! (see `dynamic`). Where the entity's recorded layout lists more shards than the
-//! annotation (it was resharded, or the annotation changed), one more read takes them
-//! (see `layout`).
+//! (below). Where the entity's recorded layout lists more shards than the annotation (it
+//! was resharded, or the annotation changed), one more read takes them (see `layout`).
+//! Concurrent loads of one entity through one mapper share one read that started after
+//! each of them was called ([`SharedReads`], `Mapper::with_shared_reads`).
 //!
 //! The properties with a built-in fold the store folds itself where it can
 //! ([`DocumentStore::fold_lookup`]): the read answers their folded values and the shard
@@ -12,20 +13,38 @@
 //! shows a folded shard the fold must leave out (`Snapshot::folds_uncounted`), a property
 //! the store did not fold, or a lookup that wants write records reads the documents whole
 //! instead.
+//!
+//! The dynamic-shard half of a load (paper, section 2.2): every dynamic shard document the
+//! entity has, each value once, while compaction moves them (the writer is in
+//! `write/dynamic.rs`). A load also folds shards of a former annotation (static shards of
+//! a now dynamic property, dynamic shards of a now static one). Invariant: a scan in one
+//! page is a snapshot of its group; a scan in several pages checks that the compacted
+//! document's version did not change across it, else scans again (bounded; then
+//! [`Error::Contention`]). The argument: `docs/design/resharding.md`, "Loads of dynamic
+//! shards".
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::mapper::codec::{from_main, with_property};
-use crate::mapper::layout::{self, static_shard_keys};
-use crate::mapper::read::cache::Hit;
-use crate::mapper::read::dynamic::extra_scans;
-use crate::mapper::read::snapshot::Snapshot;
+use crate::mapper::layout::{self, has_dynamic, is_former_static_shard, static_shard_keys};
+use crate::mapper::read::cache::from_hit;
+use crate::mapper::read::snapshot::{assemble, Snapshot};
 use crate::mapper::Mapper;
-use crate::store::{DocumentStore, Fold, FoldLookup, Folded, Found, Lookup};
+use crate::store::{DocumentStore, Fold, FoldLookup, Folded, Found, Lookup, Scan, ScanPage};
+use crate::sync::shared::SharedReads;
 use std::sync::Arc;
+
+/// The loads in flight per entity and the loads waiting for the next read, shared by a
+/// mapper's clones.
+pub(in crate::mapper) type SharedLoads = SharedReads<Slot, Result<Arc<Snapshot>>>;
+
+/// What loads share a read of: an entity, read as one entity type (two types declared
+/// for one kind may read different documents), with or without the shards' write records
+/// (a cached load needs them to tell which confirmed writes its snapshot holds, so it
+/// never shares a read made without them).
+type Slot = (Key, &'static str, bool);
 
 impl<S: DocumentStore> Mapper<S> {
     /// Loads the entity with this id. Each sharded property is the fold of its shards
@@ -95,7 +114,7 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// The documents of the entity at `main` as `E` reads them, from a read that
-    /// started after this call (shared with concurrent loads, see `read::shared`).
+    /// started after this call (shared with concurrent loads, see [`SharedLoads`]).
     pub(in crate::mapper) async fn read_entity<E: Root>(
         &self,
         main: &Key,
@@ -274,47 +293,6 @@ fn store_folds<E: Entity>() -> Vec<(&'static str, Fold)> {
         .collect()
 }
 
-/// The entity with this id from the documents a read `found`. [`Error::NotFound`] when
-/// the entity is not stored.
-pub(in crate::mapper) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Snapshot) -> Result<E> {
-    let folding = found.folding(main, &[])?.ok_or_else(|| {
-        Error::backend(
-            "load",
-            "a snapshot without confirmed writes tells all it holds",
-        )
-    })?;
-    let Some(main_doc) = folding.main else {
-        return Err(Error::NotFound { key: main.clone() });
-    };
-    with_values(id, main, main_doc, &folding.values::<E>(main)?)
-}
-
-/// The entity with this id from a cached snapshot. [`Error::NotFound`] when the entity
-/// was not stored.
-pub(in crate::mapper) fn from_hit<E: Root>(id: &E::Id, main: &Key, hit: &Hit) -> Result<E> {
-    let Some(main_doc) = hit.main() else {
-        return Err(Error::NotFound { key: main.clone() });
-    };
-    with_values(id, main, main_doc, &hit.values)
-}
-
-/// The entity as its main document `main_doc` says, each sharded property set to its
-/// folded value in `values`.
-fn with_values<E: Root>(
-    id: &E::Id,
-    main: &Key,
-    main_doc: &Versioned,
-    values: &[Value],
-) -> Result<E> {
-    let mut entity: E = from_main(id, main, main_doc)?;
-    for (index, value) in values.iter().enumerate() {
-        entity
-            .fold_stored(index, value)
-            .map_err(|e| Error::malformed(main, with_property(e, E::PROPERTIES[index].name)))?;
-    }
-    Ok(entity)
-}
-
 /// What a load of `E` at `main` reads first: the main document and the static shards
 /// of the annotation, the first pages of [`extra_scans`], and as a prefetch the compacted
 /// dynamic shard (all the dynamic-shard scan lists for most entities).
@@ -420,4 +398,116 @@ impl<S: DocumentStore> Mapper<S> {
             .filter(|(key, _)| !seen(key))
             .collect())
     }
+}
+
+/// How many times a load scans the dynamic shards again because compaction raced it.
+const LOAD_SCAN_ATTEMPTS: u32 = 8;
+
+/// The page size of the scans of a load: everything in one page, so that a store that
+/// answers in one page (an atomic read, by the store contract) needs no version check
+/// and a compaction racing the load never forces it to scan again.
+const LOAD_PAGE: usize = 1 << 30;
+
+/// How many dynamic shard documents of one entity a load reads before the mapper warns,
+/// once per process, that nothing seems to compact them (see
+/// [`Mapper::compact`](crate::Mapper::compact)).
+pub const DYNAMIC_SHARDS_WARNING: usize = 1_000;
+
+/// Warns, once per process, when a load of the entity at `main` read `shards` dynamic
+/// shard documents, more than [`DYNAMIC_SHARDS_WARNING`].
+fn warn_if_uncompacted(main: &Key, shards: usize) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if shards > DYNAMIC_SHARDS_WARNING && !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(
+            key = %main,
+            shards,
+            "a load read {shards} dynamic shards of one entity: run `Mapper::compact`, a \
+             `Compactor` or a `Maintainer` to fold them back (warned once per process)"
+        );
+    }
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// The shard documents a load folds besides the current static shards, from the
+    /// first pages of [`extra_scans`] (`pages`, in that order): every dynamic shard and,
+    /// when `E` has a dynamic property, static shards beyond the current count (module
+    /// docs). A scan that needs more pages is read again in full.
+    pub(in crate::mapper) async fn extra_shards<E: Entity>(
+        &self,
+        main: &Key,
+        pages: Vec<ScanPage>,
+    ) -> Result<Vec<(Key, Versioned)>> {
+        let mut pages = pages.into_iter();
+        let (Some(dynamic), old_static) = (pages.next(), pages.next()) else {
+            return Ok(Vec::new());
+        };
+        let dynamic = async {
+            if dynamic.next.is_none() {
+                // One page: one atomic read of the group.
+                Ok(dynamic.items)
+            } else {
+                self.read_dynamic_shards(main).await
+            }
+        };
+        let old_static = async {
+            let all = match old_static {
+                None => Vec::new(),
+                Some(page) if page.next.is_none() => page.items,
+                Some(_) => {
+                    self.scan_all(layout::static_shards_scan(main).limit(LOAD_PAGE))
+                        .await?
+                }
+            };
+            Ok::<_, Error>(
+                all.into_iter()
+                    .filter(|(key, _)| is_former_static_shard::<E>(key)),
+            )
+        };
+        let (mut dynamic, old_static) = futures::try_join!(dynamic, old_static)?;
+        warn_if_uncompacted(main, dynamic.len());
+        dynamic.extend(old_static);
+        Ok(dynamic)
+    }
+
+    /// Every dynamic shard document of the entity at `main`, each value exactly once
+    /// even while compaction runs (module docs).
+    async fn read_dynamic_shards(&self, main: &Key) -> Result<Vec<(Key, Versioned)>> {
+        let scan = layout::dynamic_shards_scan(main).limit(LOAD_PAGE);
+        let first = self.store.scan(&scan).await?;
+        if first.next.is_none() {
+            // One page: one atomic read of the group.
+            return Ok(first.items);
+        }
+        // Pages: the first one was read before any version, so it cannot be checked; the
+        // whole scan is read again between two reads of the compacted document.
+        let compacted = layout::compacted(main);
+        for attempt in 1..=LOAD_SCAN_ATTEMPTS {
+            let before = self.store.get(&compacted).await?.map(|doc| doc.version);
+            let items = self.scan_all(scan.clone()).await?;
+            let after = self.store.get(&compacted).await?.map(|doc| doc.version);
+            if before == after {
+                return Ok(items);
+            }
+            tracing::debug!(key = %compacted, attempt, "load: compaction raced the scan; again");
+            tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt))).await;
+        }
+        Err(Error::Contention {
+            key: compacted,
+            attempts: LOAD_SCAN_ATTEMPTS,
+        })
+    }
+}
+
+/// The scans whose first pages a load of `E` at `main` reads with its documents (see
+/// [`Mapper::extra_shards`]): none for an entity without sharded properties, the dynamic
+/// shards, and for an entity with a dynamic property also every static shard.
+pub(in crate::mapper) fn extra_scans<E: Entity>(main: &Key) -> Vec<Scan> {
+    if E::PROPERTIES.is_empty() {
+        return Vec::new();
+    }
+    let mut scans = vec![layout::dynamic_shards_scan(main).limit(LOAD_PAGE)];
+    if has_dynamic::<E>() {
+        scans.push(layout::static_shards_scan(main).limit(LOAD_PAGE));
+    }
+    scans
 }

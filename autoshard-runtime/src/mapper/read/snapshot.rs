@@ -9,8 +9,9 @@
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, ShardCounts};
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::key::Key;
-use crate::mapper::codec::{sum_range, sum_values, with_property};
+use crate::mapper::codec::{sum_range, sum_values, with_property, with_values};
 use crate::mapper::layout;
 use crate::mapper::write::write_ids;
 use crate::store::ownership::system_now_ms;
@@ -254,4 +255,19 @@ impl Folding<'_> {
         }
         Ok(values)
     }
+}
+
+/// The entity with this id from the documents a read `found`. [`Error::NotFound`] when
+/// the entity is not stored.
+pub(in crate::mapper) fn assemble<E: Root>(id: &E::Id, main: &Key, found: &Snapshot) -> Result<E> {
+    let folding = found.folding(main, &[])?.ok_or_else(|| {
+        Error::backend(
+            "load",
+            "a snapshot without confirmed writes tells all it holds",
+        )
+    })?;
+    let Some(main_doc) = folding.main else {
+        return Err(Error::NotFound { key: main.clone() });
+    };
+    with_values(id, main, main_doc, &folding.values::<E>(main)?)
 }

@@ -9,7 +9,7 @@
 //! protocol and the proofs: `docs/design/resharding.md`, "Resharding".
 
 use crate::document::Document;
-use crate::entity::{ShardCount, ShardCounts};
+use crate::entity::{Entity, ShardCount, ShardCounts, Sharding};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::{EntityId, Key};
@@ -98,7 +98,7 @@ impl<S: DocumentStore> Mapper<S> {
             )));
         }
         for p in layout::static_annotated::<E>() {
-            let (fewest, most) = p.bounds();
+            let (fewest, most) = bounds(&p);
             if !(fewest..=most).contains(&shards) {
                 return Err(Error::Invalid(format!(
                     "cannot reshard `{main}` to {shards} shards: `{}.{}` is annotated with \
@@ -312,4 +312,22 @@ fn resized(c: ShardCount, shards: u32) -> ShardCount {
     let added_after = shards - shards.min(c.base);
     let next = c.next + added_after.saturating_sub(added_before);
     ShardCount { shards, next, ..c }
+}
+
+/// The fewest and the most shards the annotation of `p` allows.
+fn bounds(p: &StaticProperty) -> (u32, u32) {
+    match p.property.sharding {
+        Sharding::Static { min, max, .. } => (min, max),
+        Sharding::Dynamic => (1, 1),
+    }
+}
+
+/// The counts a reshard may give every statically sharded property of `E` (the
+/// intersection of their annotated bounds); `None` when there is none, or no count fits
+/// them all.
+pub(crate) fn shard_bounds<E: Entity>() -> Option<(u32, u32)> {
+    let (fewest, most) = layout::static_annotated::<E>()
+        .map(|p| bounds(&p))
+        .reduce(|(a, b), (c, d)| (a.max(c), b.min(d)))?;
+    (fewest <= most).then_some((fewest, most))
 }

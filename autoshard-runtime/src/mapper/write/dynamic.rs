@@ -1,6 +1,6 @@
 //! The dynamic-shard writer (paper, section 2.2): a save adds a new shard document, named
 //! after its write id, in the entity's one dynamic-shard group (one Redis Cluster slot);
-//! loads fold every shard document there (`read/dynamic.rs`), and compaction
+//! loads fold every shard document there (`read/load.rs`), and compaction
 //! (`reshape/compact.rs`, scheduled by [`crate::compaction`]) folds them back into the
 //! compacted document.
 //!

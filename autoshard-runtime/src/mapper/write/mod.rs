@@ -7,23 +7,21 @@
 //!   documents.
 //! - `update`: `update` (load, change, save).
 //! - `keyed`: `update_once`, a change applied once per operation name.
-//! - `static_shard`: the static-shard writer (one property's change into one shard), and
-//!   the one fold of a change into a static shard.
+//! - `static_shard`: the static-shard writer (one property's change into one shard,
+//!   coalesced with concurrent saves of it into one commit), and the one fold of a change
+//!   into a static shard.
 //! - `dynamic`: the dynamic-shard writer (a new shard document per change).
-//! - `coalesce`: concurrent saves of one shard folded into one commit.
-//! - `shard_choice`: which shard a write goes to, its lane, and the writer id it sends under.
-//! - `write_ids`: pending changes, the write ids that make sending one again safe, and the
-//!   write window a change may be sent again within.
+//! - `write_ids`: pending changes, the write ids that make sending one again safe, the
+//!   write window a change may be sent again within, and the shard lanes (which shard a
+//!   write goes to, and the writer it is sent under).
 //! - `adopt`: values stored before a field was sharded move into its shards.
 
 pub(in crate::mapper) mod adopt;
 pub(in crate::mapper) mod apply;
-pub(in crate::mapper) mod coalesce;
 pub(in crate::mapper) mod dynamic;
 pub(in crate::mapper) mod insert;
 pub(in crate::mapper) mod keyed;
 pub(in crate::mapper) mod save;
-pub(in crate::mapper) mod shard_choice;
 pub(in crate::mapper) mod static_shard;
 pub(in crate::mapper) mod update;
 pub(in crate::mapper) mod write_ids;

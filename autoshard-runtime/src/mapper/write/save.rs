@@ -21,7 +21,6 @@ use crate::key::Key;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::{malformed, Folds};
 use crate::mapper::layout::{self, static_properties, StaticProperty};
-use crate::mapper::write::shard_choice;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
 use crate::mapper::Mapper;
@@ -216,11 +215,11 @@ impl<S: DocumentStore> Mapper<S> {
             let counts: Vec<u32> = props.iter().map(|p| p.layout.shards).collect();
             let props = &props;
             let attempt = async {
-                // The shards' lanes are held from the read to the commit (see `shard_choice`),
+                // The shards' lanes are held from the read to the commit (see `write_ids`),
                 // and released before any backoff.
                 let key = |i: usize, slot| props[i].live_shard(main, slot);
                 let (keys, mut held) =
-                    shard_choice::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
+                    write_ids::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
                 self.fold_into_shards(entity, main, put_main, &keys, props, held.writer())
                     .await
             };

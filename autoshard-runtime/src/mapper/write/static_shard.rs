@@ -1,5 +1,5 @@
 //! The static-shard writer: the one change a save makes to one statically sharded
-//! property, coalesced with concurrent saves of it (`coalesce`), sent as one write with a
+//! property, coalesced with concurrent saves of it (below), sent as one write with a
 //! write id, shard and value fixed before the first send: a guarded [`Merge`] where the
 //! property's fold is built in (one round trip, no read, no conflict), else read, fold and
 //! compare-and-set on that shard. [`fold_into_shard`] is the one fold of a change into a
@@ -13,6 +13,17 @@
 //! Across a failover: a send that finds its write id recorded answers only after
 //! [`DocumentStore::make_durable`] of the shard, since the send that stored it may have
 //! failed its wait for replicas (the same note, "Acknowledgements across a failover").
+//!
+//! Write coalescing (group commit): concurrent saves of one sharded property of one entity,
+//! in one mapper and its clones, fold their changes into one commit while a commit for that
+//! property is in flight. The first save leads and sends at once; saves that arrive
+//! meanwhile queue, and the next leader sends up to [`MAX_BATCH`] of them as one fold.
+//! The [`Claim`] of each save's change is handled here alone: a leader takes queued claims
+//! ([`take_claims`]), redirects them ([`moved`]) and settles them ([`settle`]); a save
+//! resolves its own when it returns or is dropped ([`Resolve`]). The lead passes on through
+//! a [`Relay`]. Invariant: a change is sent only while its claim is taken, so never without
+//! its save (or its entity) knowing it, and a claim in doubt keeps the batch's write id for
+//! the next save. The argument: `docs/design/exactly-once.md`, "Coalescing".
 
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, EntityState, Pending, Sent};
@@ -21,11 +32,11 @@ use crate::key::Key;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::Folds;
 use crate::mapper::layout::{self, StaticProperty};
-use crate::mapper::write::coalesce::{self, Claim, ClaimRef, Member};
-use crate::mapper::write::shard_choice;
-use crate::mapper::write::write_ids::{self, check_incarnation, state_of};
+use crate::mapper::write::write_ids::{self, check_incarnation, hold, state_of};
 use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Merge, Merged, Transaction};
+use crate::sync::lock;
+use crate::sync::relay::{Caller, Joined, Relay};
 use crate::Version;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
@@ -68,7 +79,7 @@ impl<S: DocumentStore> Mapper<S> {
             return Ok(());
         };
         let claim: ClaimRef = Arc::new(Mutex::new(Claim::Queued));
-        let resolve = coalesce::Resolve {
+        let resolve = Resolve {
             pending,
             claim: claim.clone(),
         };
@@ -132,12 +143,11 @@ impl<S: DocumentStore> Mapper<S> {
         let p = target.p;
         let counts = [p.layout.shards];
         let key = |_, slot| p.live_shard(target.main, slot);
-        let (keys, mut held) =
-            shard_choice::hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
+        let (keys, mut held) = hold(self.lanes.as_deref(), &self.writers, &counts, key).await;
         let writer = held.writer();
         let write = writer.begin(self.write_window);
         let fold = |a: &Value, b: &Value| target.folds.fold(target.main, p.index, a, b);
-        let taken = coalesce::take_claims(&members, fold, |value| Sent {
+        let taken = take_claims(&members, fold, |value| Sent {
             write,
             shard: keys[0].clone(),
             value: Some(value),
@@ -153,19 +163,19 @@ impl<S: DocumentStore> Mapper<S> {
                 return (Err(e), members);
             }
         };
-        let mut moved = |to: &Sent| coalesce::moved(&members, to);
+        let mut moved = |to: &Sent| moved(&members, to);
         let result = self.send_fixed(target, &mut sent, &mut moved).await;
         if result.is_ok() {
             self.confirmed(target.main, p.property.stored_as, &sent);
         }
         let done = match &result {
             Ok(()) => Some(true),
-            Err(e) if coalesce::in_doubt(e) => None,
+            Err(e) if in_doubt(e) => None,
             Err(_) => Some(false),
         };
         if let Some(applied) = done {
             writer.settle();
-            coalesce::settle(&members, applied);
+            settle(&members, applied);
         }
         (result, members)
     }
@@ -332,4 +342,186 @@ pub(in crate::mapper) fn fold_into_shard(
             .or_insert_with(|| incarnation.into());
     }
     Ok((doc, version))
+}
+
+/// The most changes one commit carries.
+pub(in crate::mapper) const MAX_BATCH: usize = 256;
+
+/// The state of one save's change, shared between the save and the leader sending it.
+#[derive(Debug, Default)]
+pub(in crate::mapper) enum Claim {
+    /// Waiting; nobody sent it.
+    #[default]
+    Queued,
+    /// In a batch sent (or about to be) as this write.
+    Taken(Sent),
+    /// The batch was answered: applied or not.
+    Done(bool),
+    /// Its save is gone; it must not be sent.
+    Withdrawn,
+}
+
+pub(in crate::mapper) type ClaimRef = Arc<Mutex<Claim>>;
+
+/// A queued save's change, as the relay carries it to the leader.
+type Queued = (Value, ClaimRef);
+
+/// One change in a batch: its value and claim, and how to tell its save (`None`: the
+/// leader's own).
+pub(in crate::mapper) struct Member {
+    value: Value,
+    claim: ClaimRef,
+    save: Option<Caller<Result<()>>>,
+}
+
+impl Member {
+    /// The change of the save that sends the batch itself.
+    pub(in crate::mapper) fn own(value: Value, claim: ClaimRef) -> Self {
+        Member {
+            value,
+            claim,
+            save: None,
+        }
+    }
+}
+
+/// The in-flight properties of one mapper: a property (main key, property index) is in
+/// flight while the relay leads it, with the saves queued behind its commit.
+#[derive(Debug, Default)]
+pub(in crate::mapper) struct Coalescer {
+    slots: Relay<(Key, usize), Queued, Result<()>>,
+}
+
+impl Coalescer {
+    /// Sends `value` (with `claim`) for property `slot`, alone or in a batch: `send` is
+    /// called by whichever save leads, with the members of its batch, and sends their
+    /// fold as one change.
+    pub(in crate::mapper) async fn submit<F, Fut>(
+        &self,
+        slot: (Key, usize),
+        value: Value,
+        claim: ClaimRef,
+        send: F,
+    ) -> Result<()>
+    where
+        F: FnOnce(Vec<Member>) -> Fut,
+        Fut: std::future::Future<Output = (Result<()>, Vec<Member>)>,
+    {
+        let lead = match self
+            .slots
+            .join(slot, || (value.clone(), claim.clone()))
+            .await
+        {
+            Joined::Lead(lead) => lead,
+            Joined::Done(result) => return result,
+            Joined::Abandoned => {
+                return Err(Error::backend(
+                    "coalesced save",
+                    "the save sending this change's batch was dropped; its outcome is unknown",
+                ))
+            }
+        };
+        // Leading: this save's change and what is queued now. If this future is dropped
+        // while sending, the batch's queued saves learn it (their claims say whether the
+        // batch was sent), and the lead passes on.
+        let mut members = vec![Member::own(value, claim)];
+        for save in lead.take(MAX_BATCH - 1) {
+            let (value, claim) = save.payload;
+            members.push(Member {
+                value,
+                claim,
+                save: Some(save.caller),
+            });
+        }
+        let (result, members) = send(members).await;
+        for member in members {
+            if let Some(save) = member.save {
+                // A save that is gone resolves its claim from the claim alone; the others
+                // get the same error as the leader (errors share the backend's error).
+                save.tell(result.clone());
+            }
+        }
+        result
+    }
+}
+
+/// Takes the claims of `members` that are still queued, folds their values with `fold`,
+/// and marks them taken with the write `sent(fold)` builds, all under the claims' locks:
+/// a save dropped meanwhile either withdrew first (left out) or finds its claim taken.
+/// `None` when no member is left.
+pub(in crate::mapper) fn take_claims(
+    members: &[Member],
+    fold: impl Fn(&Value, &Value) -> Result<Value>,
+    sent: impl FnOnce(Value) -> Sent,
+) -> Result<Option<Sent>> {
+    let mut claims: Vec<_> = members.iter().map(|m| lock(&m.claim)).collect();
+    let mut folded: Option<Value> = None;
+    for (member, claim) in members.iter().zip(&claims) {
+        if !matches!(**claim, Claim::Queued) {
+            continue;
+        }
+        folded = Some(match folded {
+            None => member.value.clone(),
+            Some(acc) => fold(&acc, &member.value)?,
+        });
+    }
+    let Some(folded) = folded else {
+        return Ok(None);
+    };
+    let sent = sent(folded);
+    for claim in &mut claims {
+        if matches!(**claim, Claim::Queued) {
+            **claim = Claim::Taken(sent.clone());
+        }
+    }
+    Ok(Some(sent))
+}
+
+/// Tells the claims the batch took that its write went elsewhere: `to` names the shard
+/// now (before anything is sent there).
+pub(in crate::mapper) fn moved(members: &[Member], to: &Sent) {
+    for member in members {
+        if let Claim::Taken(taken) = &mut *lock(&member.claim) {
+            if taken.write == to.write {
+                taken.shard = to.shard.clone();
+            }
+        }
+    }
+}
+
+/// Marks the claims the batch took done after a definite answer (`applied` or not); an
+/// answer in doubt leaves them taken.
+pub(in crate::mapper) fn settle(members: &[Member], applied: bool) {
+    for member in members {
+        let mut claim = lock(&member.claim);
+        if matches!(*claim, Claim::Taken(_)) {
+            *claim = Claim::Done(applied);
+        }
+    }
+}
+
+/// Whether an error from a write leaves its outcome unknown.
+pub(in crate::mapper) fn in_doubt(error: &Error) -> bool {
+    matches!(error, Error::Backend { .. })
+}
+
+/// Resolves a save's pending change from its claim when the save returns or its future
+/// is dropped.
+pub(in crate::mapper) struct Resolve<'e> {
+    pub(in crate::mapper) pending: &'e mut Pending,
+    pub(in crate::mapper) claim: ClaimRef,
+}
+
+impl Drop for Resolve<'_> {
+    fn drop(&mut self) {
+        let mut claim = lock(&self.claim);
+        match &*claim {
+            Claim::Done(true) => *self.pending = Pending::default(),
+            Claim::Done(false) | Claim::Queued | Claim::Withdrawn => self.pending.sent = None,
+            Claim::Taken(sent) => self.pending.sent = Some(sent.clone()),
+        }
+        if matches!(*claim, Claim::Queued) {
+            *claim = Claim::Withdrawn;
+        }
+    }
 }

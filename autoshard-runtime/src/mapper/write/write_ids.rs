@@ -13,19 +13,35 @@
 //! [`crate::Error::Expired`]. The argument, the window and the space it
 //! takes: `docs/design/exactly-once.md`, "Pending changes and write ids".
 
+//!
+//! Shard lanes (which shard a write goes to, and the writer it is sent under): in one
+//! process, at most one read-fold-commit at a time per shard document. Tasks of one
+//! [`Mapper`] (and its clones) that fold into the same shard would otherwise read the same
+//! version and all but one conflict; a lane makes them queue instead, and a writer first
+//! looks for a shard whose lane is free, so concurrent writers of one process spread over
+//! the shards. Writers in other processes still meet through the store's optimistic
+//! commit, which alone keeps counts exact: lanes only cut conflicts. Each lane owns the
+//! [`Writer`] its holder sends under, so one process writes a given shard under one writer
+//! id and the shard's record of applied writes stays about one entry per process. Lanes
+//! are a fixed set of striped locks (a shard document maps to one by the hash of its key),
+//! so memory stays bounded whatever the number of entities; two shards that share a stripe
+//! merely queue behind each other.
 use crate::document::Document;
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::codec::with_property;
-use crate::mapper::layout::{self, has_change};
+use crate::mapper::layout;
 use crate::mapper::Mapper;
 use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
 use crate::sync::lock;
+use rand::RngExt;
+use std::hash::BuildHasher;
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::{Mutex as LaneLock, MutexGuard as LaneGuard};
 
 /// The reserved property of a shard document that records the write ids it applied.
 /// Property names of shard documents are `shard_<field>`, so it collides with none.
@@ -236,6 +252,14 @@ pub(in crate::mapper) fn state_of<'e, E: Entity>(
 }
 
 impl<S> Mapper<S> {
+    /// Records in the read cache, if any, that the write `sent` of property `stored_as`
+    /// of the entity at `main` was confirmed (its value is the change it carried).
+    pub(in crate::mapper) fn confirmed(&self, main: &Key, stored_as: &'static str, sent: &Sent) {
+        if let Some(cache) = &self.cache {
+            cache.confirm(main, stored_as, sent, self.write_window);
+        }
+    }
+
     /// [`Error::Expired`] when `sent` was first sent longer ago than the write window.
     pub(in crate::mapper) fn check_window(&self, sent: &Sent) -> Result<()> {
         let age = Duration::from_millis(system_now_ms().saturating_sub(sent.write.at_ms));
@@ -277,5 +301,151 @@ mod tests {
         let name = dynamic_name(&write);
         assert_eq!(parse_dynamic_name(&name), Some(("0af3", 17)));
         assert_eq!(parse_dynamic_name("not-a-write-id"), None);
+    }
+}
+
+/// Whether the shadow of property `index` holds a change worth writing: touched, and not
+/// the neutral value. A shard method marks every shadow of the entity touched, and folding
+/// the neutral value into a shard changes nothing, so such a shadow costs no write. When a
+/// value cannot be encoded the shadow counts as changed, so the save reports the error.
+pub(in crate::mapper) fn has_change<E: Entity>(entity: &E, index: usize) -> bool {
+    entity.shadow_touched(index)
+        && match (entity.shadow_value(index), E::neutral_value(index)) {
+            (Ok(shadow), Ok(neutral)) => shadow != neutral,
+            _ => true,
+        }
+}
+
+/// Stripes of the lanes of one mapper.
+const STRIPES: usize = 1024;
+
+/// How many random shards a writer tries for a free lane before it waits on one.
+const FREE_LANE_TRIES: usize = 4;
+
+/// Picks one shard for each entry of `shard_counts` (see [`Lanes::hold`]); without
+/// lanes, uniformly at random, holding only a writer from `pool`.
+pub(in crate::mapper) async fn hold<'l>(
+    lanes: Option<&'l Lanes>,
+    pool: &'l Pool,
+    shard_counts: &[u32],
+    key: impl Fn(usize, u32) -> Key,
+) -> (Vec<Key>, Held<'l>) {
+    let (keys, guards) = if let Some(lanes) = lanes {
+        lanes.hold(shard_counts, key).await
+    } else {
+        let mut rng = rand::rng();
+        let keys = shard_counts
+            .iter()
+            .enumerate()
+            .map(|(i, &shards)| key(i, rng.random_range(0..shards.max(1))))
+            .collect();
+        (keys, Vec::new())
+    };
+    let held = Held {
+        guards,
+        pool,
+        pooled: None,
+    };
+    (keys, held)
+}
+
+#[derive(Debug)]
+pub(in crate::mapper) struct Lanes {
+    stripes: Vec<LaneLock<Writer>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+/// The lanes one attempt holds, released on drop (also when its future is dropped), and
+/// the writer it sends under: the first held lane's, or a pooled one when it holds none.
+pub(in crate::mapper) struct Held<'l> {
+    guards: Vec<LaneGuard<'l, Writer>>,
+    pool: &'l Pool,
+    pooled: Option<Pooled<'l>>,
+}
+
+impl Held<'_> {
+    /// The writer of this attempt, used by no other attempt while held.
+    pub(in crate::mapper) fn writer(&mut self) -> &mut Writer {
+        match self.guards.first_mut() {
+            Some(guard) => guard,
+            None => self.pooled.get_or_insert_with(|| self.pool.take()),
+        }
+    }
+}
+
+impl Lanes {
+    pub(in crate::mapper) fn new() -> Self {
+        Lanes {
+            stripes: (0..STRIPES).map(|_| LaneLock::new(Writer::new())).collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
+        }
+    }
+
+    fn stripe(&self, key: &Key) -> usize {
+        (self.hasher.hash_one(key) % STRIPES as u64) as usize
+    }
+
+    /// Picks one shard index in `0..shards` for each entry of `shard_counts` and holds
+    /// the lanes of the chosen shard documents (`key(i, shard)` names them). A shard
+    /// whose lane is free is preferred (a few random tries per property); otherwise the
+    /// lanes are awaited in stripe order, so writers never deadlock.
+    pub(in crate::mapper) async fn hold(
+        &self,
+        shard_counts: &[u32],
+        key: impl Fn(usize, u32) -> Key,
+    ) -> (Vec<Key>, Vec<LaneGuard<'_, Writer>>) {
+        let (keys, guards, all_free) = self.try_hold(shard_counts, &key);
+        if all_free {
+            return (keys, guards);
+        }
+        // Some lane is busy: release what is held and wait for all in stripe order.
+        drop(guards);
+        let mut stripes: Vec<usize> = keys.iter().map(|k| self.stripe(k)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let mut guards = Vec::with_capacity(stripes.len());
+        for stripe in stripes {
+            guards.push(self.stripes[stripe].lock().await);
+        }
+        (keys, guards)
+    }
+
+    /// The choice of [`Lanes::hold`] without waiting: the keys chosen, the lanes taken,
+    /// and whether every chosen lane was taken.
+    fn try_hold(
+        &self,
+        shard_counts: &[u32],
+        key: &impl Fn(usize, u32) -> Key,
+    ) -> (Vec<Key>, Vec<LaneGuard<'_, Writer>>, bool) {
+        let mut rng = rand::rng();
+        let mut keys = Vec::with_capacity(shard_counts.len());
+        let mut guards = Vec::with_capacity(shard_counts.len());
+        let mut held_stripes = Vec::new();
+        let mut all_free = true;
+        for (i, &shards) in shard_counts.iter().enumerate() {
+            let mut chosen = None;
+            for _ in 0..FREE_LANE_TRIES {
+                let shard = rng.random_range(0..shards.max(1));
+                let k = key(i, shard);
+                let stripe = self.stripe(&k);
+                if held_stripes.contains(&stripe) {
+                    chosen = Some(k);
+                    break;
+                }
+                if let Ok(guard) = self.stripes[stripe].try_lock() {
+                    guards.push(guard);
+                    held_stripes.push(stripe);
+                    chosen = Some(k);
+                    break;
+                }
+            }
+            if let Some(k) = chosen {
+                keys.push(k);
+            } else {
+                all_free = false;
+                keys.push(key(i, rng.random_range(0..shards.max(1))));
+            }
+        }
+        (keys, guards, all_free)
     }
 }

@@ -10,7 +10,7 @@ use crate::key::Key;
 use crate::mapper::codec::malformed;
 use crate::mapper::codec::Folds;
 use crate::mapper::layout::{self, static_properties};
-use crate::mapper::read::load::assemble;
+use crate::mapper::read::snapshot::assemble;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;

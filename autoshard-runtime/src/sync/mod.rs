@@ -1,4 +1,10 @@
-//! The one way the runtime takes a `std::sync::Mutex`.
+//! Concurrency primitives the runtime builds on: the one way it takes a
+//! `std::sync::Mutex` ([`lock`]), the relay of a lead from one call to the next
+//! (`relay`), and reads shared by concurrent calls (`shared`), on which the mapper's
+//! write coalescing and shared loads stand.
+
+pub(crate) mod relay;
+pub(crate) mod shared;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -1,6 +1,6 @@
 //! One leader per slot, the lead relayed from one call to the next: the hand-over that
-//! write coalescing (`write/coalesce.rs`) and shared reads (`read/shared.rs`) both stand
-//! on.
+//! the mapper's write coalescing (`mapper/write/static_shard.rs`) and shared reads
+//! (`shared`) both stand on.
 //!
 //! A call on a slot that nobody leads leads it at once. Calls that arrive while it leads
 //! queue with a payload. The leader takes queued calls ([`Lead::take`]), does the work
@@ -19,7 +19,7 @@ use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 /// The slots being led, each with the calls queued behind its leader.
-pub(in crate::mapper) struct Relay<K, W, R> {
+pub(crate) struct Relay<K, W, R> {
     slots: Mutex<HashMap<K, VecDeque<Follower<W, R>>>>,
 }
 
@@ -46,25 +46,25 @@ enum Turn<R> {
 }
 
 /// A queued call, as its leader takes it: its payload, and how to tell it the outcome.
-pub(in crate::mapper) struct Follower<W, R> {
-    pub(in crate::mapper) payload: W,
-    pub(in crate::mapper) caller: Caller<R>,
+pub(crate) struct Follower<W, R> {
+    pub(crate) payload: W,
+    pub(crate) caller: Caller<R>,
 }
 
 /// How to tell a queued call its outcome.
-pub(in crate::mapper) struct Caller<R> {
+pub(crate) struct Caller<R> {
     turn: oneshot::Sender<Turn<R>>,
 }
 
 impl<R> Caller<R> {
     /// Tells the call its outcome (nothing happens when its future is gone).
-    pub(in crate::mapper) fn tell(self, outcome: R) {
+    pub(crate) fn tell(self, outcome: R) {
         let _ = self.turn.send(Turn::Done(outcome));
     }
 }
 
 /// How a call joined its slot.
-pub(in crate::mapper) enum Joined<'r, K: Eq + Hash, W, R> {
+pub(crate) enum Joined<'r, K: Eq + Hash, W, R> {
     /// It leads the slot until the [`Lead`] is dropped.
     Lead(Lead<'r, K, W, R>),
     /// A leader took it and did the work: the outcome.
@@ -97,11 +97,7 @@ impl<K: Eq + Hash, W, R> Relay<K, W, R> {
 impl<K: Eq + Hash + Clone, W, R> Relay<K, W, R> {
     /// Leads `slot` at once when nobody does; otherwise queues with `payload()` and waits
     /// until a leader tells the outcome or hands over the lead.
-    pub(in crate::mapper) async fn join(
-        &self,
-        slot: K,
-        payload: impl FnOnce() -> W,
-    ) -> Joined<'_, K, W, R> {
+    pub(crate) async fn join(&self, slot: K, payload: impl FnOnce() -> W) -> Joined<'_, K, W, R> {
         let told = match self.slots().entry(slot.clone()) {
             Entry::Vacant(idle) => {
                 idle.insert(VecDeque::new());
@@ -133,14 +129,14 @@ impl<K: Eq + Hash + Clone, W, R> Relay<K, W, R> {
 }
 
 /// The lead of a slot; dropped, also with the leader's future, it hands the lead on.
-pub(in crate::mapper) struct Lead<'r, K: Eq + Hash, W, R> {
+pub(crate) struct Lead<'r, K: Eq + Hash, W, R> {
     relay: &'r Relay<K, W, R>,
     slot: K,
 }
 
 impl<K: Eq + Hash, W, R> Lead<'_, K, W, R> {
     /// Takes up to `max` of the calls queued now whose futures are still waiting.
-    pub(in crate::mapper) fn take(&self, max: usize) -> Vec<Follower<W, R>> {
+    pub(crate) fn take(&self, max: usize) -> Vec<Follower<W, R>> {
         let mut slots = self.relay.slots();
         let Some(queue) = slots.get_mut(&self.slot) else {
             return Vec::new();

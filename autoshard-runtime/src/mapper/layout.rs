@@ -6,16 +6,8 @@
 //! operations' markers ([`op_marker`]), adoption records ([`ADOPTING`], [`ADOPTED`],
 //! [`SHARDED`]) and entity-group sub-groups ([`sub_group`]).
 //!
-//! What main documents record of sharded properties and adoptions lives in `adoption`.
-//!
 //! Invariant: entity kinds are Rust type names, never starting with `~`, so a derived key
 //! never equals an entity's key. The full map: `docs/design/layout.md`, "Placement".
-
-mod adoption;
-pub(in crate::mapper) use adoption::{
-    adopted, adopting, adoption_target, adoption_torn, carry_over, check_sharded,
-    holds_plain_values, Adopting, ADOPTED, ADOPTING, SHARDED,
-};
 
 use crate::document::{Document, Value};
 use crate::entity::{Entity, ShardCount, ShardCounts, ShardedProperty, Sharding};
@@ -362,29 +354,11 @@ pub(super) struct StaticProperty {
 }
 
 impl StaticProperty {
-    /// The fewest and the most shards the annotation allows.
-    pub(super) fn bounds(&self) -> (u32, u32) {
-        match self.property.sharding {
-            Sharding::Static { min, max, .. } => (min, max),
-            Sharding::Dynamic => (1, 1),
-        }
-    }
-
     /// The key of live shard `slot` (`0..layout.shards`) of this property of the entity
     /// at `main`.
     pub(super) fn live_shard(&self, main: &Key, slot: u32) -> Key {
         static_shard(main, self.property.name, self.layout.live_index(slot))
     }
-}
-
-/// The counts a reshard may give every statically sharded property of `E` (the
-/// intersection of their annotated bounds); `None` when there is none, or no count fits
-/// them all.
-pub(crate) fn shard_bounds<E: Entity>() -> Option<(u32, u32)> {
-    let (fewest, most) = static_annotated::<E>()
-        .map(|p| p.bounds())
-        .reduce(|(a, b), (c, d)| (a.max(c), b.min(d)))?;
-    (fewest <= most).then_some((fewest, most))
 }
 
 /// The statically sharded properties of `E` with the counts of its annotation, in field
@@ -451,14 +425,173 @@ pub(super) fn has_dynamic<E: Entity>() -> bool {
     dynamic_properties::<E>().next().is_some()
 }
 
-/// Whether the shadow of property `index` holds a change worth writing: touched, and not
-/// the neutral value. A shard method marks every shadow of the entity touched, and folding
-/// the neutral value into a shard changes nothing, so such a shadow costs no write. When a
-/// value cannot be encoded the shadow counts as changed, so the save reports the error.
-pub(super) fn has_change<E: Entity>(entity: &E, index: usize) -> bool {
-    entity.shadow_touched(index)
-        && match (entity.shadow_value(index), E::neutral_value(index)) {
-            (Ok(shadow), Ok(neutral)) => shadow != neutral,
-            _ => true,
+// What a main document records of its sharded properties and of adoptions (see
+// `write/adopt.rs`): the list of sharded properties at insert, plain values on their way
+// into the shards, finished adoptions, and the checks and copies a write of the main
+// document makes with them.
+
+/// The reserved property of a sharded entity's main document that names every sharded
+/// property at insert (`["votes", "tags"]`): a type that reads one of them as a plain
+/// field is refused ([`check_sharded`]) instead of dropping the shards' value.
+pub(in crate::mapper) const SHARDED: &str = "~sharded";
+
+/// The reserved property of a main document that holds plain values of sharded
+/// properties on their way into the shards (see `adopt`): `{"<id>": {"property":
+/// "votes", "value": 76}}`, one entry per value, named by a fresh adoption id.
+pub(in crate::mapper) const ADOPTING: &str = "~adopting";
+
+/// The reserved property that records finished adoptions (see `adopt`), as
+/// `{"<id>": "votes"}`: in the document a value was folded into (the property's static
+/// shard 0, or the compacted dynamic shard), in the same commit as the fold; and in the
+/// main document once the value left it.
+pub(in crate::mapper) const ADOPTED: &str = "~adopted";
+
+/// The document a plain value of the sharded property `p` of the entity at `main` is
+/// folded into when it leaves the main document: static shard 0 (a base shard, never
+/// retired), or the compacted dynamic shard (kept by compaction).
+pub(in crate::mapper) fn adoption_target(main: &Key, p: &ShardedProperty) -> Key {
+    match p.sharding {
+        Sharding::Static { .. } => static_shard(main, p.name, 0),
+        Sharding::Dynamic => compacted(main),
+    }
+}
+
+/// The adoptions `doc` records as finished ([`ADOPTED`]): `(id, property)`.
+pub(in crate::mapper) fn adopted(doc: &Document) -> impl Iterator<Item = (&str, &str)> {
+    doc.get(ADOPTED)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(id, property)| (id.as_str(), property.as_str().unwrap_or("")))
+}
+
+/// A plain value on its way from the main document into the shards ([`ADOPTING`]).
+#[derive(Clone, Debug, PartialEq)]
+pub(in crate::mapper) struct Adopting<'d> {
+    pub id: &'d str,
+    pub property: &'d str,
+    pub value: &'d Value,
+}
+
+/// The values the main document `doc` at `main` holds on their way into the shards.
+///
+/// # Errors
+/// [`Error::Malformed`] when the record is not one this module writes.
+pub(in crate::mapper) fn adopting<'d>(main: &Key, doc: &'d Document) -> Result<Vec<Adopting<'d>>> {
+    let Some(record) = doc.get(ADOPTING) else {
+        return Ok(Vec::new());
+    };
+    let bad = || {
+        Error::malformed(
+            main,
+            FieldError::new(ADOPTING, "expected `{id: {property, value}}`"),
+        )
+    };
+    record
+        .as_object()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|(id, entry)| {
+            let property = entry.get("property").and_then(Value::as_str);
+            match (property, entry.get("value")) {
+                (Some(property), Some(value)) => Ok(Adopting {
+                    id,
+                    property,
+                    value,
+                }),
+                _ => Err(bad()),
+            }
+        })
+        .collect()
+}
+
+/// Whether a read of the entity whose main document is `doc` straddled an adoption (see
+/// `adopt`): a document read names an adoption the main document does not know yet (the
+/// main document was read before the value left it), or the main document names one as
+/// finished that no document read holds (the target was read before the fold). Stores
+/// that read one snapshot never answer such a read; a Redis Cluster may.
+pub(in crate::mapper) fn adoption_torn<'d>(
+    doc: &Document,
+    read: impl IntoIterator<Item = &'d Document>,
+) -> bool {
+    let known = |id: &str| {
+        doc.get(ADOPTING).is_some_and(|a| a.get(id).is_some())
+            || doc.get(ADOPTED).is_some_and(|a| a.get(id).is_some())
+    };
+    let mut held: Vec<&str> = Vec::new();
+    for shard in read {
+        for (id, _) in adopted(shard) {
+            if !known(id) {
+                return true;
+            }
+            held.push(id);
         }
+    }
+    adopted(doc).any(|(id, _)| !held.contains(&id))
+}
+
+/// Whether the main document `doc` holds values of `E`'s sharded properties that
+/// belong in the shards: plain values stored before the field was sharded, or values on
+/// their way (see `adopt`).
+pub(in crate::mapper) fn holds_plain_values<E: Entity>(doc: &Document) -> bool {
+    doc.contains_key(ADOPTING) || E::PROPERTIES.iter().any(|p| doc.contains_key(p.name))
+}
+
+/// Every property the main document `doc` records as kept in shards: by its layout, its
+/// list at insert, or an adoption.
+fn recorded_properties(doc: &Document) -> Vec<&str> {
+    let names = |name: &str| {
+        doc.get(name)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+    };
+    let mut found: Vec<&str> = names(SHARDS)
+        .map(|(property, _)| property.as_str())
+        .collect();
+    found.extend(
+        doc.get(SHARDED)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str),
+    );
+    found.extend(adopted(doc).map(|(_, property)| property));
+    found.extend(
+        names(ADOPTING).filter_map(|(_, entry)| entry.get("property").and_then(Value::as_str)),
+    );
+    found
+}
+
+/// [`Error::StillSharded`] when the main document `doc` at `main` records a property as
+/// kept in shards that `E` does not shard: reading it as a plain field (or writing the
+/// main document without it) would lose the shards' value.
+pub(in crate::mapper) fn check_sharded<E: Entity>(main: &Key, doc: &Document) -> Result<()> {
+    match recorded_properties(doc)
+        .into_iter()
+        .find(|name| !E::PROPERTIES.iter().any(|p| p.name == *name))
+    {
+        Some(property) => Err(Error::StillSharded {
+            key: main.clone(),
+            kind: E::KIND,
+            property: property.to_owned(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Copies from the stored main document `stored` into `doc`, a main document about to
+/// replace it, what `E`'s own encoding leaves out: the reserved properties of the
+/// sharded entity, and the plain values of sharded properties that still wait to be
+/// moved into the shards (see `adopt`).
+pub(in crate::mapper) fn carry_over<E: Entity>(stored: &Document, doc: &mut Document) {
+    let plain = E::PROPERTIES.iter().map(|p| p.name);
+    for name in [SHARDS, SHARDED, ADOPTING, ADOPTED]
+        .into_iter()
+        .chain(plain)
+    {
+        if let Some(value) = stored.get(name) {
+            doc.insert(name.to_owned(), value.clone());
+        }
+    }
 }
