@@ -107,8 +107,8 @@ async fn transfer_ten<S: DocumentStore>(db: &Mapper<S>, lease: Duration) -> Resu
 
 const LEASE: Duration = Duration::from_millis(100);
 
-/// A fault before and after every store call of a one-shot transfer (create, the
-/// transaction, dissolve): the transfer applies once or not at all, and once the lease
+/// A fault before and after every store call of a one-shot transfer (without a group:
+/// the reads, their check and the commit; with one: create, the transaction, dissolve): the transfer applies once or not at all, and once the lease
 /// has passed nothing is owned and every account takes writes.
 #[tokio::test]
 async fn a_fault_at_any_call_leaves_a_recoverable_state() {
@@ -122,7 +122,9 @@ async fn a_fault_at_any_call_leaves_a_recoverable_state() {
             transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
             store.calls() - before
         };
-        assert!(calls >= 6, "a transfer takes {calls} store calls");
+        // At least a read of each of the three accounts, the check of the loads and the
+        // commit (a one-shot transaction without a group; with one, more).
+        assert!(calls >= 5, "a transfer takes {calls} store calls");
         // Each case on a store of its own, several at a time (their leases pass together).
         let cases = (0..calls).flat_map(|n| [Fault::Before, Fault::After].map(|f| (n, f)));
         let runs = futures::stream::iter(cases)
@@ -264,7 +266,8 @@ async fn dropped_transfers(shape: usize) {
         transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
         gate.calls.load(Ordering::SeqCst)
     };
-    assert!(calls >= 6, "a transfer takes {calls} store calls");
+    // As in `a_fault_at_any_call_leaves_a_recoverable_state`.
+    assert!(calls >= 5, "a transfer takes {calls} store calls");
     let cases = (0..calls).flat_map(|at| [Fault::Before, Fault::After].map(|f| (at, f)));
     let runs = futures::stream::iter(cases)
         .map(|(at, fault)| dropped_at(shape, at, fault))

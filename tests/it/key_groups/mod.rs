@@ -346,3 +346,122 @@ async fn a_commit_with_a_lost_reply_applies_once() {
         assert_eq!(db.load::<Account>(&2).await.unwrap().balance, INITIAL + 10);
     }
 }
+
+/// Moves 10 from account 1 to account 2 in `txn`, a one-shot transaction over both.
+fn move_ten<S: DocumentStore>(
+    txn: &mut GroupTransaction<'_, '_, S>,
+    accounts: &mut [Account],
+) -> Result<()> {
+    accounts[0].deposit(-10);
+    accounts[1].deposit(10);
+    for account in accounts {
+        txn.save(account)?;
+    }
+    Ok(())
+}
+
+/// Where the store commits across entity groups, a one-shot transaction forms no group:
+/// it is its members' reads and one commit, its members take other writes while it runs,
+/// and its commit applies only when nothing it read changed and no live group owns a
+/// member. Where the store does not, it forms a group, which refuses those writes.
+#[tokio::test]
+async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
+    for (_, shaped, label) in memory_stores() {
+        let grouped = label == "the grouping protocol";
+        let store = FaultyStore::new(shaped);
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=2).await;
+
+        let before = store.calls();
+        let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+        let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+        move_ten(&mut txn, &mut accounts).unwrap();
+        txn.commit().await.unwrap();
+        let calls = store.calls() - before;
+        if !grouped {
+            assert_eq!(
+                calls, 4,
+                "{label}: a read of each member, their check, one commit"
+            );
+        }
+
+        // A write to a member between the transaction's loads and its commit.
+        let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+        let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+        let deposit = db.apply(&2, |a: &mut Account| a.deposit(5)).await;
+        move_ten(&mut txn, &mut accounts).unwrap();
+        let committed = txn.commit().await;
+        if grouped {
+            assert!(
+                matches!(deposit, Err(Error::Grouped { .. })),
+                "{label}: {deposit:?}"
+            );
+            committed.unwrap();
+        } else {
+            deposit.unwrap();
+            assert!(
+                matches!(committed, Err(Error::Contention { .. })),
+                "{label}: {committed:?}"
+            );
+        }
+        let (one, two) = if grouped { (20, 20) } else { (10, 15) };
+        assert_eq!(
+            db.load::<Account>(&1).await.unwrap().balance,
+            INITIAL - one,
+            "{label}"
+        );
+        assert_eq!(
+            db.load::<Account>(&2).await.unwrap().balance,
+            INITIAL + two,
+            "{label}"
+        );
+
+        // A live group over a member: refused at the load, or at the commit when the group
+        // came after the loads; nothing written either way.
+        let group = group_of(&db, &[2]).create().await.unwrap();
+        // (With its own group, the one-shot transaction is refused as it forms it.)
+        let loaded = match group_of(&db, &[1, 2]).once().await {
+            Ok(mut txn) => txn.load_many::<Account>(&[1, 2]).await.map(drop),
+            Err(e) => Err(e),
+        };
+        assert!(
+            matches!(loaded, Err(Error::Grouped { .. })),
+            "{label}: {loaded:?}"
+        );
+        group.dissolve().await.unwrap();
+        let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+        let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+        let group = group_of(&db, &[2]).create().await;
+        move_ten(&mut txn, &mut accounts).unwrap();
+        let committed = txn.commit().await;
+        if grouped {
+            // The one-shot transaction's own group held account 2 first.
+            assert!(
+                matches!(group, Err(Error::Grouped { .. })),
+                "{label}: {group:?}"
+            );
+            committed.unwrap();
+        } else {
+            assert!(
+                matches!(
+                    committed,
+                    Err(Error::Grouped { .. } | Error::Contention { .. })
+                ),
+                "{label}: {committed:?}"
+            );
+            group.unwrap().dissolve().await.unwrap();
+        }
+        let (one, two) = if grouped { (30, 30) } else { (10, 15) };
+        assert_eq!(
+            db.load::<Account>(&1).await.unwrap().balance,
+            INITIAL - one,
+            "{label}"
+        );
+        assert_eq!(
+            db.load::<Account>(&2).await.unwrap().balance,
+            INITIAL + two,
+            "{label}"
+        );
+        db.apply(&1, |a: &mut Account| a.deposit(0)).await.unwrap();
+    }
+}

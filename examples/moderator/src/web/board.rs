@@ -10,10 +10,13 @@
 //! - Merging a duplicate question into another moves its votes and marks its text in one
 //!   transaction over both questions: a one-shot key group ([`Mapper::key_group`]), so no
 //!   reader ever sees the votes counted twice or lost, and a crash leaves both questions
-//!   as they were or both merged. Votes stay `update_once` and not a key group per vote:
-//!   a group owns its members while it lives, and a hot question grouped for every vote
-//!   would make all its other voters wait. A vote that meets a merge in progress
-//!   ([`Error::Grouped`]) waits for it to end and is counted after it.
+//!   as they were or both merged. On the embedded store, standalone Redis and PostgreSQL
+//!   that is one commit expecting everything the merge read: a vote that lands between
+//!   the merge's read and its commit makes the merge run again ([`Error::Contention`]).
+//!   On a Redis Cluster the merge forms a group, which owns both questions while it
+//!   lives: a vote that meets it ([`Error::Grouped`]) waits for it to end and is counted
+//!   after it. Votes stay `update_once` and not a key group per vote: a hot question
+//!   grouped for every vote would make all its other voters wait.
 
 use crate::model::{Board, Question, Response, SingleQuestion, SingleResponse};
 use autoshard::prelude::*;

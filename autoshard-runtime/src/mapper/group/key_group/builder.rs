@@ -249,14 +249,34 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         }
     }
 
-    /// Forms the group, runs one transaction on it and dissolves it: the one-shot form.
-    /// Load, change and save members on the transaction, then
-    /// [`GroupTransaction::commit`] commits and dissolves the group. A transaction dropped
-    /// without a commit writes nothing, and its group ends when its lease passes.
+    /// One transaction over the members: load, change and save members on it, then
+    /// [`GroupTransaction::commit`] commits. A transaction dropped without a commit writes
+    /// nothing.
+    ///
+    /// On a store that commits across entity groups (memory, standalone Redis,
+    /// PostgreSQL) no group is formed: the commit expects every document the transaction
+    /// read unchanged and owned by no live group, and writes its changes, in one commit of
+    /// the store; the lease plays no part. On a Redis Cluster the group is formed, the
+    /// transaction runs on it, and the commit dissolves it (also after an error); a
+    /// transaction dropped without a commit leaves its group until its lease passes.
     ///
     /// # Errors
-    /// As [`KeyGroupBuilder::create`].
+    /// [`Error::Invalid`] for no member. Without a group, [`Error::Grouped`] from a load
+    /// or the commit when a live group owns a member, and [`Error::Contention`] from the
+    /// commit when a document read changed meanwhile (nothing was written: run the
+    /// transaction again); with one, as [`KeyGroupBuilder::create`].
     pub async fn once(self) -> Result<GroupTransaction<'m, 'm, S>> {
+        if self.mapper.store.cross_group_transactions() {
+            if self.members.is_empty() {
+                return Err(Error::Invalid(
+                    "a key group needs at least one member".to_owned(),
+                ));
+            }
+            return Ok(GroupTransaction::begin(Holder::Ungrouped {
+                mapper: self.mapper,
+                members: self.members.into_iter().map(|(key, _)| key).collect(),
+            }));
+        }
         let group = self.create().await?;
         Ok(GroupTransaction::begin(Holder::Once(Box::new(group))))
     }

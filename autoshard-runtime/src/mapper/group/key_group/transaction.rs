@@ -1,5 +1,19 @@
 //! [`GroupTransaction`]: one transaction of a group (load, change, save, commit), and
-//! how it holds its group.
+//! how it holds its group, or, for a one-shot transaction on a store that commits across
+//! entity groups, why it needs none.
+//!
+//! A one-shot transaction there (`KeyGroupBuilder::once`) forms no group: each load reads
+//! its members and checks, with a commit that writes nothing, that every document the
+//! transaction has read is still as read (so what the loads return is one snapshot of the
+//! store), and its one commit expects every document it read at the version read and
+//! writes its changes. The store refuses that commit when a live group owns any document
+//! it expects or writes ([`crate::store::ownership`]: a write without a group's token),
+//! and it conflicts when any of them changed since the read, so it commits only on what
+//! a group formed for it would have seen: the same isolation and atomicity, for one
+//! commit per load and one for the changes, where a group adds three (create, the group
+//! document's, dissolve) and a read of every member to stamp it. Its write id is recorded in one document the commit writes,
+//! so a commit whose reply is lost is checked there and sent again at most once (the
+//! resend expects the same versions).
 
 use super::{group_documents, protocol, send, KeyGroup};
 use crate::document::{Document, Version, Versioned};
@@ -15,30 +29,75 @@ use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, stage};
-use crate::store::ownership::{Owner, OWNER};
+use crate::mapper::Mapper;
+use crate::store::ownership::{self, Owner, OWNER};
 use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
 use crate::sync::lock;
 use rand::RngExt;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
 
-/// How a transaction holds its group: its turn on a shared handle, or the group of a
-/// one-shot transaction, dissolved at its end.
+/// How a transaction holds its group: its turn on a shared handle, the group of a
+/// one-shot transaction, dissolved at its end, or no group (a one-shot transaction on a
+/// store that commits across entity groups: module docs).
 pub(super) enum Holder<'g, 'm, S> {
     Shared {
         group: &'g KeyGroup<'m, S>,
         _turn: tokio::sync::MutexGuard<'g, ()>,
     },
     Once(Box<KeyGroup<'m, S>>),
+    Ungrouped {
+        mapper: &'m Mapper<S>,
+        members: Vec<Key>,
+    },
 }
 
 impl<'m, S> Holder<'_, 'm, S> {
-    fn group(&self) -> &KeyGroup<'m, S> {
+    fn group(&self) -> Option<&KeyGroup<'m, S>> {
         match self {
-            Holder::Shared { group, .. } => group,
-            Holder::Once(group) => group,
+            Holder::Shared { group, .. } => Some(group),
+            Holder::Once(group) => Some(group),
+            Holder::Ungrouped { .. } => None,
         }
     }
+
+    fn mapper(&self) -> &'m Mapper<S> {
+        match self {
+            Holder::Shared { group, .. } => group.mapper,
+            Holder::Once(group) => group.mapper,
+            Holder::Ungrouped { mapper, .. } => mapper,
+        }
+    }
+
+    fn members(&self) -> &[Key] {
+        match self {
+            Holder::Shared { group, .. } => &group.members,
+            Holder::Once(group) => &group.members,
+            Holder::Ungrouped { members, .. } => members,
+        }
+    }
+}
+
+/// How many times the loads of a one-shot transaction without a group read again after
+/// recovering a group whose lease passed with a transaction in flight.
+const RECOVERIES: u32 = 3;
+
+/// How many times a load of a one-shot transaction without a group reads its members
+/// before it gives up finding them unchanged ([`Error::Contention`]).
+const SNAPSHOT_READS: u32 = 4;
+
+/// Every document a member's read found, with its key (`None`: absent).
+fn documents_read(found: &Snapshot) -> impl Iterator<Item = (&Key, Option<&Versioned>)> {
+    let Snapshot {
+        keys,
+        docs,
+        scanned: extra,
+        .. // (read with records: nothing folded)
+    } = found;
+    let listed = keys.iter().zip(docs).map(|(key, doc)| (key, doc.as_ref()));
+    listed.chain(extra.iter().map(|(key, doc)| (key, Some(doc))))
 }
 
 /// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
@@ -61,7 +120,7 @@ pub struct GroupTransaction<'g, 'm, S> {
 impl<S> fmt::Debug for GroupTransaction<'_, '_, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GroupTransaction")
-            .field("group", &self.holder.group().id)
+            .field("group", &self.holder.group().map(|g| &g.id))
             .field("loaded", &self.loaded.keys().collect::<Vec<_>>())
             .field("writes", &self.writes.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
@@ -78,10 +137,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             writes: BTreeMap::new(),
             loaded: BTreeMap::new(),
         }
-    }
-
-    fn group(&self) -> &KeyGroup<'m, S> {
-        self.holder.group()
     }
 
     /// Reads the group document (once per transaction): [`Error::GroupLost`] when the
@@ -126,46 +181,40 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// # Errors
     /// As [`GroupTransaction::load`].
     pub async fn load_many<E: Root>(&mut self, ids: &[E::Id]) -> Result<Vec<E>> {
-        let group = self.holder.group();
+        let mapper = self.holder.mapper();
         let mains: Vec<Key> = ids.iter().map(E::key_for).collect();
-        if let Some(main) = mains.iter().find(|main| !group.members.contains(main)) {
-            return Err(Error::Invalid(format!(
-                "`{main}` is not a member of key group `{}`",
-                group.id
-            )));
-        }
-        let reads = mains
+        if let Some(main) = mains
             .iter()
-            .map(|main| group.mapper.read_entity_with::<E>(main, true));
-        let found = if self.state.is_some() {
-            futures::future::try_join_all(reads).await?
-        } else if group.mapper.store.cross_group_transactions() {
-            // Members and the group document in one round trip.
-            let (found, state) = futures::try_join!(
-                futures::future::try_join_all(reads),
-                Self::read_state(group)
-            )?;
-            self.state = Some(state);
-            found
-        } else {
-            // The group document first: it settles a transaction left in flight.
-            self.state = Some(Self::read_state(group).await?);
-            futures::future::try_join_all(reads).await?
+            .find(|main| !self.holder.members().contains(main))
+        {
+            return Err(Error::Invalid(match self.holder.group() {
+                Some(group) => format!("`{main}` is not a member of key group `{}`", group.id),
+                None => format!("`{main}` is not a member of this one-shot transaction"),
+            }));
+        }
+        let reads = || {
+            mains
+                .iter()
+                .map(|main| mapper.read_entity_with::<E>(main, true))
+        };
+        let found = match self.holder.group() {
+            Some(group) => {
+                let (found, state) =
+                    Self::read_grouped(group, self.state.is_none(), reads()).await?;
+                if state.is_some() {
+                    self.state = state;
+                }
+                found
+            }
+            None => self.read_ungrouped(mapper, reads).await?,
         };
         let mut entities = Vec::with_capacity(ids.len());
+        for found in &found {
+            for (key, doc) in documents_read(found) {
+                self.note_read(key, doc);
+            }
+        }
         for ((id, main), found) in ids.iter().zip(mains).zip(found) {
-            let Snapshot {
-                keys,
-                docs,
-                scanned: extra,
-                .. // (read with records: nothing folded)
-            } = &*found;
-            for (key, doc) in keys.iter().zip(docs) {
-                self.note_read(key, doc.as_ref());
-            }
-            for (key, doc) in extra {
-                self.note_read(key, Some(doc));
-            }
             let entity: E = assemble(id, &main, &found)?;
             let incarnation = entity
                 .state()
@@ -175,6 +224,119 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             entities.push(entity);
         }
         Ok(entities)
+    }
+
+    /// Reads members of a group (`reads`), and with them the group document when
+    /// `with_state` (the transaction's first read): in one round trip where the store
+    /// commits across entity groups, else the group document first (it settles a
+    /// transaction left in flight).
+    async fn read_grouped<F>(
+        group: &KeyGroup<'m, S>,
+        with_state: bool,
+        reads: impl Iterator<Item = F>,
+    ) -> Result<(Vec<Arc<Snapshot>>, Option<Versioned>)>
+    where
+        F: Future<Output = Result<Arc<Snapshot>>>,
+    {
+        if !with_state {
+            return Ok((futures::future::try_join_all(reads).await?, None));
+        }
+        if group.mapper.store.cross_group_transactions() {
+            let (found, state) = futures::try_join!(
+                futures::future::try_join_all(reads),
+                Self::read_state(group)
+            )?;
+            Ok((found, Some(state)))
+        } else {
+            let state = Self::read_state(group).await?;
+            Ok((futures::future::try_join_all(reads).await?, Some(state)))
+        }
+    }
+
+    /// Reads members for a one-shot transaction without a group (module docs), and
+    /// checks that they and everything the transaction read before are one snapshot: a
+    /// commit that writes nothing expects every document read at the version read, so
+    /// when it passes, all of them were as read at that instant. A conflict on a document
+    /// of this read reads again (a few times, then [`Error::Contention`]); one on a
+    /// document an earlier load returned is [`Error::Contention`] at once, since the
+    /// caller holds what that load returned.
+    ///
+    /// [`Error::Grouped`] when a live group owns one of their documents, as forming a
+    /// group would answer. A group whose lease passed with a transaction in flight still
+    /// holds its documents: it is recovered, and the members read again.
+    async fn read_ungrouped<I, F>(
+        &self,
+        mapper: &'m Mapper<S>,
+        reads: impl Fn() -> I,
+    ) -> Result<Vec<Arc<Snapshot>>>
+    where
+        I: Iterator<Item = F>,
+        F: Future<Output = Result<Arc<Snapshot>>>,
+    {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let found = Self::read_unowned(mapper, &reads).await?;
+            let mut check = Transaction::new();
+            for (key, version) in &self.reads {
+                check = check.expect(key.clone(), *version);
+            }
+            for (key, doc) in found.iter().flat_map(|f| documents_read(f)) {
+                if !self.reads.contains_key(key) {
+                    check = check.expect(key.clone(), doc.map(|d| d.version));
+                }
+            }
+            match mapper.store.commit(&check).await? {
+                Commit::Committed => return Ok(found),
+                Commit::Conflict { key } => {
+                    if self.reads.contains_key(&key) || attempts == SNAPSHOT_READS {
+                        return Err(Error::Contention { key, attempts });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads members (`reads`) and refuses documents a live group owns (see
+    /// [`GroupTransaction::read_ungrouped`]).
+    async fn read_unowned<I, F>(
+        mapper: &'m Mapper<S>,
+        reads: &impl Fn() -> I,
+    ) -> Result<Vec<Arc<Snapshot>>>
+    where
+        I: Iterator<Item = F>,
+        F: Future<Output = Result<Arc<Snapshot>>>,
+    {
+        let mut recoveries = 0;
+        loop {
+            let found = futures::future::try_join_all(reads()).await?;
+            let named = |doc: &Versioned| Owner::of(&doc.doc).is_some();
+            if !found
+                .iter()
+                .flat_map(|f| f.documents())
+                .any(|(_, d)| named(d))
+            {
+                return Ok(found);
+            }
+            // A document names an owner, live or left behind by a group whose lease passed.
+            let now = mapper.store.now_ms().await?;
+            let mut held = false;
+            for (key, doc) in found.iter().flat_map(|f| f.documents()) {
+                if let Err(refused) = ownership::check(key, Some(&doc.doc), None, now) {
+                    let stuck =
+                        Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now);
+                    if !stuck || recoveries == RECOVERIES {
+                        return Err(refused);
+                    }
+                    held = true;
+                }
+            }
+            if !held {
+                return Ok(found);
+            }
+            mapper.recover_key_groups().await?;
+            recoveries += 1;
+        }
     }
 
     /// Records a document read (the first read of a key is the one the commit expects).
@@ -193,19 +355,23 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
     }
 
-    /// The owner every document the transaction writes carries.
-    fn owner(&self) -> Owner {
-        let group = self.group();
-        Owner {
+    /// The owner every document the transaction writes carries: its group, if any.
+    fn owner(&self) -> Option<Owner> {
+        self.holder.group().map(|group| Owner {
             group: group.id.to_string(),
             until_ms: group.until_ms(),
             txn: None,
-        }
+        })
     }
 
-    /// Stages `doc` to be written at `key` (stamped with the group as owner).
+    /// Stages `doc` to be written at `key`: stamped with the group as owner, or without
+    /// an owner (an owner named by a document read without a group is one whose lease
+    /// passed, and the commit would be refused for a live one).
     fn stage_write(&mut self, key: Key, mut doc: Document) {
-        doc.insert(OWNER.to_owned(), self.owner().to_value());
+        match self.owner() {
+            Some(owner) => doc.insert(OWNER.to_owned(), owner.to_value()),
+            None => doc.remove(OWNER),
+        };
         self.reads.entry(key.clone()).or_insert(None);
         self.writes.insert(key, doc);
     }
@@ -272,12 +438,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         let (doc, props) = pending_dynamic(entity, |_| true);
         if !doc.is_empty() {
-            let write = self
-                .group()
-                .mapper
-                .writers
-                .take()
-                .begin(self.group().mapper.write_window);
+            let mapper = self.holder.mapper();
+            let write = mapper.writers.take().begin(mapper.write_window);
             let key = layout::dynamic_shard(&main, &write_ids::dynamic_name(&write));
             self.stage_write(key, doc);
             if let Some(state) = entity.state_mut() {
@@ -291,13 +453,16 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
 
     /// Commits every change saved in this transaction, if no document it read changed:
     /// atomically, exactly once (a commit whose reply is lost is checked and sent again
-    /// under the same write id). A one-shot transaction ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) then
-    /// dissolves its group, also after an error.
+    /// under the same write id). A one-shot transaction
+    /// ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) that formed a group then
+    /// dissolves it, also after an error.
     ///
     /// # Errors
-    /// [`Error::Contention`] when a document read changed (only a transaction of the same
-    /// group, through another handle, can do that): nothing was written;
-    /// [`Error::GroupLost`] when the lease passed: nothing was written;
+    /// [`Error::Contention`] when a document read changed (in a group, only a transaction
+    /// of the same group, through another handle, can do that; in a one-shot transaction
+    /// without a group, any writer): nothing was written; [`Error::GroupLost`] when the
+    /// lease passed: nothing was written; [`Error::Grouped`] when a one-shot transaction
+    /// without a group meets a member a live group owns: nothing was written;
     /// [`Error::Backend`] when the outcome stayed unknown after the resends.
     pub async fn commit(self) -> Result<()> {
         let outcome = self.commit_changes().await;
@@ -310,11 +475,13 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     }
 
     async fn commit_changes(&self) -> Result<()> {
-        let group = self.group();
-        let mapper = group.mapper;
         if self.writes.is_empty() {
             return Ok(());
         }
+        let Some(group) = self.holder.group() else {
+            return self.commit_ungrouped().await;
+        };
+        let mapper = group.mapper;
         let stored = match &self.state {
             Some(state) => state.clone(),
             None => Self::read_state(group).await?,
@@ -323,6 +490,11 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         let write: WriteId = writer.begin(mapper.write_window);
         let mut state = stored.doc.clone();
         write_ids::record(&mut state, &write);
+        let group_owner = Owner {
+            group: group.id.to_string(),
+            until_ms: group.until_ms(),
+            txn: None,
+        };
         let mut owned = lock(&group.owned).clone();
         let fresh: Vec<Key> = self
             .writes
@@ -333,7 +505,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         // The list document is rewritten only when the transaction creates documents.
         let list = (!fresh.is_empty()).then(|| {
             owned.extend(fresh);
-            group_documents(&group.members, &owned, &self.owner()).1
+            group_documents(&group.members, &owned, &group_owner).1
         });
         // Every document read is expected, not only the group document: the group document
         // was read with the members, not before them, and a commit of an earlier
@@ -379,7 +551,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 })
                 .unwrap_or_default();
             let changes = protocol::Changes {
-                owner: &self.owner(),
+                owner: &group_owner,
                 stored: &stored,
                 state,
                 writes: &self.writes,
@@ -399,6 +571,49 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 *lock(&group.owned) = owned;
                 Ok(())
             }
+            Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+        }
+    }
+
+    /// The commit of a one-shot transaction without a group (module docs): every
+    /// document read expected at its version, the changes written, and the write id
+    /// recorded in one written document, where a commit whose reply is lost is checked.
+    async fn commit_ungrouped(&self) -> Result<()> {
+        let mapper = self.holder.mapper();
+        let mut writes = self.writes.clone();
+        // A static shard already carries write records; else any document written.
+        let Some(marker) = writes
+            .keys()
+            .find(|key| layout::static_shard_of(key).is_some())
+            .or_else(|| writes.keys().next())
+            .cloned()
+        else {
+            return Ok(());
+        };
+        let mut sender = mapper.writers.take();
+        let write: WriteId = sender.begin(mapper.write_window);
+        if let Some(doc) = writes.get_mut(&marker) {
+            write_ids::record(doc, &write);
+        }
+        let mut txn = Transaction::new();
+        for (key, version) in &self.reads {
+            txn = txn.expect(key.clone(), *version);
+        }
+        for (key, doc) in writes {
+            txn = txn.put(key, doc);
+        }
+        let _invalidate: Vec<_> = self
+            .loaded
+            .keys()
+            .map(|main| mapper.invalidating(main))
+            .collect();
+        let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
+        let answer = send(mapper, &txn, &marker, landed).await;
+        if !matches!(answer, Err(Error::Backend { .. })) {
+            sender.settle();
+        }
+        match answer? {
+            Commit::Committed => Ok(()),
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
         }
     }
