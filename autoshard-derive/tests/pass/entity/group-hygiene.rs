@@ -34,7 +34,7 @@ struct Response {
     question: u64,
 }
 
-fn main() {
+pub fn main() {
     let r = Response { id: 1, question: 2 };
     let parent = <Response as ::autoshard::Entity>::parent_key(&r);
     ::std::assert_eq!(parent, ::std::option::Option::Some(::autoshard::Key::new("Question", "2")));

@@ -19,7 +19,7 @@ struct Response {
     text: String,
 }
 
-fn main() {
+pub fn main() {
     assert_eq!(<Question as Entity>::GROUP_SHARDS, 8);
     assert_eq!(<Response as Entity>::GROUP_SHARDS, 8);
     assert_eq!(<Response as Entity>::PARENT_KIND, Some("Q"));

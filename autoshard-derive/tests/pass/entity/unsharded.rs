@@ -10,7 +10,7 @@ struct User {
     tags: Vec<String>,
 }
 
-fn main() {
+pub fn main() {
     assert_eq!(User::KIND, "Person");
     assert!(User::PROPERTIES.is_empty());
     let user = User {

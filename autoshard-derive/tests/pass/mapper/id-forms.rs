@@ -29,6 +29,6 @@ async fn calls(db: &Mapper<MemoryStore>) -> autoshard::Result<()> {
     Ok(())
 }
 
-fn main() {
+pub fn main() {
     let _ = calls;
 }

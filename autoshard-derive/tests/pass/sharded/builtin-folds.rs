@@ -29,7 +29,7 @@ impl Question {
     }
 }
 
-fn main() {
+pub fn main() {
     let mut q = Question::new(1, 0, i64::MIN, u8::MAX, BTreeSet::new(), HashSet::new());
     q.vote(7, 3);
     assert_eq!((q.votes, q.best), (1, 3));

@@ -48,7 +48,7 @@ impl Question {
     }
 }
 
-fn main() {
+pub fn main() {
     let mut q = Question::new(1, String::new(), 0);
     let _ = q.vote_up(2);
 }

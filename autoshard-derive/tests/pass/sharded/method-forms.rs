@@ -53,7 +53,7 @@ impl Counter {
     }
 }
 
-fn main() {
+pub fn main() {
     let mut c = Counter { id: 1, ..Default::default() };
     c.add_pair((1, 2));
     c.add_into(3_i32);

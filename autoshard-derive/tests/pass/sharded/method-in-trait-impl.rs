@@ -34,7 +34,7 @@ impl Votes for Counter {
     }
 }
 
-fn main() {
+pub fn main() {
     let mut c = Counter::default();
     c.vote();
     assert_eq!(c.vote_by("2"), Ok(3));

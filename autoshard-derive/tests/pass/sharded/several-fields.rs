@@ -43,7 +43,7 @@ impl Product {
     }
 }
 
-fn main() {
+pub fn main() {
     let mut p = Product::new("sku-1".into(), "lamp".into(), 3, 40, BTreeSet::new());
     assert_eq!(p.sell(7, 35), 4);
     assert_eq!(p.lowest_price, 35);

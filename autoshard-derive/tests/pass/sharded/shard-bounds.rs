@@ -21,7 +21,7 @@ impl Question {
     }
 }
 
-fn main() {
+pub fn main() {
     let bounds: Vec<Sharding> = Question::PROPERTIES.iter().map(|p| p.sharding).collect();
     assert_eq!(
         bounds,
