@@ -126,16 +126,20 @@ pub enum Error {
     /// `key` belongs to a live key group (`Mapper::key_group`), which owns it until
     /// `until_ms` (milliseconds since the Unix epoch, by the store's clock): only the
     /// group's transactions change it meanwhile. Nothing was written; the write can be
-    /// made again once the group is dissolved or its lease has passed.
+    /// made again once the group is dissolved or its lease has passed. A key group, or a
+    /// one-shot transaction, that does not wait is also refused for a member a waiting
+    /// group queued for (`KeyGroupBuilder::wait`): then `key` is the member's intent
+    /// document, `group` the waiter's ticket and `until_ms` the end of its intent.
     #[error(
         "`{key}` belongs to key group `{group}` (leased until {until_ms} ms): nothing written"
     )]
     Grouped {
         /// The document the write would have changed.
         key: Key,
-        /// The id of the key group that owns it.
+        /// The id of the key group that owns it (or the ticket of the waiter queued for it).
         group: String,
-        /// The end of the group's lease, in milliseconds since the Unix epoch.
+        /// The end of the group's lease (or of the waiter's intent), in milliseconds since
+        /// the Unix epoch.
         until_ms: u64,
     },
     /// The key group `group` no longer owns `key`: its lease passed, or it was dissolved.

@@ -16,6 +16,12 @@
 //!    latency per operation of each, and the ratios to plain (the paper reports 10–30%
 //!    overhead for groups).
 //! 2. Group creation and dissolution latency against group size.
+//! 3. A mixed workload: 10 clients move money between 2 to 5 random accounts of 20 in
+//!    one-shot transactions, while one auditor reads all 20 in one one-shot transaction
+//!    and checks the total, for a few seconds; with waiting off (a refused transaction,
+//!    `Error::Grouped` or `Error::Contention`, is run again after 1 ms) and on
+//!    (`KeyGroupBuilder::wait`). It reports transfers/s, audits/s, and refusals per
+//!    committed transfer.
 //!
 //! ```sh
 //! cargo bench -p autoshard-integration --bench key_groups
@@ -27,6 +33,7 @@ use autoshard_test_support::entities::Account;
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::redis::{namespace, Cluster, Standalone};
 use rand::{RngExt, SeedableRng};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -139,8 +146,135 @@ async fn run(db: &Arc<Mapper>, size: u64, clients: u64, ops: usize, mode: Mode) 
     per_op
 }
 
+/// The accounts of the mixed workload.
+const MIXED: std::ops::RangeInclusive<u64> = 10_001..=10_020;
+/// How long each run of the mixed workload lasts.
+const MIXED_RUN: Duration = Duration::from_secs(3);
+/// How long a waiting transaction of the mixed workload waits at most.
+const MIXED_WAIT: Duration = Duration::from_secs(30);
+
+/// One one-shot transaction over `ids` (waiting when `wait`): loads them, and moves up
+/// to 5 from the first to another when `transfer`, else checks that they hold
+/// `expected` together.
+async fn one_shot(
+    db: &Mapper,
+    ids: &[u64],
+    wait: bool,
+    transfer: Option<&mut rand::rngs::StdRng>,
+    expected: i64,
+) -> Result<()> {
+    let mut builder = ids.iter().fold(
+        db.key_group(),
+        autoshard::group::KeyGroupBuilder::member::<Account>,
+    );
+    if wait {
+        builder = builder.wait(MIXED_WAIT);
+    }
+    let mut txn = builder.once().await?;
+    let mut accounts = txn.load_many::<Account>(ids).await?;
+    if let Some(rng) = transfer {
+        let amount = accounts[0].balance.min(5);
+        let to = rng.random_range(1..accounts.len());
+        accounts[0].deposit(-amount);
+        accounts[to].deposit(amount);
+        for account in &mut accounts {
+            txn.save(account)?;
+        }
+    } else {
+        let total: i64 = accounts.iter().map(|a| a.balance).sum();
+        assert_eq!(total, expected, "an audit saw another total");
+    }
+    txn.commit().await
+}
+
+/// The mixed workload for `MIXED_RUN`: (transfers/s, audits/s, refusals per transfer).
+async fn mixed_run(db: &Arc<Mapper>, wait: bool) -> (f64, f64, f64) {
+    let expected = 1_000 * i64::try_from(MIXED.count()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (transfers, audits, refusals) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let refused = |e: &Error| matches!(e, Error::Grouped { .. } | Error::Contention { .. });
+    let mut tasks = Vec::new();
+    for c in 0..10u64 {
+        let (db, stop, transfers, refusals) = (
+            db.clone(),
+            stop.clone(),
+            transfers.clone(),
+            refusals.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(c);
+            let all: Vec<u64> = MIXED.collect();
+            while !stop.load(Ordering::Relaxed) {
+                let size = rng.random_range(2..=5);
+                let mut ids = all.clone();
+                for i in 0..size {
+                    let j = rng.random_range(i..ids.len());
+                    ids.swap(i, j);
+                }
+                ids.truncate(size);
+                match one_shot(&db, &ids, wait, Some(&mut rng), 0).await {
+                    Ok(()) => transfers.fetch_add(1, Ordering::Relaxed),
+                    Err(e) if refused(&e) => {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        refusals.fetch_add(1, Ordering::Relaxed)
+                    }
+                    Err(e) => panic!("a transfer: {e}"),
+                };
+            }
+        }));
+    }
+    {
+        let (db, stop, audits) = (db.clone(), stop.clone(), audits.clone());
+        tasks.push(tokio::spawn(async move {
+            let all: Vec<u64> = MIXED.collect();
+            while !stop.load(Ordering::Relaxed) {
+                match one_shot(&db, &all, wait, None, expected).await {
+                    Ok(()) => {
+                        audits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) if refused(&e) => tokio::time::sleep(Duration::from_millis(1)).await,
+                    Err(e) => panic!("an audit: {e}"),
+                }
+            }
+        }));
+    }
+    let start = Instant::now();
+    tokio::time::sleep(MIXED_RUN).await;
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    #[allow(clippy::cast_precision_loss)]
+    let (t, a, r) = (
+        transfers.load(Ordering::Relaxed) as f64,
+        audits.load(Ordering::Relaxed) as f64,
+        refusals.load(Ordering::Relaxed) as f64,
+    );
+    (t / secs, a / secs, r / t.max(1.0))
+}
+
+/// The mixed workload, waiting off and on.
+async fn mixed(label: &str, db: &Arc<Mapper>) {
+    for id in MIXED {
+        db.insert(&mut Account::new(id, 0, 1_000)).await.unwrap();
+    }
+    println!("\n{label}: 10 clients transfer within 2-5 of 20 accounts, one auditor reads all 20");
+    println!("waiting  transfers/s  audits/s  refusals/transfer");
+    for wait in [false, true] {
+        let (t, a, r) = mixed_run(db, wait).await;
+        let wait = if wait { "on" } else { "off" };
+        println!("{wait:>7}  {t:>11.0}  {a:>8.1}  {r:>17.2}");
+    }
+}
+
 async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
     let db = Arc::new(Mapper::new(store));
+    mixed(label, &db).await;
     for id in 1..=64 * 50 {
         db.insert(&mut Account::new(id, 0, 1_000)).await.unwrap();
     }

@@ -23,6 +23,7 @@ impl<S: DocumentStore> Mapper<S> {
             reads: Some(Arc::default()),
             main_cache: apply::main_cache(),
             cache: None,
+            released: Arc::default(),
         }
     }
 

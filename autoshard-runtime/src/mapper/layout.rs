@@ -3,7 +3,8 @@
 //! else: static shards ([`static_shard`], an entity group each), the dynamic-shard group
 //! ([`dynamic_group`], [`dynamic_shard`], [`compacted`]), the shard layout recorded in the
 //! main document ([`SHARDS`]), sealed and moved shards ([`SEALED`], [`MOVED`]), keyed
-//! operations' markers ([`op_marker`]), adoption records ([`ADOPTING`], [`ADOPTED`],
+//! operations' markers ([`op_marker`]), key groups and their waiters' intents ([`key_group`],
+//! [`group_intent`]), adoption records ([`ADOPTING`], [`ADOPTED`],
 //! [`SHARDED`]) and entity-group sub-groups ([`sub_group`]).
 //!
 //! Invariant: entity kinds are Rust type names, never starting with `~`, so a derived key
@@ -33,6 +34,8 @@ const OP: &str = "~op";
 const KEY_GROUP: &str = "~keygroup";
 /// Kind of the document that lists a key group's members and owned documents.
 const KEY_GROUP_MEMBERS: &str = "~members";
+/// Kind of a root entity's key-group intent document (the waiter queued for it).
+const GROUP_INTENT: &str = "~intent";
 
 /// The reserved property of a sharded entity's main document that holds its
 /// *incarnation*: a fresh id `insert` writes, so that a write meant for an entity that
@@ -318,6 +321,13 @@ pub(crate) fn key_group(id: &str) -> Key {
 /// that a transaction does not rewrite the list.
 pub(crate) fn key_group_members(group: &Key) -> Key {
     group.child(KEY_GROUP_MEMBERS, "")
+}
+
+/// The intent document of the root entity at `main`: the key-group waiter queued for it
+/// (`key_group/queue.rs`). In the entity's group, so that a group's create commit can
+/// expect it; no group ever owns it.
+pub(crate) fn group_intent(main: &Key) -> Key {
+    main.child(GROUP_INTENT, "")
 }
 
 /// The kind of key groups' state documents (for a scan of them all).

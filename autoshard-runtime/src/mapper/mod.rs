@@ -183,6 +183,9 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     main_cache: write::apply::MainCache,
     /// Loaded entities reused for a bounded time (see `read/cache.rs`); `None` unless given one.
     cache: Option<ReadCache>,
+    /// Told when a key group of this mapper or a clone is dissolved: the waiters for
+    /// members in this process look again (see `group/key_group/queue.rs`).
+    released: Arc<tokio::sync::Notify>,
 }
 
 impl<S: Clone> Clone for Mapper<S> {
@@ -198,6 +201,7 @@ impl<S: Clone> Clone for Mapper<S> {
             reads: self.reads.clone(),
             main_cache: self.main_cache.clone(),
             cache: self.cache.clone(),
+            released: self.released.clone(),
         }
     }
 }

@@ -465,3 +465,85 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
         db.apply(&1, |a: &mut Account| a.deposit(0)).await.unwrap();
     }
 }
+
+/// Small groups that keep coming while a large group waits for all their members: once it
+/// has queued, at most the groups alive then commit before it forms, counted in their
+/// commits (they stop after `SMALL_LIMIT`, so a starved large group fails the count and
+/// the test still ends). On one store of each shape.
+#[tokio::test]
+async fn a_waiting_large_group_passes_small_groups_that_keep_coming() {
+    const ACCOUNTS: u64 = 8;
+    const SMALL_CLIENTS: u64 = 4;
+    const SMALL_LIMIT: u64 = 20_000;
+    for (_, shaped, label) in memory_stores() {
+        let db = Mapper::new(shaped);
+        open_accounts(&db, 1..=ACCOUNTS).await;
+        let commits = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clients: Vec<_> = (0..SMALL_CLIENTS)
+            .map(|c| {
+                let (db, commits, stop) = (db.clone(), commits.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(c);
+                    while !stop.load(Ordering::SeqCst)
+                        && commits.load(Ordering::SeqCst) < SMALL_LIMIT
+                    {
+                        let a = rng.random_range(1..=ACCOUNTS);
+                        let b = a % ACCOUNTS + 1;
+                        match group_of(&db, &[a, b]).create().await {
+                            Ok(group) => {
+                                let mut txn = group.transaction().await;
+                                let mut accounts = load_all(&mut txn, &[a, b]).await.unwrap();
+                                let amount = accounts[0].balance.min(10);
+                                accounts[0].deposit(-amount);
+                                accounts[1].deposit(amount);
+                                for account in &mut accounts {
+                                    txn.save(account).unwrap();
+                                }
+                                txn.commit().await.unwrap();
+                                commits.fetch_add(1, Ordering::SeqCst);
+                                group.dissolve().await.unwrap();
+                            }
+                            Err(e) if contended(&e) => tokio::task::yield_now().await,
+                            Err(e) => panic!("{label}: a small group: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        // The small groups are under way.
+        while commits.load(Ordering::SeqCst) < 50 {
+            tokio::task::yield_now().await;
+        }
+        let all: Vec<u64> = (1..=ACCOUNTS).collect();
+        let before = commits.load(Ordering::SeqCst);
+        let large = group_of(&db, &all)
+            .wait(Duration::from_hours(1))
+            .create()
+            .await;
+        let passed = commits.load(Ordering::SeqCst) - before;
+        stop.store(true, Ordering::SeqCst);
+        let large = large.unwrap_or_else(|e| panic!("{label}: the large group: {e}"));
+        let total: i64 = {
+            let mut txn = large.transaction().await;
+            load_all(&mut txn, &all)
+                .await
+                .unwrap()
+                .iter()
+                .map(|a| a.balance)
+                .sum()
+        };
+        large.dissolve().await.unwrap();
+        for client in clients {
+            client.await.unwrap();
+        }
+        assert_eq!(total, INITIAL * i64::try_from(ACCOUNTS).unwrap(), "{label}");
+        println!("{label}: {passed} small groups committed while the large one waited");
+        // Each small client commits at most the group it held when the large one queued,
+        // and one it formed between the large group's read and its intents.
+        assert!(
+            passed <= 2 * SMALL_CLIENTS,
+            "{label}: {passed} small groups committed while the large one waited"
+        );
+    }
+}

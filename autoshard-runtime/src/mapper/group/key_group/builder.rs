@@ -1,10 +1,11 @@
 //! [`KeyGroupBuilder`]: naming a group's members, and creating the group (or running one
 //! transaction on a group formed for it).
 
+use super::queue::{intent_in, Intent, Ticket, MAX_BACKOFF};
 use super::transaction::Holder;
 use super::{
-    group_documents, millis, protocol, read_member, send, GroupTransaction, KeyGroup, ReadMember,
-    DEFAULT_LEASE,
+    group_documents, millis, protocol, read_member, send, GroupTransaction, KeyGroup, Member,
+    ReadMember, DEFAULT_LEASE,
 };
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -26,6 +27,8 @@ pub struct KeyGroupBuilder<'m, S> {
     mapper: &'m Mapper<S>,
     members: Vec<(Key, ReadMember<S>)>,
     lease: Duration,
+    /// How long `create` waits for members other groups own (`None`: it does not).
+    wait: Option<Duration>,
 }
 
 impl<S> fmt::Debug for KeyGroupBuilder<'_, S> {
@@ -36,6 +39,7 @@ impl<S> fmt::Debug for KeyGroupBuilder<'_, S> {
                 &self.members.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .field("lease", &self.lease)
+            .field("wait", &self.wait)
             .finish_non_exhaustive()
     }
 }
@@ -103,6 +107,7 @@ impl<S: DocumentStore> Mapper<S> {
             mapper: self,
             members: Vec::new(),
             lease: DEFAULT_LEASE,
+            wait: None,
         }
     }
 }
@@ -125,36 +130,140 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         self
     }
 
+    /// Makes [`KeyGroupBuilder::create`] and [`KeyGroupBuilder::once`] wait up to
+    /// `up_to` for members that other groups own, instead of failing at once with
+    /// [`Error::Grouped`] (the default). Waiters queue fairly: each takes a ticket when it
+    /// starts, and a group forms only when no older waiter wants any of its members, so a
+    /// large group is passed by at most the groups that owned its members when it
+    /// queued, however many small ones keep coming; groups that do not wait are held off
+    /// by a waiter's members meanwhile. A waiter wakes when a group of this mapper (or a
+    /// clone) is dissolved, and otherwise looks again after a short backoff (at most 50
+    /// ms). With waiting, `once` always forms a group (it takes its place in the queue).
+    /// The argument: `docs/design/key-groups.md`, "Waiting, fairly".
+    ///
+    /// ```
+    /// use autoshard::prelude::*;
+    /// use std::time::Duration;
+    ///
+    /// #[autoshard::sharded]
+    /// #[derive(Entity, Debug, Clone)]
+    /// struct Account {
+    ///     #[id]
+    ///     id: u64,
+    ///     #[shardable(shards = 4, fold = sum)]
+    ///     balance: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// db.insert(&mut Account::new(1, 100)).await?;
+    /// let first = db.key_group().member::<Account>(&1).create().await?;
+    /// let waiting = db
+    ///     .key_group()
+    ///     .member::<Account>(&1)
+    ///     .wait(Duration::from_secs(5))
+    ///     .create();
+    /// // The waiter gets account 1 once the first group is dissolved.
+    /// let (second, dissolved) = tokio::join!(waiting, first.dissolve());
+    /// dissolved?;
+    /// second?.dissolve().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn wait(mut self, up_to: Duration) -> Self {
+        self.wait = Some(up_to);
+        self
+    }
+
     /// Forms the group: one commit that makes it the owner of every document of every
-    /// member, with retries when a member changes meanwhile.
+    /// member, with retries when a member changes meanwhile; with
+    /// [`KeyGroupBuilder::wait`], after waiting its turn for members other groups own.
     ///
     /// # Errors
     /// [`Error::NotFound`] for a member that is not stored; [`Error::Grouped`] for a member
-    /// another live group owns; [`Error::Invalid`] for no member; [`Error::Contention`]
-    /// when members keep changing. Nothing is owned after an error but
-    /// [`Error::Backend`], whose outcome is unknown: the group then owns its members at
-    /// most until its lease passes.
+    /// another live group owns, or one a waiting group queued for (after the wait, when
+    /// waiting); [`Error::Invalid`] for no member; [`Error::Contention`] when members keep
+    /// changing. Nothing is owned after an error but [`Error::Backend`], whose outcome is
+    /// unknown: the group then owns its members at most until its lease passes.
     pub async fn create(self) -> Result<KeyGroup<'m, S>> {
-        let mapper = self.mapper;
         if self.members.is_empty() {
             return Err(Error::Invalid(
                 "a key group needs at least one member".to_owned(),
             ));
         }
-        let mut retrying = mapper.retrying("create key group");
+        match self.wait {
+            Some(up_to) => self.create_waiting(up_to).await,
+            None => self.create_with(None).await,
+        }
+    }
+
+    /// [`KeyGroupBuilder::create`] that waits, up to `up_to`, holding `ticket` (see
+    /// `queue.rs`).
+    async fn create_waiting(&self, up_to: Duration) -> Result<KeyGroup<'m, S>> {
+        let mapper = self.mapper;
+        let deadline = tokio::time::Instant::now() + up_to;
+        let ticket = Ticket {
+            ms: mapper.store.now_ms().await?,
+            id: uuid::Uuid::new_v4().simple().to_string(),
+        };
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            // Listening from before the look, so a release during it is not missed.
+            let released = mapper.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            match self.create_with(Some(&ticket)).await {
+                Err(Error::Grouped { .. }) if tokio::time::Instant::now() < deadline => {
+                    let nap = backoff.min(deadline - tokio::time::Instant::now());
+                    tokio::select! {
+                        () = &mut released => {}
+                        () = tokio::time::sleep(nap) => {}
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+                Ok(group) => return Ok(group),
+                Err(e) => {
+                    // Best effort: intents left behind expire with the lease anyway.
+                    let _ = self.withdraw(&ticket).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The attempts of [`KeyGroupBuilder::create`], as the waiter holding `ticket` when
+    /// there is one.
+    async fn create_with(&self, ticket: Option<&Ticket>) -> Result<KeyGroup<'m, S>> {
+        let mut retrying = self.mapper.retrying("create key group");
         loop {
             // A fresh id per attempt: nothing an earlier attempt sent can join this one.
             let id = uuid::Uuid::new_v4().simple().to_string();
             let key = layout::key_group(&id);
-            let attempt = self.try_create(&id, &key);
+            let attempt = self.try_create(&id, &key, ticket);
             if let std::ops::ControlFlow::Break(group) = retrying.attempt(attempt).await? {
                 return Ok(group);
             }
         }
     }
 
-    /// One attempt of [`KeyGroupBuilder::create`].
-    async fn try_create(&self, id: &str, key: &Key) -> Result<Attempt<KeyGroup<'m, S>>> {
+    /// The intent documents of the members, in order.
+    fn intent_keys(&self) -> Vec<Key> {
+        self.members
+            .iter()
+            .map(|(main, _)| layout::group_intent(main))
+            .collect()
+    }
+
+    /// One attempt of [`KeyGroupBuilder::create`]: refused when a member is owned or held
+    /// by an older waiter's intent (the waiter holding `ticket` then queues for every
+    /// member first).
+    async fn try_create(
+        &self,
+        id: &str,
+        key: &Key,
+        ticket: Option<&Ticket>,
+    ) -> Result<Attempt<KeyGroup<'m, S>>> {
         let mapper = self.mapper;
         let now = mapper.store.now_ms().await?;
         let owner = Owner {
@@ -162,40 +271,41 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
             until_ms: now.saturating_add(millis(self.lease)),
             txn: None,
         };
+        let intent_keys = self.intent_keys();
         let reads = self.members.iter().map(|(main, read)| read(mapper, main));
-        let read = futures::future::try_join_all(reads).await?;
-        let mut joins = Transaction::new();
-        let mut claimed = BTreeSet::new();
+        let (read, intents) = futures::try_join!(
+            futures::future::try_join_all(reads),
+            mapper.get_exactly(&intent_keys)
+        )?;
+        let mut refused = None;
         for ((main, _), member) in self.members.iter().zip(&read) {
             if member.found.main().is_none() {
                 return Err(Error::NotFound { key: main.clone() });
             }
             for (doc_key, doc) in member.found.documents() {
-                if let Err(refused) = ownership::check(doc_key, Some(&doc.doc), None, now) {
+                if let Err(owned) = ownership::check(doc_key, Some(&doc.doc), None, now) {
                     // A transaction of a group whose lease passed still holds it: finish
                     // that group, then try again.
                     if Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now) {
                         mapper.recover_key_groups().await?;
                         return Ok(Attempt::Conflict(doc_key.clone()));
                     }
-                    return Err(refused);
+                    refused.get_or_insert(owned);
                 }
-                let mut stamped = doc.doc.clone();
-                stamped.insert(OWNER.to_owned(), owner.to_value());
-                joins = joins
-                    .expect(doc_key.clone(), Some(doc.version))
-                    .put(doc_key.clone(), stamped);
-                claimed.insert(doc_key.clone());
-            }
-            for (doc_key, doc) in &member.missing {
-                let mut stamped = doc.clone();
-                stamped.insert(OWNER.to_owned(), owner.to_value());
-                joins = joins
-                    .expect(doc_key.clone(), None)
-                    .put(doc_key.clone(), stamped);
-                claimed.insert(doc_key.clone());
             }
         }
+        for (intent_key, found) in intent_keys.iter().zip(&intents) {
+            if let Some(intent) = intent_in(found.as_ref()).filter(|i| i.holds_off(ticket, now)) {
+                refused.get_or_insert(intent.refusal(intent_key));
+            }
+        }
+        if let Some(refused) = refused {
+            if let Some(ticket) = ticket {
+                self.queue(ticket, now, &intent_keys, &intents).await?;
+            }
+            return Err(refused);
+        }
+        let (joins, claimed) = joins(&read, &intent_keys, &intents, ticket, &owner);
         let members: Vec<Key> = self.members.iter().map(|(k, _)| k.clone()).collect();
         let (state, list) = group_documents(&members, &claimed, &owner);
         let list_key = layout::key_group_members(key);
@@ -249,6 +359,72 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         }
     }
 
+    /// Queues the waiter holding `ticket` for every member (module docs of `queue`): its
+    /// intent, holding for a lease from `now_ms`, goes into each intent document (`keys`,
+    /// read as `found`) that holds no live intent of an older ticket, nor one of its own
+    /// that holds for more than half a lease still. A document another writer changed
+    /// meanwhile is left for the next look.
+    async fn queue(
+        &self,
+        ticket: &Ticket,
+        now_ms: u64,
+        keys: &[Key],
+        found: &[Option<Versioned>],
+    ) -> Result<()> {
+        let lease = millis(self.lease);
+        let intent = Intent {
+            ticket: ticket.clone(),
+            until_ms: now_ms.saturating_add(lease),
+        };
+        let mut txn = Transaction::new();
+        for (key, doc) in keys.iter().zip(found) {
+            let kept = intent_in(doc.as_ref()).is_some_and(|current| {
+                current.holds_off(Some(ticket), now_ms)
+                    || (current.ticket == *ticket
+                        && current.until_ms > now_ms.saturating_add(lease / 2))
+            });
+            if !kept {
+                txn = txn
+                    .expect(key.clone(), doc.as_ref().map(|d| d.version))
+                    .put(key.clone(), intent.to_document());
+            }
+        }
+        self.commit_intents(&txn).await
+    }
+
+    /// Takes the intents of `ticket` out of the members' intent documents (a waiter that
+    /// gives up).
+    async fn withdraw(&self, ticket: &Ticket) -> Result<()> {
+        let keys = self.intent_keys();
+        let found = self.mapper.get_exactly(&keys).await?;
+        let mut txn = Transaction::new();
+        for (key, doc) in keys.iter().zip(&found) {
+            if intent_in(doc.as_ref()).is_some_and(|i| i.ticket == *ticket) {
+                let version = doc.as_ref().map(|d| d.version);
+                txn = txn.expect(key.clone(), version).delete(key.clone());
+            }
+        }
+        self.commit_intents(&txn).await
+    }
+
+    /// Commits writes of intent documents: in one commit where the store commits across
+    /// entity groups, else one per entity group. A conflict is left alone (the next look
+    /// reads again).
+    async fn commit_intents(&self, txn: &Transaction) -> Result<()> {
+        if txn.writes().is_empty() {
+            return Ok(());
+        }
+        let store = &self.mapper.store;
+        let answer = if store.cross_group_transactions() {
+            store.commit(txn).await?
+        } else {
+            protocol::commit_all(self.mapper, &protocol::split(txn)).await?
+        };
+        match answer {
+            Commit::Committed | Commit::Conflict { .. } => Ok(()),
+        }
+    }
+
     /// One transaction over the members: load, change and save members on it, then
     /// [`GroupTransaction::commit`] commits. A transaction dropped without a commit writes
     /// nothing.
@@ -266,7 +442,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// commit when a document read changed meanwhile (nothing was written: run the
     /// transaction again); with one, as [`KeyGroupBuilder::create`].
     pub async fn once(self) -> Result<GroupTransaction<'m, 'm, S>> {
-        if self.mapper.store.cross_group_transactions() {
+        if self.mapper.store.cross_group_transactions() && self.wait.is_none() {
             if self.members.is_empty() {
                 return Err(Error::Invalid(
                     "a key group needs at least one member".to_owned(),
@@ -280,4 +456,45 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         let group = self.create().await?;
         Ok(GroupTransaction::begin(Holder::Once(Box::new(group))))
     }
+}
+
+/// What forming a group with `owner` writes, as one transaction, and the documents it
+/// then owns: every document of every member (`read`) stamped with the owner, and the
+/// missing ones created stamped, each expected as read; the members' intent documents
+/// (`intent_keys`, read as `intents`) expected as read, so that an intent written after
+/// the read makes the commit conflict, and those of the waiter holding `ticket` deleted.
+fn joins(
+    read: &[Member],
+    intent_keys: &[Key],
+    intents: &[Option<Versioned>],
+    ticket: Option<&Ticket>,
+    owner: &Owner,
+) -> (Transaction, BTreeSet<Key>) {
+    let mut joins = Transaction::new();
+    for (intent_key, found) in intent_keys.iter().zip(intents) {
+        joins = joins.expect(intent_key.clone(), found.as_ref().map(|d| d.version));
+        if intent_in(found.as_ref()).is_some_and(|i| Some(&i.ticket) == ticket) {
+            joins = joins.delete(intent_key.clone());
+        }
+    }
+    let mut claimed = BTreeSet::new();
+    for member in read {
+        for (doc_key, doc) in member.found.documents() {
+            let mut stamped = doc.doc.clone();
+            stamped.insert(OWNER.to_owned(), owner.to_value());
+            joins = joins
+                .expect(doc_key.clone(), Some(doc.version))
+                .put(doc_key.clone(), stamped);
+            claimed.insert(doc_key.clone());
+        }
+        for (doc_key, doc) in &member.missing {
+            let mut stamped = doc.clone();
+            stamped.insert(OWNER.to_owned(), owner.to_value());
+            joins = joins
+                .expect(doc_key.clone(), None)
+                .put(doc_key.clone(), stamped);
+            claimed.insert(doc_key.clone());
+        }
+    }
+    (joins, claimed)
 }

@@ -116,10 +116,13 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
     /// the lease passes.
     pub async fn dissolve(self) -> Result<()> {
         let _turn = self.turn.lock().await;
-        match self.rewrite(None, true).await {
+        let dissolved = match self.rewrite(None, true).await {
             Err(Error::GroupLost { .. }) => self.rewrite(None, false).await,
             other => other,
-        }
+        };
+        // Waiters of this process look again (also after an error: the members may be free).
+        self.mapper.released.notify_waiters();
+        dissolved
     }
 
     /// Rewrites every document the group owns with `owner` (`None`: without one, and the

@@ -13,11 +13,12 @@
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
 //! `transaction.rs`, [`GroupTransaction`]; `protocol.rs`, the steps on a store whose
-//! commits stay within one entity group.
+//! commits stay within one entity group; `queue.rs`, waiting for members, fairly.
 
 mod builder;
 mod handle;
 mod protocol;
+mod queue;
 mod transaction;
 
 pub use builder::KeyGroupBuilder;
@@ -48,7 +49,7 @@ const RESENDS: u32 = 8;
 /// A member as read: its documents (with their write records: they are written back
 /// whole), and the documents of its layout that are missing, as a group creates them so
 /// that it owns every document a writer could use.
-struct Member {
+pub(super) struct Member {
     found: Arc<Snapshot>,
     missing: Vec<(Key, Document)>,
 }

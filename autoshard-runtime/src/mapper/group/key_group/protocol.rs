@@ -583,6 +583,9 @@ impl<S: DocumentStore> Mapper<S> {
             tracing::info!(group = %owner.group, "recovered a key group whose lease passed");
             recovered += 1;
         }
+        if recovered > 0 {
+            self.released.notify_waiters();
+        }
         Ok(recovered)
     }
 }

@@ -15,6 +15,7 @@
 //! so a commit whose reply is lost is checked there and sent again at most once (the
 //! resend expects the same versions).
 
+use super::queue::intent_in;
 use super::{group_documents, protocol, send, KeyGroup};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
@@ -197,16 +198,19 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 .iter()
                 .map(|main| mapper.read_entity_with::<E>(main, true))
         };
-        let found = match self.holder.group() {
-            Some(group) => {
-                let (found, state) =
-                    Self::read_grouped(group, self.state.is_none(), reads()).await?;
-                if state.is_some() {
-                    self.state = state;
-                }
-                found
+        let found = if let Some(group) = self.holder.group() {
+            let (found, state) = Self::read_grouped(group, self.state.is_none(), reads()).await?;
+            if state.is_some() {
+                self.state = state;
             }
-            None => self.read_ungrouped(mapper, reads).await?,
+            found
+        } else {
+            let intent_keys: Vec<Key> = mains.iter().map(layout::group_intent).collect();
+            let (found, intents) = self.read_ungrouped(mapper, reads, &intent_keys).await?;
+            for (key, doc) in intent_keys.iter().zip(&intents) {
+                self.note_read(key, doc.as_ref());
+            }
+            found
         };
         let mut entities = Vec::with_capacity(ids.len());
         for found in &found {
@@ -261,18 +265,27 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// document an earlier load returned is [`Error::Contention`] at once, since the
     /// caller holds what that load returned.
     ///
-    /// [`Error::Grouped`] when a live group owns one of their documents, as forming a
-    /// group would answer. A group whose lease passed with a transaction in flight still
-    /// holds its documents: it is recovered, and the members read again.
+    /// The check also expects the members' intent documents (`intent_keys`, see
+    /// `queue.rs`) absent, as they are but while a group waits for a member: only when it
+    /// conflicts on one is that document read, and a live intent refuses the transaction
+    /// as a waiting group holds off one that does not wait; another is expected as read.
+    /// Answers the documents read, and the intent documents as the check expected them.
+    ///
+    /// [`Error::Grouped`] when a live group owns one of the members' documents, or a
+    /// waiting group queued for a member, as forming a group would answer. A group whose
+    /// lease passed with a transaction in flight still holds its documents: it is
+    /// recovered, and the members read again.
     async fn read_ungrouped<I, F>(
         &self,
         mapper: &'m Mapper<S>,
         reads: impl Fn() -> I,
-    ) -> Result<Vec<Arc<Snapshot>>>
+        intent_keys: &[Key],
+    ) -> Result<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>
     where
         I: Iterator<Item = F>,
         F: Future<Output = Result<Arc<Snapshot>>>,
     {
+        let mut intents: Vec<Option<Versioned>> = vec![None; intent_keys.len()];
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -281,23 +294,32 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             for (key, version) in &self.reads {
                 check = check.expect(key.clone(), *version);
             }
-            for (key, doc) in found.iter().flat_map(|f| documents_read(f)) {
+            let intents_read = intent_keys.iter().zip(intents.iter().map(Option::as_ref));
+            let read = found.iter().flat_map(|f| documents_read(f));
+            for (key, doc) in read.chain(intents_read) {
                 if !self.reads.contains_key(key) {
                     check = check.expect(key.clone(), doc.map(|d| d.version));
                 }
             }
-            match mapper.store.commit(&check).await? {
-                Commit::Committed => return Ok(found),
-                Commit::Conflict { key } => {
-                    if self.reads.contains_key(&key) || attempts == SNAPSHOT_READS {
-                        return Err(Error::Contention { key, attempts });
-                    }
+            let key = match mapper.store.commit(&check).await? {
+                Commit::Committed => return Ok((found, intents)),
+                Commit::Conflict { key } => key,
+            };
+            if self.reads.contains_key(&key) || attempts == SNAPSHOT_READS {
+                return Err(Error::Contention { key, attempts });
+            }
+            if let Some(at) = intent_keys.iter().position(|k| *k == key) {
+                let doc = mapper.store.get(&key).await?;
+                let now = mapper.store.now_ms().await?;
+                if let Some(intent) = intent_in(doc.as_ref()).filter(|i| i.holds_off(None, now)) {
+                    return Err(intent.refusal(&key));
                 }
+                intents[at] = doc;
             }
         }
     }
 
-    /// Reads members (`reads`) and refuses documents a live group owns (see
+    /// Reads members (`reads`), and refuses documents a live group owns (see
     /// [`GroupTransaction::read_ungrouped`]).
     async fn read_unowned<I, F>(
         mapper: &'m Mapper<S>,
