@@ -3,8 +3,8 @@
 //! else: static shards ([`static_shard`], an entity group each), the dynamic-shard group
 //! ([`dynamic_group`], [`dynamic_shard`], [`compacted`]), the shard layout recorded in the
 //! main document ([`SHARDS`]), sealed and moved shards ([`SEALED`], [`MOVED`]), keyed
-//! operations' markers ([`op_marker`]), key groups and their waiters' intents ([`key_group`],
-//! [`group_intent`]), adoption records ([`ADOPTING`], [`ADOPTED`],
+//! operations' markers ([`op_marker`]), key groups and their waiters' intents
+//! ([`key_group`], [`group_intent`]), adoption records ([`ADOPTING`], [`ADOPTED`],
 //! [`SHARDED`]) and entity-group sub-groups ([`sub_group`]).
 //!
 //! Invariant: entity kinds are Rust type names, never starting with `~`, so a derived key
@@ -296,18 +296,6 @@ pub fn op_marker(target: &Key, incarnation: Option<&str>, op: &str) -> Key {
 #[must_use]
 pub fn op_markers_scan(target: &Key) -> Scan {
     Scan::new(OP, Some(target.clone()))
-}
-
-/// The shard of property `property` (with `shards` static shards) that keyed operation
-/// `op` folds into: fixed by the operation's name, so that running it again, in any
-/// process, meets the marker it left. FNV-1a, stable across processes and builds.
-pub(super) fn op_shard(op: &str, property: &str, shards: u32) -> u32 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in op.bytes().chain([0xff]).chain(property.bytes()) {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    u32::try_from(hash % u64::from(shards.max(1))).unwrap_or(0)
 }
 
 /// The state document of the key group with id `id`: a root document of its own (on a

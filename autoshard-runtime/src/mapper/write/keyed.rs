@@ -18,7 +18,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::{malformed, with_property};
-use crate::mapper::layout::{self, dynamic_properties, op_shard, static_properties};
+use crate::mapper::layout::{self, dynamic_properties, static_properties};
 use crate::mapper::write::write_ids::check_same_entity;
 use crate::mapper::write::write_ids::has_change;
 use crate::mapper::Mapper;
@@ -275,4 +275,16 @@ fn parts<E: Entity>(entity: &E, main: &Key, op: &str) -> Result<Vec<Part>> {
         });
     }
     Ok(parts)
+}
+
+/// The shard of property `property` (with `shards` static shards) that keyed operation
+/// `op` folds into: fixed by the operation's name, so that running it again, in any
+/// process, meets the marker it left. FNV-1a, stable across processes and builds.
+fn op_shard(op: &str, property: &str, shards: u32) -> u32 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in op.bytes().chain([0xff]).chain(property.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    u32::try_from(hash % u64::from(shards.max(1))).unwrap_or(0)
 }

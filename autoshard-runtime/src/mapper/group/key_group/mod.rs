@@ -13,10 +13,12 @@
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
 //! `transaction.rs`, [`GroupTransaction`]; `protocol.rs`, the steps on a store whose
-//! commits stay within one entity group; `queue.rs`, waiting for members, fairly.
+//! commits stay within one entity group; `one_shot.rs`, the one-shot transaction that
+//! needs no group; `queue.rs`, waiting for members, fairly.
 
 mod builder;
 mod handle;
+mod one_shot;
 mod protocol;
 mod queue;
 mod transaction;

@@ -1,21 +1,9 @@
 //! [`GroupTransaction`]: one transaction of a group (load, change, save, commit), and
 //! how it holds its group, or, for a one-shot transaction on a store that commits across
 //! entity groups, why it needs none.
-//!
-//! A one-shot transaction there (`KeyGroupBuilder::once`) forms no group: each load reads
-//! its members and checks, with a commit that writes nothing, that every document the
-//! transaction has read is still as read (so what the loads return is one snapshot of the
-//! store), and its one commit expects every document it read at the version read and
-//! writes its changes. The store refuses that commit when a live group owns any document
-//! it expects or writes ([`crate::store::ownership`]: a write without a group's token),
-//! and it conflicts when any of them changed since the read, so it commits only on what
-//! a group formed for it would have seen: the same isolation and atomicity, for one
-//! commit per load and one for the changes, where a group adds three (create, the group
-//! document's, dissolve) and a read of every member to stamp it. Its write id is recorded in one document the commit writes,
-//! so a commit whose reply is lost is checked there and sent again at most once (the
-//! resend expects the same versions).
+//! The one-shot transaction without a group is `one_shot.rs`'s.
 
-use super::queue::intent_in;
+use super::one_shot::{self, documents_read};
 use super::{group_documents, protocol, send, KeyGroup};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
@@ -31,7 +19,7 @@ use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, stage};
 use crate::mapper::Mapper;
-use crate::store::ownership::{self, Owner, OWNER};
+use crate::store::ownership::{Owner, OWNER};
 use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
 use crate::sync::lock;
 use rand::RngExt;
@@ -79,26 +67,6 @@ impl<'m, S> Holder<'_, 'm, S> {
             Holder::Ungrouped { members, .. } => members,
         }
     }
-}
-
-/// How many times the loads of a one-shot transaction without a group read again after
-/// recovering a group whose lease passed with a transaction in flight.
-const RECOVERIES: u32 = 3;
-
-/// How many times a load of a one-shot transaction without a group reads its members
-/// before it gives up finding them unchanged ([`Error::Contention`]).
-const SNAPSHOT_READS: u32 = 4;
-
-/// Every document a member's read found, with its key (`None`: absent).
-fn documents_read(found: &Snapshot) -> impl Iterator<Item = (&Key, Option<&Versioned>)> {
-    let Snapshot {
-        keys,
-        docs,
-        scanned: extra,
-        .. // (read with records: nothing folded)
-    } = found;
-    let listed = keys.iter().zip(docs).map(|(key, doc)| (key, doc.as_ref()));
-    listed.chain(extra.iter().map(|(key, doc)| (key, Some(doc))))
 }
 
 /// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
@@ -206,7 +174,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             found
         } else {
             let intent_keys: Vec<Key> = mains.iter().map(layout::group_intent).collect();
-            let (found, intents) = self.read_ungrouped(mapper, reads, &intent_keys).await?;
+            let (found, intents) = one_shot::read(mapper, reads, &intent_keys, &self.reads).await?;
             for (key, doc) in intent_keys.iter().zip(&intents) {
                 self.note_read(key, doc.as_ref());
             }
@@ -254,110 +222,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         } else {
             let state = Self::read_state(group).await?;
             Ok((futures::future::try_join_all(reads).await?, Some(state)))
-        }
-    }
-
-    /// Reads members for a one-shot transaction without a group (module docs), and
-    /// checks that they and everything the transaction read before are one snapshot: a
-    /// commit that writes nothing expects every document read at the version read, so
-    /// when it passes, all of them were as read at that instant. A conflict on a document
-    /// of this read reads again (a few times, then [`Error::Contention`]); one on a
-    /// document an earlier load returned is [`Error::Contention`] at once, since the
-    /// caller holds what that load returned.
-    ///
-    /// The check also expects the members' intent documents (`intent_keys`, see
-    /// `queue.rs`) absent, as they are but while a group waits for a member: only when it
-    /// conflicts on one is that document read, and a live intent refuses the transaction
-    /// as a waiting group holds off one that does not wait; another is expected as read.
-    /// Answers the documents read, and the intent documents as the check expected them.
-    ///
-    /// [`Error::Grouped`] when a live group owns one of the members' documents, or a
-    /// waiting group queued for a member, as forming a group would answer. A group whose
-    /// lease passed with a transaction in flight still holds its documents: it is
-    /// recovered, and the members read again.
-    async fn read_ungrouped<I, F>(
-        &self,
-        mapper: &'m Mapper<S>,
-        reads: impl Fn() -> I,
-        intent_keys: &[Key],
-    ) -> Result<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>
-    where
-        I: Iterator<Item = F>,
-        F: Future<Output = Result<Arc<Snapshot>>>,
-    {
-        let mut intents: Vec<Option<Versioned>> = vec![None; intent_keys.len()];
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let found = Self::read_unowned(mapper, &reads).await?;
-            let mut check = Transaction::new();
-            for (key, version) in &self.reads {
-                check = check.expect(key.clone(), *version);
-            }
-            let intents_read = intent_keys.iter().zip(intents.iter().map(Option::as_ref));
-            let read = found.iter().flat_map(|f| documents_read(f));
-            for (key, doc) in read.chain(intents_read) {
-                if !self.reads.contains_key(key) {
-                    check = check.expect(key.clone(), doc.map(|d| d.version));
-                }
-            }
-            let key = match mapper.store.commit(&check).await? {
-                Commit::Committed => return Ok((found, intents)),
-                Commit::Conflict { key } => key,
-            };
-            if self.reads.contains_key(&key) || attempts == SNAPSHOT_READS {
-                return Err(Error::Contention { key, attempts });
-            }
-            if let Some(at) = intent_keys.iter().position(|k| *k == key) {
-                let doc = mapper.store.get(&key).await?;
-                let now = mapper.store.now_ms().await?;
-                if let Some(intent) = intent_in(doc.as_ref()).filter(|i| i.holds_off(None, now)) {
-                    return Err(intent.refusal(&key));
-                }
-                intents[at] = doc;
-            }
-        }
-    }
-
-    /// Reads members (`reads`), and refuses documents a live group owns (see
-    /// [`GroupTransaction::read_ungrouped`]).
-    async fn read_unowned<I, F>(
-        mapper: &'m Mapper<S>,
-        reads: &impl Fn() -> I,
-    ) -> Result<Vec<Arc<Snapshot>>>
-    where
-        I: Iterator<Item = F>,
-        F: Future<Output = Result<Arc<Snapshot>>>,
-    {
-        let mut recoveries = 0;
-        loop {
-            let found = futures::future::try_join_all(reads()).await?;
-            let named = |doc: &Versioned| Owner::of(&doc.doc).is_some();
-            if !found
-                .iter()
-                .flat_map(|f| f.documents())
-                .any(|(_, d)| named(d))
-            {
-                return Ok(found);
-            }
-            // A document names an owner, live or left behind by a group whose lease passed.
-            let now = mapper.store.now_ms().await?;
-            let mut held = false;
-            for (key, doc) in found.iter().flat_map(|f| f.documents()) {
-                if let Err(refused) = ownership::check(key, Some(&doc.doc), None, now) {
-                    let stuck =
-                        Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now);
-                    if !stuck || recoveries == RECOVERIES {
-                        return Err(refused);
-                    }
-                    held = true;
-                }
-            }
-            if !held {
-                return Ok(found);
-            }
-            mapper.recover_key_groups().await?;
-            recoveries += 1;
         }
     }
 
@@ -501,7 +365,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             return Ok(());
         }
         let Some(group) = self.holder.group() else {
-            return self.commit_ungrouped().await;
+            let mapper = self.holder.mapper();
+            return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
         };
         let mapper = group.mapper;
         let stored = match &self.state {
@@ -593,49 +458,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 *lock(&group.owned) = owned;
                 Ok(())
             }
-            Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
-        }
-    }
-
-    /// The commit of a one-shot transaction without a group (module docs): every
-    /// document read expected at its version, the changes written, and the write id
-    /// recorded in one written document, where a commit whose reply is lost is checked.
-    async fn commit_ungrouped(&self) -> Result<()> {
-        let mapper = self.holder.mapper();
-        let mut writes = self.writes.clone();
-        // A static shard already carries write records; else any document written.
-        let Some(marker) = writes
-            .keys()
-            .find(|key| layout::static_shard_of(key).is_some())
-            .or_else(|| writes.keys().next())
-            .cloned()
-        else {
-            return Ok(());
-        };
-        let mut sender = mapper.writers.take();
-        let write: WriteId = sender.begin(mapper.write_window);
-        if let Some(doc) = writes.get_mut(&marker) {
-            write_ids::record(doc, &write);
-        }
-        let mut txn = Transaction::new();
-        for (key, version) in &self.reads {
-            txn = txn.expect(key.clone(), *version);
-        }
-        for (key, doc) in writes {
-            txn = txn.put(key, doc);
-        }
-        let _invalidate: Vec<_> = self
-            .loaded
-            .keys()
-            .map(|main| mapper.invalidating(main))
-            .collect();
-        let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
-        let answer = send(mapper, &txn, &marker, landed).await;
-        if !matches!(answer, Err(Error::Backend { .. })) {
-            sender.settle();
-        }
-        match answer? {
-            Commit::Committed => Ok(()),
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
         }
     }

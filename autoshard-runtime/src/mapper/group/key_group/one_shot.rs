@@ -1,0 +1,202 @@
+//! A one-shot transaction without a group: what [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)
+//! is on a store that commits across entity groups (memory, standalone Redis,
+//! PostgreSQL), for the [`GroupTransaction`](super::GroupTransaction) that holds no group.
+//!
+//! Each load reads its members and checks, with a commit that writes nothing, that every
+//! document the transaction has read is still as read (so what the loads return is one
+//! snapshot of the store), and the one commit of the changes expects every document read
+//! at the version read and writes the changes. The store refuses a commit when a live
+//! group owns any document it expects or writes ([`crate::store::ownership`]: a write
+//! without a group's token), and it conflicts when any of them changed since the read, so
+//! the transaction commits only on what a group formed for it would have seen: the same
+//! isolation and atomicity, for one commit per load and one for the changes, where a
+//! group adds three (create, the group document's, dissolve) and a read of every member
+//! to stamp it. The write id of the changes is recorded in one document the commit
+//! writes, so a commit whose reply is lost is checked there and sent again at most once
+//! (the resend expects the same versions). Waiting groups' intents (`queue.rs`) hold it
+//! off as they hold off a group that does not wait. The argument:
+//! `docs/design/key-groups.md`, "A one-shot transaction without a group".
+
+use super::queue::intent_in;
+use super::send;
+use crate::document::{Document, Version, Versioned};
+use crate::error::{Error, Result};
+use crate::key::Key;
+use crate::mapper::layout;
+use crate::mapper::read::snapshot::Snapshot;
+use crate::mapper::write::write_ids;
+use crate::mapper::Mapper;
+use crate::store::ownership::{self, Owner};
+use crate::store::{Commit, DocumentStore, Transaction, WriteId};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+/// How many times the loads read again after recovering a group whose lease passed with a
+/// transaction in flight.
+const RECOVERIES: u32 = 3;
+
+/// How many times a load reads its members before it gives up finding them unchanged
+/// ([`Error::Contention`]).
+const SNAPSHOT_READS: u32 = 4;
+
+/// Every document a member's read found, with its key (`None`: absent).
+pub(super) fn documents_read(found: &Snapshot) -> impl Iterator<Item = (&Key, Option<&Versioned>)> {
+    let Snapshot {
+        keys,
+        docs,
+        scanned: extra,
+        .. // (read with records: nothing folded)
+    } = found;
+    let listed = keys.iter().zip(docs).map(|(key, doc)| (key, doc.as_ref()));
+    listed.chain(extra.iter().map(|(key, doc)| (key, Some(doc))))
+}
+
+/// Reads members (`reads`), and checks that they and everything the transaction read
+/// before (`earlier`, each key with the version read) are one snapshot: a commit that
+/// writes nothing expects every document read at the version read, so when it passes,
+/// all of them were as read at that instant. A conflict on a document of this read reads
+/// again (a few times, then [`Error::Contention`]); one on a document an earlier load
+/// returned is [`Error::Contention`] at once, since the caller holds what that load
+/// returned.
+///
+/// The check also expects the members' intent documents (`intent_keys`, see `queue.rs`)
+/// absent, as they are but while a group waits for a member: only when it conflicts on
+/// one is that document read, and a live intent refuses the transaction as a waiting
+/// group holds off one that does not wait; another is expected as read. Answers the
+/// documents read, and the intent documents as the check expected them.
+///
+/// [`Error::Grouped`] when a live group owns one of the members' documents, or a waiting
+/// group queued for a member, as forming a group would answer. A group whose lease passed
+/// with a transaction in flight still holds its documents: it is recovered, and the
+/// members read again.
+pub(super) async fn read<S, I, F>(
+    mapper: &Mapper<S>,
+    reads: impl Fn() -> I,
+    intent_keys: &[Key],
+    earlier: &BTreeMap<Key, Option<Version>>,
+) -> Result<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>
+where
+    S: DocumentStore,
+    I: Iterator<Item = F>,
+    F: Future<Output = Result<Arc<Snapshot>>>,
+{
+    let mut intents: Vec<Option<Versioned>> = vec![None; intent_keys.len()];
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let found = read_unowned(mapper, &reads).await?;
+        let mut check = Transaction::new();
+        for (key, version) in earlier {
+            check = check.expect(key.clone(), *version);
+        }
+        let intents_read = intent_keys.iter().zip(intents.iter().map(Option::as_ref));
+        let read = found.iter().flat_map(|f| documents_read(f));
+        for (key, doc) in read.chain(intents_read) {
+            if !earlier.contains_key(key) {
+                check = check.expect(key.clone(), doc.map(|d| d.version));
+            }
+        }
+        let key = match mapper.store.commit(&check).await? {
+            Commit::Committed => return Ok((found, intents)),
+            Commit::Conflict { key } => key,
+        };
+        if earlier.contains_key(&key) || attempts == SNAPSHOT_READS {
+            return Err(Error::Contention { key, attempts });
+        }
+        if let Some(at) = intent_keys.iter().position(|k| *k == key) {
+            let doc = mapper.store.get(&key).await?;
+            let now = mapper.store.now_ms().await?;
+            if let Some(intent) = intent_in(doc.as_ref()).filter(|i| i.holds_off(None, now)) {
+                return Err(intent.refusal(&key));
+            }
+            intents[at] = doc;
+        }
+    }
+}
+
+/// Reads members (`reads`), and refuses documents a live group owns (see [`read`]).
+async fn read_unowned<S, I, F>(
+    mapper: &Mapper<S>,
+    reads: &impl Fn() -> I,
+) -> Result<Vec<Arc<Snapshot>>>
+where
+    S: DocumentStore,
+    I: Iterator<Item = F>,
+    F: Future<Output = Result<Arc<Snapshot>>>,
+{
+    let mut recoveries = 0;
+    loop {
+        let found = futures::future::try_join_all(reads()).await?;
+        let named = |doc: &Versioned| Owner::of(&doc.doc).is_some();
+        if !found
+            .iter()
+            .flat_map(|f| f.documents())
+            .any(|(_, d)| named(d))
+        {
+            return Ok(found);
+        }
+        // A document names an owner, live or left behind by a group whose lease passed.
+        let now = mapper.store.now_ms().await?;
+        let mut held = false;
+        for (key, doc) in found.iter().flat_map(|f| f.documents()) {
+            if let Err(refused) = ownership::check(key, Some(&doc.doc), None, now) {
+                let stuck =
+                    Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now);
+                if !stuck || recoveries == RECOVERIES {
+                    return Err(refused);
+                }
+                held = true;
+            }
+        }
+        if !held {
+            return Ok(found);
+        }
+        mapper.recover_key_groups().await?;
+        recoveries += 1;
+    }
+}
+
+/// The commit of the changes (module docs): every document read (`reads`) expected at
+/// its version, the documents of `writes` written, and the write id recorded in one of
+/// them, where a commit whose reply is lost is checked. The members loaded (`loaded`)
+/// leave the read cache. [`Error::Contention`] when a document read changed.
+pub(super) async fn commit<'k, S: DocumentStore>(
+    mapper: &Mapper<S>,
+    reads: &BTreeMap<Key, Option<Version>>,
+    writes: &BTreeMap<Key, Document>,
+    loaded: impl Iterator<Item = &'k Key>,
+) -> Result<()> {
+    let mut writes = writes.clone();
+    // A static shard already carries write records; else any document written.
+    let Some(marker) = writes
+        .keys()
+        .find(|key| layout::static_shard_of(key).is_some())
+        .or_else(|| writes.keys().next())
+        .cloned()
+    else {
+        return Ok(());
+    };
+    let mut sender = mapper.writers.take();
+    let write: WriteId = sender.begin(mapper.write_window);
+    if let Some(doc) = writes.get_mut(&marker) {
+        write_ids::record(doc, &write);
+    }
+    let mut txn = Transaction::new();
+    for (key, version) in reads {
+        txn = txn.expect(key.clone(), *version);
+    }
+    for (key, doc) in writes {
+        txn = txn.put(key, doc);
+    }
+    let _invalidate: Vec<_> = loaded.map(|main| mapper.invalidating(main)).collect();
+    let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
+    let answer = send(mapper, &txn, &marker, landed).await;
+    if !matches!(answer, Err(Error::Backend { .. })) {
+        sender.settle();
+    }
+    match answer? {
+        Commit::Committed => Ok(()),
+        Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+    }
+}
