@@ -547,3 +547,46 @@ async fn a_waiting_large_group_passes_small_groups_that_keep_coming() {
         );
     }
 }
+
+/// A waiting one-shot transaction whose members a group owns forms its own group once
+/// that one is dissolved, and commits, where one that does not wait is refused.
+#[tokio::test]
+async fn a_waiting_one_shot_transaction_takes_its_turn() {
+    for (_, shaped, label) in memory_stores() {
+        let db = Mapper::new(shaped);
+        open_accounts(&db, 1..=2).await;
+        let holder = group_of(&db, &[2]).create().await.unwrap();
+        let refused = match group_of(&db, &[1, 2]).once().await {
+            Ok(mut txn) => txn.load_many::<Account>(&[1, 2]).await.map(drop),
+            Err(e) => Err(e),
+        };
+        assert!(
+            matches!(refused, Err(Error::Grouped { .. })),
+            "{label}: {refused:?}"
+        );
+        let waiting = async {
+            let mut txn = group_of(&db, &[1, 2])
+                .wait(Duration::from_hours(1))
+                .once()
+                .await?;
+            let mut accounts = load_all(&mut txn, &[1, 2]).await?;
+            move_ten(&mut txn, &mut accounts)?;
+            txn.commit().await
+        };
+        let (moved, dissolved) = tokio::join!(waiting, holder.dissolve());
+        dissolved.unwrap();
+        moved.unwrap_or_else(|e| panic!("{label}: {e}"));
+        assert_eq!(
+            db.load::<Account>(&1).await.unwrap().balance,
+            INITIAL - 10,
+            "{label}"
+        );
+        assert_eq!(
+            db.load::<Account>(&2).await.unwrap().balance,
+            INITIAL + 10,
+            "{label}"
+        );
+        // Its group is gone: every account takes writes.
+        db.apply(&2, |a: &mut Account| a.deposit(1)).await.unwrap();
+    }
+}

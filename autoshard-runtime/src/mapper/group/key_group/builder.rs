@@ -138,7 +138,9 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// queued, however many small ones keep coming; groups that do not wait are held off
     /// by a waiter's members meanwhile. A waiter wakes when a group of this mapper (or a
     /// clone) is dissolved, and otherwise looks again after a short backoff (at most 50
-    /// ms). With waiting, `once` always forms a group (it takes its place in the queue).
+    /// ms). A one-shot transaction that waits ([`KeyGroupBuilder::once`]) still needs no
+    /// group where the store commits across entity groups; when its first load is refused
+    /// or keeps meeting changes, it forms its group, waiting its turn, and runs on it.
     /// The argument: `docs/design/key-groups.md`, "Waiting, fairly".
     ///
     /// ```
@@ -432,17 +434,21 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// On a store that commits across entity groups (memory, standalone Redis,
     /// PostgreSQL) no group is formed: the commit expects every document the transaction
     /// read unchanged and owned by no live group, and writes its changes, in one commit of
-    /// the store; the lease plays no part. On a Redis Cluster the group is formed, the
-    /// transaction runs on it, and the commit dissolves it (also after an error); a
-    /// transaction dropped without a commit leaves its group until its lease passes.
+    /// the store; the lease plays no part. With [`KeyGroupBuilder::wait`], a first load
+    /// that is refused (a member owned or queued for) or keeps meeting changes forms the
+    /// group instead, waiting its turn, and the transaction runs on it. On a Redis
+    /// Cluster the group is formed, the transaction runs on it, and the commit dissolves
+    /// it (also after an error); a transaction dropped without a commit leaves its group
+    /// until its lease passes.
     ///
     /// # Errors
     /// [`Error::Invalid`] for no member. Without a group, [`Error::Grouped`] from a load
-    /// or the commit when a live group owns a member, and [`Error::Contention`] from the
-    /// commit when a document read changed meanwhile (nothing was written: run the
-    /// transaction again); with one, as [`KeyGroupBuilder::create`].
+    /// or the commit when a live group owns a member (or a waiting group queued for one),
+    /// and [`Error::Contention`] from the commit when a document read changed meanwhile
+    /// (nothing was written: run the transaction again); with one, as
+    /// [`KeyGroupBuilder::create`].
     pub async fn once(self) -> Result<GroupTransaction<'m, 'm, S>> {
-        if self.mapper.store.cross_group_transactions() && self.wait.is_none() {
+        if self.mapper.store.cross_group_transactions() {
             if self.members.is_empty() {
                 return Err(Error::Invalid(
                     "a key group needs at least one member".to_owned(),
@@ -450,7 +456,8 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
             }
             return Ok(GroupTransaction::begin(Holder::Ungrouped {
                 mapper: self.mapper,
-                members: self.members.into_iter().map(|(key, _)| key).collect(),
+                members: self.members.iter().map(|(key, _)| key.clone()).collect(),
+                waiting: self.wait.is_some().then_some(self),
             }));
         }
         let group = self.create().await?;

@@ -4,7 +4,7 @@
 //! The one-shot transaction without a group is `one_shot.rs`'s.
 
 use super::one_shot::{self, documents_read};
-use super::{group_documents, protocol, send, KeyGroup};
+use super::{group_documents, protocol, send, KeyGroup, KeyGroupBuilder};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
@@ -40,6 +40,9 @@ pub(super) enum Holder<'g, 'm, S> {
     Ungrouped {
         mapper: &'m Mapper<S>,
         members: Vec<Key>,
+        /// With waiting on: the group to form, waiting its turn, when the first load is
+        /// refused or keeps meeting changes.
+        waiting: Option<KeyGroupBuilder<'m, S>>,
     },
 }
 
@@ -174,11 +177,25 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             found
         } else {
             let intent_keys: Vec<Key> = mains.iter().map(layout::group_intent).collect();
-            let (found, intents) = one_shot::read(mapper, reads, &intent_keys, &self.reads).await?;
-            for (key, doc) in intent_keys.iter().zip(&intents) {
-                self.note_read(key, doc.as_ref());
+            match one_shot::read(mapper, &reads, &intent_keys, &self.reads).await {
+                Ok((found, intents)) => {
+                    for (key, doc) in intent_keys.iter().zip(&intents) {
+                        self.note_read(key, doc.as_ref());
+                    }
+                    found
+                }
+                Err(e @ (Error::Grouped { .. } | Error::Contention { .. })) => {
+                    // Nothing was returned yet: with waiting on, the transaction forms its
+                    // group, waiting its turn, and reads under it.
+                    let Some(group) = self.form_group().await? else {
+                        return Err(e);
+                    };
+                    let (found, state) = Self::read_grouped(group, true, reads()).await?;
+                    self.state = state;
+                    found
+                }
+                Err(e) => return Err(e),
             }
-            found
         };
         let mut entities = Vec::with_capacity(ids.len());
         for found in &found {
@@ -223,6 +240,23 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             let state = Self::read_state(group).await?;
             Ok((futures::future::try_join_all(reads).await?, Some(state)))
         }
+    }
+
+    /// For a one-shot transaction without a group that waits and has read nothing yet:
+    /// forms its group ([`KeyGroupBuilder::create`], waiting its turn) and holds it from
+    /// now on, as a one-shot transaction that formed a group does. `None` otherwise.
+    async fn form_group(&mut self) -> Result<Option<&KeyGroup<'m, S>>> {
+        if !self.reads.is_empty() {
+            return Ok(None);
+        }
+        let Holder::Ungrouped { waiting, .. } = &mut self.holder else {
+            return Ok(None);
+        };
+        let Some(builder) = waiting.take() else {
+            return Ok(None);
+        };
+        self.holder = Holder::Once(Box::new(builder.create().await?));
+        Ok(self.holder.group())
     }
 
     /// Records a document read (the first read of a key is the one the commit expects).
