@@ -5,7 +5,7 @@
 //! Cluster and PostgreSQL (also in a second schema of the same database). Every case uses
 //! fresh kinds, so the suite also runs twice on the same data. The tests of the suite
 //! itself (a broken store fails it, naming the case) are `autoshard-runtime`'s
-//! `tests/conformance_memory.rs`.
+//! `tests/runtime/conformance_suite.rs`.
 
 use autoshard::conformance;
 use autoshard::store::{DocumentStore, FaultyStore, LatencyStore, MemoryStore};
