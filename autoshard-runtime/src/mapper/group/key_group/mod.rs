@@ -82,8 +82,16 @@ fn read_member<'a, S: DocumentStore, E: Root>(
                     missing.push((key.clone(), shard.clone()));
                 }
             }
+            // The compacted document, which only compaction writes: for an entity with a
+            // dynamic property, or with dynamic shards of a former annotation.
             let compacted = layout::compacted(main);
-            if !E::PROPERTIES.is_empty() && !extra.iter().any(|(k, _)| *k == compacted) {
+            let dynamic = layout::dynamic_group(main);
+            let has_dynamic_shards = extra
+                .iter()
+                .any(|(k, _)| k.parent().as_ref() == Some(&dynamic));
+            if (layout::has_dynamic::<E>() || has_dynamic_shards)
+                && !extra.iter().any(|(k, _)| *k == compacted)
+            {
                 missing.push((compacted, Document::new()));
             }
         }
