@@ -1,6 +1,6 @@
 //! Between stored documents and entity values: an entity from its main document (and its
-//! folded values), folding a shard document into it, and errors that name the key and the property a bad value
-//! came from. No store calls.
+//! folded values), folding a shard document into it, and errors that name the key and
+//! the property a bad value came from. No store calls.
 
 use super::layout;
 use crate::document::{Document, Value, Versioned};

@@ -1,5 +1,5 @@
-//! A one-shot transaction without a group: what [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)
-//! is on a store that commits across entity groups (memory, standalone Redis,
+//! A one-shot transaction without a group: what
+//! [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once) is on a store that commits across entity groups (memory, standalone Redis,
 //! PostgreSQL), for the [`GroupTransaction`](super::GroupTransaction) that holds no group.
 //!
 //! Each load reads its members and checks, with a commit that writes nothing, that every

@@ -18,8 +18,8 @@
 //! passes). Once its intents are written, no creator that starts later takes any of its
 //! members, so it forms its group after the groups that owned them then have ended: a
 //! large group is passed by at most the groups alive when it queued, however many small
-//! ones keep coming. An intent holds for at most the waiter's lease ([`KeyGroupBuilder::lease`](super::KeyGroupBuilder::lease)),
-//! renewed while it waits, so a waiter that dies holds nobody up for longer than a dead
+//! ones keep coming. An intent holds for at most the waiter's lease
+//! ([`KeyGroupBuilder::lease`](super::KeyGroupBuilder::lease)), renewed while it waits, so a waiter that dies holds nobody up for longer than a dead
 //! group would. A waiter wakes when a group of its mapper (or a clone) is dissolved, and
 //! otherwise looks again after a backoff that doubles up to [`MAX_BACKOFF`], never later
 //! than its deadline.
