@@ -27,6 +27,7 @@
 //! cargo bench -p autoshard-integration --bench key_groups
 //! ```
 
+use autoshard::group::GroupTransaction;
 use autoshard::prelude::*;
 use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
 use autoshard_test_support::entities::Account;
@@ -44,6 +45,17 @@ fn pick(rng: &mut rand::rngs::StdRng, ids: &[u64]) -> [u64; 2] {
     let a = rng.random_range(0..ids.len());
     let b = (a + rng.random_range(1..ids.len())) % ids.len();
     [ids[a], ids[b]]
+}
+
+/// Moves 1 from the first account of `pair` to the second in `txn`, and commits.
+async fn move_one(mut txn: GroupTransaction<'_, '_, Arc<dyn DocumentStore>>, pair: &[u64]) {
+    let mut accounts = txn.load_many::<Account>(pair).await.expect("load");
+    accounts[0].deposit(-1);
+    accounts[1].deposit(1);
+    for account in &mut accounts {
+        txn.save(account).expect("save");
+    }
+    txn.commit().await.expect("commit");
 }
 
 /// How a client runs its operations.
@@ -67,20 +79,14 @@ async fn client(db: Arc<Mapper>, ids: Vec<u64>, ops: usize, mode: Mode, seed: u6
             tokio::time::sleep(THINK).await;
             let [a, b] = pick(&mut rng, &ids);
             let start = Instant::now();
-            let mut txn = db
+            let txn = db
                 .key_group()
                 .member::<Account>(&a)
                 .member::<Account>(&b)
                 .once()
                 .await
                 .expect("once");
-            let mut accounts = txn.load_many::<Account>(&[a, b]).await.expect("load");
-            accounts[0].deposit(-1);
-            accounts[1].deposit(1);
-            for account in &mut accounts {
-                txn.save(account).expect("save");
-            }
-            txn.commit().await.expect("commit");
+            move_one(txn, &[a, b]).await;
             busy += start.elapsed();
         }
     } else if let Mode::Grouped = mode {
@@ -99,14 +105,7 @@ async fn client(db: Arc<Mapper>, ids: Vec<u64>, ops: usize, mode: Mode, seed: u6
             tokio::time::sleep(THINK).await;
             let pair = pick(&mut rng, &ids);
             let start = Instant::now();
-            let mut txn = group.transaction().await;
-            let mut accounts = txn.load_many::<Account>(&pair).await.expect("load");
-            accounts[0].deposit(-1);
-            accounts[1].deposit(1);
-            for account in &mut accounts {
-                txn.save(account).expect("save");
-            }
-            txn.commit().await.expect("commit");
+            move_one(group.transaction().await, &pair).await;
             busy += start.elapsed();
         }
         let start = Instant::now();

@@ -347,6 +347,14 @@ async fn a_commit_with_a_lost_reply_applies_once() {
     }
 }
 
+/// Asserts that account 1 holds `one` less than it was opened with, and account 2 `two`
+/// more.
+async fn assert_moved<S: DocumentStore>(db: &Mapper<S>, one: i64, two: i64, label: &str) {
+    let balance = |id: u64| async move { db.load::<Account>(&id).await.unwrap().balance };
+    assert_eq!(balance(1).await, INITIAL - one, "{label}: account 1");
+    assert_eq!(balance(2).await, INITIAL + two, "{label}: account 2");
+}
+
 /// Moves 10 from account 1 to account 2 in `txn`, a one-shot transaction over both.
 fn move_ten<S: DocumentStore>(
     txn: &mut GroupTransaction<'_, '_, S>,
@@ -405,16 +413,7 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
             );
         }
         let (one, two) = if grouped { (20, 20) } else { (10, 15) };
-        assert_eq!(
-            db.load::<Account>(&1).await.unwrap().balance,
-            INITIAL - one,
-            "{label}"
-        );
-        assert_eq!(
-            db.load::<Account>(&2).await.unwrap().balance,
-            INITIAL + two,
-            "{label}"
-        );
+        assert_moved(&db, one, two, label).await;
 
         // A live group over a member: refused at the load, or at the commit when the group
         // came after the loads; nothing written either way.
@@ -452,16 +451,7 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
             group.unwrap().dissolve().await.unwrap();
         }
         let (one, two) = if grouped { (30, 30) } else { (10, 15) };
-        assert_eq!(
-            db.load::<Account>(&1).await.unwrap().balance,
-            INITIAL - one,
-            "{label}"
-        );
-        assert_eq!(
-            db.load::<Account>(&2).await.unwrap().balance,
-            INITIAL + two,
-            "{label}"
-        );
+        assert_moved(&db, one, two, label).await;
         db.apply(&1, |a: &mut Account| a.deposit(0)).await.unwrap();
     }
 }
@@ -576,16 +566,7 @@ async fn a_waiting_one_shot_transaction_takes_its_turn() {
         let (moved, dissolved) = tokio::join!(waiting, holder.dissolve());
         dissolved.unwrap();
         moved.unwrap_or_else(|e| panic!("{label}: {e}"));
-        assert_eq!(
-            db.load::<Account>(&1).await.unwrap().balance,
-            INITIAL - 10,
-            "{label}"
-        );
-        assert_eq!(
-            db.load::<Account>(&2).await.unwrap().balance,
-            INITIAL + 10,
-            "{label}"
-        );
+        assert_moved(&db, 10, 10, label).await;
         // Its group is gone: every account takes writes.
         db.apply(&2, |a: &mut Account| a.deposit(1)).await.unwrap();
     }
