@@ -24,14 +24,13 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// With the feature `count-allocations`, every allocation is counted, and `hotspot`
-/// reports allocations per vote.
-#[cfg(feature = "count-allocations")]
-#[global_allocator]
+/// With the feature `count-allocations`, this counting allocator is the program's, and
+/// `hotspot` reports allocations per vote. Without it, it is compiled but not installed
+/// (so every build checks it).
+#[cfg_attr(feature = "count-allocations", global_allocator)]
 static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 /// Heap allocations (and reallocations) of this process so far.
-#[cfg(feature = "count-allocations")]
 fn allocations() -> u64 {
     let stats = ALLOCATOR.stats();
     u64::try_from(stats.allocations + stats.reallocations).unwrap_or(u64::MAX)
@@ -193,8 +192,7 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         duration: seconds(args.duration.unwrap_or(hotspot::DEFAULT_SECONDS))?,
         only: args.only,
         processes,
-        #[cfg(feature = "count-allocations")]
-        allocations: Some(allocations),
+        allocations: cfg!(feature = "count-allocations").then_some(allocations as fn() -> u64),
         ..HotspotConfig::default()
     };
     let format = args.out.as_deref().map(report::Format::of).transpose()?;
