@@ -1,5 +1,5 @@
 //! The concurrency scenario every real store runs: 64 tasks on one question, sharded (10
-//! static shards, 500 votes a task) and naive (100 votes a task: every conflict there
+//! static shards, 200 votes a task) and naive (40 votes a task: every conflict there
 //! costs a read and a commit, and 64 writers on one document conflict about six times
 //! per vote), with and without retries, the four variants at once. Totals must be exact:
 //! the stored votes equal the votes reported saved, and with (patient) retries every
@@ -13,9 +13,9 @@ use std::time::Duration;
 
 pub const TASKS: u64 = 64;
 /// Votes per task on the sharded question.
-pub const VOTES: u64 = 500;
+pub const VOTES: u64 = 200;
 /// Votes per task on the naive question.
-pub const NAIVE_VOTES: u64 = 100;
+pub const NAIVE_VOTES: u64 = 40;
 
 /// Retries until every vote is in (bounded far beyond what the test needs).
 pub fn patient() -> RetryPolicy {

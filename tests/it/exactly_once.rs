@@ -292,9 +292,13 @@ async fn lost_replies_saved_again_count_once(
     faulty.clear();
 }
 
-/// 64 tasks each run the same 1,000 keyed votes (in their own order): each is applied
-/// exactly once, and exactly one run of each reports it applied. The question has static
-/// shards only, so each run's load costs one read however many votes were cast.
+/// The distinct keyed votes of [`keyed_votes_apply_once`], each run by all 64 tasks (63
+/// of the runs find it applied). 7, the step of each task's order, is prime to it.
+const KEYED_VOTES: u64 = 300;
+
+/// 64 tasks each run the same [`KEYED_VOTES`] keyed votes (in their own order): each is
+/// applied exactly once, and exactly one run of each reports it applied. The question has
+/// static shards only, so each run's load costs one read however many votes were cast.
 async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
     let db: Db = Mapper::new(store).with_retry(
         RetryPolicy::exponential(
@@ -312,8 +316,8 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
         .map(|t| {
             let (db, applied) = (db.clone(), applied.clone());
             tokio::spawn(async move {
-                for i in 0..1000u64 {
-                    let op = format!("vote:user {}:ballot 4", (i * 7 + t * 131) % 1000);
+                for i in 0..KEYED_VOTES {
+                    let op = format!("vote:user {}:ballot 4", (i * 7 + t * 131) % KEYED_VOTES);
                     match db.update_once(&4, &op, Question::vote_up).await.unwrap() {
                         KeyedOutcome::Applied(()) => applied.fetch_add(1, Ordering::Relaxed),
                         KeyedOutcome::AlreadyApplied => 0,
@@ -328,13 +332,13 @@ async fn keyed_votes_apply_once(store: Arc<dyn DocumentStore>, label: &str) {
     let stored: Question = db.load(&4).await.unwrap();
     let metrics = db.metrics().snapshot();
     eprintln!(
-        "{label}: 64 x 1000 keyed votes: {} applied, {} stored; {} conflicts",
+        "{label}: 64 x {KEYED_VOTES} keyed votes: {} applied, {} stored; {} conflicts",
         applied.load(Ordering::Relaxed),
         stored.votes,
         metrics.conflicts,
     );
-    assert_eq!(applied.load(Ordering::Relaxed), 1000, "{label}");
-    assert_eq!(stored.votes, 1000, "{label}");
+    assert_eq!(applied.load(Ordering::Relaxed), KEYED_VOTES, "{label}");
+    assert_eq!(stored.votes, i64::try_from(KEYED_VOTES).unwrap(), "{label}");
     // Deleting the ballot removes the markers too: a new one under the same id counts
     // the same operation again.
     db.delete::<Question>(&4).await.unwrap();
