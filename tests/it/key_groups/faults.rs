@@ -33,7 +33,7 @@ async fn after<S: DocumentStore>(store: &S, until_ms: u64) {
 
 /// Waits until a lease of [`LEASE`] taken at `taken_ms` or before has passed, by the
 /// store's clock, however long the steps before took on this machine.
-async fn after_lease<S: DocumentStore>(store: &S, taken_ms: u64) {
+pub(super) async fn after_lease<S: DocumentStore>(store: &S, taken_ms: u64) {
     let lease = u64::try_from(LEASE.as_millis()).unwrap();
     after(store, taken_ms + lease).await;
 }
@@ -41,7 +41,7 @@ async fn after_lease<S: DocumentStore>(store: &S, taken_ms: u64) {
 /// After a group's lease: no document of the accounts `1..=n` is owned, the total is
 /// unchanged, the transfer of 10 from account 1 to 2 is applied whole or not at all (as
 /// `known` says, when the transfer's answer told), and every account takes a write again.
-async fn check_recovered<S: DocumentStore>(
+pub(super) async fn check_recovered<S: DocumentStore>(
     db: &Mapper<S>,
     store: &MemoryStore,
     n: u64,
@@ -93,9 +93,18 @@ async fn check_recovered<S: DocumentStore>(
     }
 }
 
-/// The one-shot transfer of 10 from account 1 to account 2 (of three), under `lease`.
-async fn transfer_ten<S: DocumentStore>(db: &Mapper<S>, lease: Duration) -> Result<()> {
-    let mut txn = group_of(db, &[1, 2, 3]).lease(lease).once().await?;
+/// The one-shot transfer of 10 from account 1 to account 2 (of three), under `lease`,
+/// waiting up to `wait` for members another group owns.
+pub(super) async fn transfer_ten<S: DocumentStore>(
+    db: &Mapper<S>,
+    lease: Duration,
+    wait: Option<Duration>,
+) -> Result<()> {
+    let mut group = group_of(db, &[1, 2, 3]).lease(lease);
+    if let Some(up_to) = wait {
+        group = group.wait(up_to);
+    }
+    let mut txn = group.once().await?;
     let mut accounts = load_all(&mut txn, &[1, 2, 3]).await?;
     accounts[0].deposit(-10);
     accounts[1].deposit(10);
@@ -105,7 +114,7 @@ async fn transfer_ten<S: DocumentStore>(db: &Mapper<S>, lease: Duration) -> Resu
     txn.commit().await
 }
 
-const LEASE: Duration = Duration::from_millis(100);
+pub(super) const LEASE: Duration = Duration::from_millis(100);
 
 /// A fault before and after every store call of a one-shot transfer (without a group:
 /// the reads, their check and the commit; with one: create, the transaction, dissolve): the transfer applies once or not at all, and once the lease
@@ -119,7 +128,9 @@ async fn a_fault_at_any_call_leaves_a_recoverable_state() {
             let db = Mapper::new(store.clone());
             open_accounts(&db, 1..=3).await;
             let before = store.calls();
-            transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
+            transfer_ten(&db, Duration::from_secs(30), None)
+                .await
+                .unwrap();
             store.calls() - before
         };
         // At least a read of each of the three accounts, the check of the loads and the
@@ -139,7 +150,7 @@ async fn a_fault_at_any_call_leaves_a_recoverable_state() {
 }
 
 /// How many fault cases run at a time.
-const CONCURRENT_CASES: usize = 16;
+pub(super) const CONCURRENT_CASES: usize = 16;
 
 /// One case of [`a_fault_at_any_call_leaves_a_recoverable_state`]: `fault` at call `n`.
 /// Whether the lease had passed before the transfer ended.
@@ -149,7 +160,7 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
     let db = Mapper::new(store.clone());
     open_accounts(&db, 1..=3).await;
     store.fail_call(n, fault);
-    let outcome = transfer_ten(&db, LEASE).await;
+    let outcome = transfer_ten(&db, LEASE, None).await;
     // Every lease the transfer took began before it ended.
     let ended = memory.now_ms().await.unwrap();
     let case = format!("{label}, {fault:?} call {n} of {calls}: {outcome:?}");
@@ -175,12 +186,12 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
 /// A store that runs calls until the `at`-th, which it leaves pending forever, before or
 /// after running it: a future dropped there.
 #[derive(Debug, Clone)]
-struct DropAt {
-    inner: Arc<TestStore<MemoryStore>>,
-    calls: Arc<AtomicU64>,
-    at: u64,
-    fault: Fault,
-    hit: Arc<tokio::sync::Notify>,
+pub(super) struct DropAt {
+    pub(super) inner: Arc<TestStore<MemoryStore>>,
+    pub(super) calls: Arc<AtomicU64>,
+    pub(super) at: u64,
+    pub(super) fault: Fault,
+    pub(super) hit: Arc<tokio::sync::Notify>,
 }
 
 impl DropAt {
@@ -263,7 +274,9 @@ async fn dropped_transfers(shape: usize) {
         let db = Mapper::new(gate.clone());
         open_accounts(&db, 1..=3).await;
         gate.calls.store(0, Ordering::SeqCst);
-        transfer_ten(&db, Duration::from_secs(30)).await.unwrap();
+        transfer_ten(&db, Duration::from_secs(30), None)
+            .await
+            .unwrap();
         gate.calls.load(Ordering::SeqCst)
     };
     // As in `a_fault_at_any_call_leaves_a_recoverable_state`.
@@ -291,7 +304,7 @@ async fn dropped_at(shape: usize, at: u64, fault: Fault) {
     gate.calls.store(0, Ordering::SeqCst);
     let case = format!("{label}, dropped {fault:?} call {at}");
     tokio::select! {
-        outcome = transfer_ten(&db, LEASE) => {
+        outcome = transfer_ten(&db, LEASE, None) => {
             // A transfer whose lease passed before the call is refused there.
             assert!(matches!(outcome, Err(Error::GroupLost { .. })), "{case}: {outcome:?}");
         }

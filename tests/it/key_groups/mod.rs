@@ -1,9 +1,11 @@
 //! Key groups (G-Store): a bank-transfer invariant under 32 concurrent clients, the
 //! isolation of grouped members from every other write, and exactly-once commits; faults
 //! and dropped futures at every store call, each followed by recovery once the lease has
-//! passed, in `faults`.
+//! passed, in `faults`; waiting for members, fairly and under the same faults, in
+//! `waiting`.
 
 mod faults;
+mod waiting;
 
 use autoshard::group::{GroupTransaction, KeyGroupBuilder};
 use autoshard::prelude::*;
@@ -453,121 +455,5 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
         let (one, two) = if grouped { (30, 30) } else { (10, 15) };
         assert_moved(&db, one, two, label).await;
         db.apply(&1, |a: &mut Account| a.deposit(0)).await.unwrap();
-    }
-}
-
-/// Small groups that keep coming while a large group waits for all their members: once it
-/// has queued, at most the groups alive then commit before it forms, counted in their
-/// commits (they stop after `SMALL_LIMIT`, so a starved large group fails the count and
-/// the test still ends). On one store of each shape.
-#[tokio::test]
-async fn a_waiting_large_group_passes_small_groups_that_keep_coming() {
-    const ACCOUNTS: u64 = 8;
-    const SMALL_CLIENTS: u64 = 4;
-    const SMALL_LIMIT: u64 = 20_000;
-    for (_, shaped, label) in memory_stores() {
-        let db = Mapper::new(shaped);
-        open_accounts(&db, 1..=ACCOUNTS).await;
-        let commits = Arc::new(AtomicU64::new(0));
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let clients: Vec<_> = (0..SMALL_CLIENTS)
-            .map(|c| {
-                let (db, commits, stop) = (db.clone(), commits.clone(), stop.clone());
-                tokio::spawn(async move {
-                    let mut rng = rand::rngs::StdRng::seed_from_u64(c);
-                    while !stop.load(Ordering::SeqCst)
-                        && commits.load(Ordering::SeqCst) < SMALL_LIMIT
-                    {
-                        let a = rng.random_range(1..=ACCOUNTS);
-                        let b = a % ACCOUNTS + 1;
-                        match group_of(&db, &[a, b]).create().await {
-                            Ok(group) => {
-                                let mut txn = group.transaction().await;
-                                let mut accounts = load_all(&mut txn, &[a, b]).await.unwrap();
-                                let amount = accounts[0].balance.min(10);
-                                accounts[0].deposit(-amount);
-                                accounts[1].deposit(amount);
-                                for account in &mut accounts {
-                                    txn.save(account).unwrap();
-                                }
-                                txn.commit().await.unwrap();
-                                commits.fetch_add(1, Ordering::SeqCst);
-                                group.dissolve().await.unwrap();
-                            }
-                            Err(e) if contended(&e) => tokio::task::yield_now().await,
-                            Err(e) => panic!("{label}: a small group: {e}"),
-                        }
-                    }
-                })
-            })
-            .collect();
-        // The small groups are under way.
-        while commits.load(Ordering::SeqCst) < 50 {
-            tokio::task::yield_now().await;
-        }
-        let all: Vec<u64> = (1..=ACCOUNTS).collect();
-        let before = commits.load(Ordering::SeqCst);
-        let large = group_of(&db, &all)
-            .wait(Duration::from_hours(1))
-            .create()
-            .await;
-        let passed = commits.load(Ordering::SeqCst) - before;
-        stop.store(true, Ordering::SeqCst);
-        let large = large.unwrap_or_else(|e| panic!("{label}: the large group: {e}"));
-        let total: i64 = {
-            let mut txn = large.transaction().await;
-            load_all(&mut txn, &all)
-                .await
-                .unwrap()
-                .iter()
-                .map(|a| a.balance)
-                .sum()
-        };
-        large.dissolve().await.unwrap();
-        for client in clients {
-            client.await.unwrap();
-        }
-        assert_eq!(total, INITIAL * i64::try_from(ACCOUNTS).unwrap(), "{label}");
-        println!("{label}: {passed} small groups committed while the large one waited");
-        // Each small client commits at most the group it held when the large one queued,
-        // and one it formed between the large group's read and its intents.
-        assert!(
-            passed <= 2 * SMALL_CLIENTS,
-            "{label}: {passed} small groups committed while the large one waited"
-        );
-    }
-}
-
-/// A waiting one-shot transaction whose members a group owns forms its own group once
-/// that one is dissolved, and commits, where one that does not wait is refused.
-#[tokio::test]
-async fn a_waiting_one_shot_transaction_takes_its_turn() {
-    for (_, shaped, label) in memory_stores() {
-        let db = Mapper::new(shaped);
-        open_accounts(&db, 1..=2).await;
-        let holder = group_of(&db, &[2]).create().await.unwrap();
-        let refused = match group_of(&db, &[1, 2]).once().await {
-            Ok(mut txn) => txn.load_many::<Account>(&[1, 2]).await.map(drop),
-            Err(e) => Err(e),
-        };
-        assert!(
-            matches!(refused, Err(Error::Grouped { .. })),
-            "{label}: {refused:?}"
-        );
-        let waiting = async {
-            let mut txn = group_of(&db, &[1, 2])
-                .wait(Duration::from_hours(1))
-                .once()
-                .await?;
-            let mut accounts = load_all(&mut txn, &[1, 2]).await?;
-            move_ten(&mut txn, &mut accounts)?;
-            txn.commit().await
-        };
-        let (moved, dissolved) = tokio::join!(waiting, holder.dissolve());
-        dissolved.unwrap();
-        moved.unwrap_or_else(|e| panic!("{label}: {e}"));
-        assert_moved(&db, 10, 10, label).await;
-        // Its group is gone: every account takes writes.
-        db.apply(&2, |a: &mut Account| a.deposit(1)).await.unwrap();
     }
 }
