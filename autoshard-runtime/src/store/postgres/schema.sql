@@ -64,11 +64,15 @@ CREATE TABLE IF NOT EXISTS "{schema}".autoshard_records (
     CONSTRAINT autoshard_records_pkey PRIMARY KEY (key, writer)
 );
 COMMENT ON TABLE "{schema}".autoshard_records IS 'autoshard store object';
--- Whether `v` is an integer within `lo..=hi` (the range of the property's type).
+-- Whether `v` is an integer within `lo..=hi` (the range of the property's type): a JSON
+-- number whose text has no fraction (`1.0` is not an integer, `1e2` is 100: a number's
+-- scale is the count of digits its text has after the point). NULL for NULL.
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_in_range(v jsonb, lo numeric, hi numeric)
 RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
-    SELECT jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]+$'
-       AND v::text::numeric BETWEEN lo AND hi
+    SELECT CASE WHEN jsonb_typeof(v) = 'number'
+                THEN scale(v::numeric) = 0 AND v::numeric BETWEEN lo AND hi
+                WHEN v IS NULL THEN NULL
+                ELSE false END
 $f$;
 -- Document `d` of key `k` as a read with records answers it: its `~w` property joined
 -- with the key's rows of `autoshard_records` (which win). A document that is not an
@@ -248,9 +252,11 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 'missing';
     END IF;
-    PERFORM "{schema}".autoshard_owned(k, NULL);
+    -- Only a document with an owner can be owned by another group.
     IF jsonb_typeof(d) <> 'object' THEN
         RETURN 'malformed';
+    ELSIF d ? '~own' THEN
+        PERFORM "{schema}".autoshard_owned(k, NULL);
     END IF;
     IF guard_prop IS NOT NULL THEN
         IF guard_value IS NULL THEN
@@ -264,7 +270,8 @@ BEGIN
     END IF;
     IF (SELECT r.seq FROM "{schema}".autoshard_records AS r
         WHERE r.key = k AND r.writer = autoshard_merge.writer) >= seq
-       OR ("{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
+       OR (d ? '~w'
+           AND "{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
            AND (d -> '~w' -> writer ->> 0)::numeric >= seq) THEN
         -- Answered from what was read: a record in the log, so that this commit waits for
         -- the synchronous standbys and covers the write the answer stands for.
