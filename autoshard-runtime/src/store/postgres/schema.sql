@@ -234,8 +234,9 @@ END $f$;
 -- property must hold the string `guard_value` (NULL: must be absent). Answers
 -- 'applied', 'already', 'missing', 'unsupported', 'overflow' or 'malformed' (a stored
 -- document that is not an object; nothing written but for 'applied'). The write id is
--- recorded in `autoshard_records`; the key's entries older than `horizon_ms` are dropped
--- on the merges whose `seq` is a multiple of 256 (`store::merge::PRUNE_EVERY`).
+-- recorded in `autoshard_records`; the key's entries older than `horizon_ms` (but the
+-- writer's own) are dropped on the merges whose `seq` is a multiple of 256
+-- (`store::merge::PRUNE_EVERY`).
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_merge(
     k text, prop text, fold text, operand jsonb, lo numeric, hi numeric,
     writer text, seq numeric, at_ms numeric, horizon_ms numeric, guard_prop text, guard_value text)
@@ -246,6 +247,7 @@ DECLARE
     folded jsonb;
     total numeric;
     element_kind text;
+    refused text;
 BEGIN
     PERFORM pg_advisory_xact_lock(hashtextextended(k, 0));
     SELECT doc INTO d FROM "{schema}".autoshard_documents WHERE key = k;
@@ -268,73 +270,96 @@ BEGIN
             RETURN 'missing';
         END IF;
     END IF;
-    IF (SELECT r.seq FROM "{schema}".autoshard_records AS r
-        WHERE r.key = k AND r.writer = autoshard_merge.writer) >= seq
-       OR (d ? '~w'
-           AND "{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
-           AND (d -> '~w' -> writer ->> 0)::numeric >= seq) THEN
+    IF d ? '~w'
+       AND "{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
+       AND (d -> '~w' -> writer ->> 0)::numeric >= seq THEN
         -- Answered from what was read: a record in the log, so that this commit waits for
         -- the synchronous standbys and covers the write the answer stands for.
         PERFORM pg_logical_emit_message(true, 'autoshard', 'already');
         RETURN 'already';
     END IF;
-    IF d ? prop THEN
-        stored := d -> prop;
-    ELSIF fold = 'sum' THEN
-        stored := '0';
-    END IF;
-    IF fold IN ('union-strings', 'union-integers') THEN
-        IF jsonb_typeof(operand) <> 'array'
-           OR (stored IS NOT NULL AND jsonb_typeof(stored) <> 'array') THEN
-            RETURN 'unsupported';
+    -- The fold, or why the change cannot be folded (`refused`).
+    <<folding>>
+    BEGIN
+        IF d ? prop THEN
+            stored := d -> prop;
+        ELSIF fold = 'sum' THEN
+            stored := '0';
         END IF;
-        IF EXISTS (
-            SELECT 1
-            FROM (SELECT x FROM jsonb_array_elements(operand) AS o(x)
-                  UNION ALL
-                  SELECT x FROM jsonb_array_elements(coalesce(stored, '[]')) AS s(x)) AS items
-            WHERE CASE WHEN fold = 'union-strings' THEN jsonb_typeof(x) <> 'string'
-                       ELSE NOT "{schema}".autoshard_in_range(x, lo, hi) END) THEN
-            RETURN 'unsupported';
+        IF fold IN ('union-strings', 'union-integers') THEN
+            IF jsonb_typeof(operand) <> 'array'
+               OR (stored IS NOT NULL AND jsonb_typeof(stored) <> 'array') THEN
+                refused := 'unsupported';
+                EXIT folding;
+            END IF;
+            IF EXISTS (
+                SELECT 1
+                FROM (SELECT x FROM jsonb_array_elements(operand) AS o(x)
+                      UNION ALL
+                      SELECT x FROM jsonb_array_elements(coalesce(stored, '[]')) AS s(x)) AS items
+                WHERE CASE WHEN fold = 'union-strings' THEN jsonb_typeof(x) <> 'string'
+                           ELSE NOT "{schema}".autoshard_in_range(x, lo, hi) END) THEN
+                refused := 'unsupported';
+                EXIT folding;
+            END IF;
+        ELSIF NOT (CASE WHEN fold = 'sum'
+                        -- The change a sum adds may be any integer of i64 or u64.
+                        THEN "{schema}".autoshard_in_range(operand, -9223372036854775808, 18446744073709551615)
+                        ELSE "{schema}".autoshard_in_range(operand, lo, hi) END)
+              OR (stored IS NOT NULL AND NOT "{schema}".autoshard_in_range(stored, lo, hi)) THEN
+            refused := 'unsupported';
+            EXIT folding;
         END IF;
-    ELSIF NOT (CASE WHEN fold = 'sum'
-                    -- The change a sum adds may be any integer of i64 or u64.
-                    THEN "{schema}".autoshard_in_range(operand, -9223372036854775808, 18446744073709551615)
-                    ELSE "{schema}".autoshard_in_range(operand, lo, hi) END)
-          OR (stored IS NOT NULL AND NOT "{schema}".autoshard_in_range(stored, lo, hi)) THEN
-        RETURN 'unsupported';
-    END IF;
-    IF stored IS NULL THEN
-        folded := operand;
-    ELSIF fold = 'sum' THEN
-        total := stored::text::numeric + operand::text::numeric;
-        IF total < lo OR total > hi THEN
-            RETURN 'overflow';
+        IF stored IS NULL THEN
+            folded := operand;
+        ELSIF fold = 'sum' THEN
+            total := stored::text::numeric + operand::text::numeric;
+            IF total < lo OR total > hi THEN
+                refused := 'overflow';
+                EXIT folding;
+            END IF;
+            folded := to_jsonb(total);
+        ELSIF fold = 'max' THEN
+            folded := CASE WHEN stored::text::numeric >= operand::text::numeric
+                           THEN stored ELSE operand END;
+        ELSIF fold = 'min' THEN
+            folded := CASE WHEN stored::text::numeric <= operand::text::numeric
+                           THEN stored ELSE operand END;
+        ELSE
+            SELECT coalesce(jsonb_agg(x ORDER BY pos), '[]') INTO folded
+            FROM (SELECT x, min(n) AS pos
+                  FROM (SELECT x, n FROM jsonb_array_elements(stored) WITH ORDINALITY AS s(x, n)
+                        UNION ALL
+                        SELECT x, n + 4294967296
+                        FROM jsonb_array_elements(operand) WITH ORDINALITY AS o(x, n)) AS items
+                  GROUP BY x) AS distinct_items;
         END IF;
-        folded := to_jsonb(total);
-    ELSIF fold = 'max' THEN
-        folded := CASE WHEN stored::text::numeric >= operand::text::numeric
-                       THEN stored ELSE operand END;
-    ELSIF fold = 'min' THEN
-        folded := CASE WHEN stored::text::numeric <= operand::text::numeric
-                       THEN stored ELSE operand END;
-    ELSE
-        SELECT coalesce(jsonb_agg(x ORDER BY pos), '[]') INTO folded
-        FROM (SELECT x, min(n) AS pos
-              FROM (SELECT x, n FROM jsonb_array_elements(stored) WITH ORDINALITY AS s(x, n)
-                    UNION ALL
-                    SELECT x, n + 4294967296
-                    FROM jsonb_array_elements(operand) WITH ORDINALITY AS o(x, n)) AS items
-              GROUP BY x) AS distinct_items;
+    END;
+    IF refused IS NOT NULL THEN
+        -- A write already applied is answered so, whatever its change would do now.
+        IF (SELECT r.seq FROM "{schema}".autoshard_records AS r
+            WHERE r.key = k AND r.writer = autoshard_merge.writer) >= seq THEN
+            PERFORM pg_logical_emit_message(true, 'autoshard', 'already');
+            RETURN 'already';
+        END IF;
+        RETURN refused;
     END IF;
-    IF seq % 256 = 0 THEN
-        DELETE FROM "{schema}".autoshard_records AS r WHERE r.key = k AND r.at_ms < horizon_ms;
-    END IF;
+    -- The writer's record, checked and written in one statement: it changes only for a
+    -- write newer than the one it holds, else the write was already applied.
     INSERT INTO "{schema}".autoshard_records AS r (key, writer, seq, at_ms)
     VALUES (k, writer, seq, at_ms)
-    ON CONFLICT ON CONSTRAINT autoshard_records_pkey DO UPDATE SET seq = EXCLUDED.seq, at_ms = EXCLUDED.at_ms;
-    d := d || jsonb_build_object(prop, folded);
-    UPDATE "{schema}".autoshard_documents SET version = nextval('"{schema}".autoshard_versions'), doc = d
+    ON CONFLICT ON CONSTRAINT autoshard_records_pkey
+    DO UPDATE SET seq = EXCLUDED.seq, at_ms = EXCLUDED.at_ms WHERE r.seq < EXCLUDED.seq;
+    IF NOT FOUND THEN
+        PERFORM pg_logical_emit_message(true, 'autoshard', 'already');
+        RETURN 'already';
+    END IF;
+    IF seq % 256 = 0 THEN
+        DELETE FROM "{schema}".autoshard_records AS r
+        WHERE r.key = k AND r.at_ms < horizon_ms AND r.writer <> autoshard_merge.writer;
+    END IF;
+    UPDATE "{schema}".autoshard_documents
+    SET version = nextval('"{schema}".autoshard_versions'), doc = d || jsonb_build_object(prop, folded)
     WHERE key = k;
     RETURN 'applied';
 END $f$;
