@@ -4,7 +4,8 @@
 
 use super::faults::{after_lease, check_recovered, transfer_ten, DropAt, CONCURRENT_CASES, LEASE};
 use super::{
-    assert_moved, contended, group_of, load_all, memory_stores, move_ten, open_accounts, INITIAL,
+    assert_moved, contended, group_of, load_all, load_once, memory_stores, move_ten, open_accounts,
+    INITIAL,
 };
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
@@ -106,10 +107,7 @@ async fn a_waiting_one_shot_transaction_takes_its_turn() {
         let db = Mapper::new(shaped);
         open_accounts(&db, 1..=2).await;
         let holder = group_of(&db, &[2]).create().await.unwrap();
-        let refused = match group_of(&db, &[1, 2]).once().await {
-            Ok(mut txn) => txn.load_many::<Account>(&[1, 2]).await.map(drop),
-            Err(e) => Err(e),
-        };
+        let refused = load_once(&db, &[1, 2]).await;
         assert!(
             matches!(refused, Err(Error::Grouped { .. })),
             "{label}: {refused:?}"
