@@ -99,9 +99,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use autoshard_runtime::{
-    CacheStats, Child, Entities, Entity, EntityId, Error, FieldError, Key, KeyDecodeError,
-    KeyedOutcome, Mapper, ReadCache, ReshardReport, Result, RetryPolicy, DEFAULT_CACHE_CAPACITY,
-    DEFAULT_WRITE_WINDOW, DYNAMIC_SHARDS_WARNING,
+    CacheStats, Child, DEFAULT_CACHE_CAPACITY, DEFAULT_WRITE_WINDOW, DYNAMIC_SHARDS_WARNING,
+    Entities, Entity, EntityId, Error, FieldError, Key, KeyDecodeError, KeyedOutcome, Mapper,
+    ReadCache, ReshardReport, Result, RetryPolicy,
 };
 #[allow(deprecated)]
 pub use autoshard_runtime::{KindReshard, Once};
@@ -410,7 +410,7 @@ pub use autoshard_derive::shard_fold;
 
 /// Everything an application needs: `use autoshard::prelude::*;`.
 pub mod prelude {
-    pub use autoshard_derive::{shard_fold, shard_method, sharded, Entity};
+    pub use autoshard_derive::{Entity, shard_fold, shard_method, sharded};
     pub use autoshard_runtime::store::{DocumentStore, MemoryStore};
     #[cfg(feature = "postgres")]
     pub use autoshard_runtime::store::{PostgresOptions, PostgresStore};

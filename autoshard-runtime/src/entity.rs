@@ -405,7 +405,7 @@ impl ShardCount {
     }
 
     /// The shard indexes loads read.
-    pub(crate) fn read_indexes(&self) -> impl Iterator<Item = u32> {
+    pub(crate) fn read_indexes(&self) -> impl Iterator<Item = u32> + use<> {
         (0..self.base).chain(self.from.max(self.base)..self.next)
     }
 

@@ -130,9 +130,7 @@ pub enum Error {
     /// one-shot transaction, that does not wait is also refused for a member a waiting
     /// group queued for (`KeyGroupBuilder::wait`): then `key` is the member's intent
     /// document, `group` the waiter's ticket and `until_ms` the end of its intent.
-    #[error(
-        "`{key}` belongs to key group `{group}` (leased until {until_ms} ms): nothing written"
-    )]
+    #[error("`{key}` belongs to key group `{group}` (leased until {until_ms} ms): nothing written")]
     Grouped {
         /// The document the write would have changed.
         key: Key,

@@ -61,7 +61,7 @@
 //! argument, step by step, is in the module docs of `mapper/group/key_group/` (`mod.rs`
 //! and `protocol.rs`).
 
-pub use crate::mapper::{GroupTransaction, KeyGroup, KeyGroupBuilder, DEFAULT_LEASE};
+pub use crate::mapper::{DEFAULT_LEASE, GroupTransaction, KeyGroup, KeyGroupBuilder};
 
 use crate::entity::Entity;
 

@@ -337,7 +337,9 @@ macro_rules! integer_ids {
         }
     )*};
 }
-integer_ids!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);
+integer_ids!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize
+);
 
 impl EntityId for String {
     fn to_key_name(&self) -> String {
@@ -403,9 +405,10 @@ mod tests {
         assert_eq!(r.group(), g2);
         assert!(r.same_group(&g2.child("Response", "10")));
         assert!(!r.same_group(&q.child_group("Group", "3").child("Response", "9")));
-        assert!(!q
-            .child_group("Part", "0")
-            .same_group(&q.child_group("Part", "1")));
+        assert!(
+            !q.child_group("Part", "0")
+                .same_group(&q.child_group("Part", "1"))
+        );
         assert!(q.child("A", "a").same_group(&q.child("A", "b")));
         assert_eq!(r.parent(), Some(g2.clone()));
         assert!(r.is_child_of(&g2) && g2.is_child_of(&q));

@@ -55,13 +55,13 @@ pub mod conformance;
 pub use ::redis;
 pub use compaction::{CompactionReport, Compactor, CompactorHandle};
 pub use document::{Document, Value, Version, Versioned};
-pub use entity::{Entity, EntityState, Shadow, ShardedProperty, Sharding, DEFAULT_MAX_SHARDS};
+pub use entity::{DEFAULT_MAX_SHARDS, Entity, EntityState, Shadow, ShardedProperty, Sharding};
 pub use error::{Error, FieldError, Result};
 pub use group::{Child, Root};
 pub use key::{EntityId, Key, KeyDecodeError};
 pub use mapper::{
-    CacheStats, Entities, KeyedOutcome, Mapper, ReadCache, ReshardReport, DEFAULT_CACHE_CAPACITY,
-    DEFAULT_WRITE_WINDOW, DYNAMIC_SHARDS_WARNING,
+    CacheStats, DEFAULT_CACHE_CAPACITY, DEFAULT_WRITE_WINDOW, DYNAMIC_SHARDS_WARNING, Entities,
+    KeyedOutcome, Mapper, ReadCache, ReshardReport,
 };
 #[allow(deprecated)]
 pub use mapper::{KindReshard, Once};
@@ -79,15 +79,15 @@ pub use store::{
 pub mod __private {
     pub use crate::document::{Document, Value};
     pub use crate::entity::{
-        default_max_shards, no_such_property, Entity, EntityState, Shadow, ShardHooks,
-        ShardedProperty, Sharding,
+        Entity, EntityState, Shadow, ShardHooks, ShardedProperty, Sharding, default_max_shards,
+        no_such_property,
     };
     pub use crate::error::FieldError;
     pub use crate::group::{Child, ParentId, Root};
     pub use crate::key::Key;
     pub use crate::macro_support::{
-        decode, decode_field, encode, fold_max, fold_min, no_store_fold, sharded_property,
         HasShardedProperty, IntegerFold, IntegerProbe, MissingShardFold, OtherProbe, Probe,
-        SetProbe, ShadowRun, ShardMethodArg, ShardedFields, StoreElement, UnionFold,
+        SetProbe, ShadowRun, ShardMethodArg, ShardedFields, StoreElement, UnionFold, decode,
+        decode_field, encode, fold_max, fold_min, no_store_fold, sharded_property,
     };
 }

@@ -4,8 +4,8 @@
 
 use crate::key::Key;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many entities [`Metrics::entities`] keeps counters for: the busiest, by a
 /// frequency-aware eviction (`moka`'s `TinyLFU`).

@@ -11,9 +11,9 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
-use crate::redis::{watchdog, TempDir};
-use autoshard::store::postgres::{PostgresOptions, PostgresStore};
+use crate::redis::{TempDir, watchdog};
 use autoshard::store::DocumentStore;
+use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

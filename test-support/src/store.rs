@@ -7,13 +7,13 @@
 
 use async_trait::async_trait;
 use autoshard::store::{
-    fold_lookup, Commit, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
-    Merged, Scan, ScanPage, Transaction, Version, Versioned,
+    Commit, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
+    ScanPage, Transaction, Version, Versioned, fold_lookup,
 };
 use autoshard::{Key, Result};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// What a [`TestStore`] changes; `Knobs::default()` changes nothing.
 #[derive(Clone, Debug, Default)]
@@ -144,10 +144,10 @@ impl<S: DocumentStore> TestStore<S> {
         if let Some(gate) = &self.knobs.read_gate {
             gate.hold().await;
         }
-        if let Some(one_in) = self.knobs.lost_reads {
-            if rand::random_range(0..one_in.max(1)) == 0 {
-                return Err(autoshard::Error::backend(what, "the reply was lost"));
-            }
+        if let Some(one_in) = self.knobs.lost_reads
+            && rand::random_range(0..one_in.max(1)) == 0
+        {
+            return Err(autoshard::Error::backend(what, "the reply was lost"));
         }
         Ok(())
     }

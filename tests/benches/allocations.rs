@@ -8,9 +8,9 @@
 //! cargo bench -p autoshard-integration --bench allocations
 //! ```
 
+use autoshard::Key;
 use autoshard::prelude::*;
 use autoshard::store::{Fold, Merge, WriteId};
-use autoshard::Key;
 
 // dhat's allocator counts every allocation of the process (and writes no profile file in
 // its testing mode).

@@ -75,7 +75,9 @@ async fn main() {
     println!(
         "{TASKS} tasks x {VOTES_PER_TASK} votes (update per vote), commit latency {COMMIT_LATENCY:?} per entity group"
     );
-    println!("variant           retries        attempts commits conflicts retries failures conflict-rate stored  wall");
+    println!(
+        "variant           retries        attempts commits conflicts retries failures conflict-rate stored  wall"
+    );
     for (label, policy) in [
         ("none", RetryPolicy::none()),
         ("default", RetryPolicy::default()),

@@ -16,9 +16,9 @@ use autoshard::metrics::MetricsSnapshot;
 use autoshard::store::{RedisOptions, RedisStore};
 use autoshard::{Mapper, RetryPolicy};
 use autoshard_test_support::entities::{Counter, Question};
-use autoshard_test_support::redis::{namespace, Standalone};
-use std::sync::atomic::{AtomicU64, Ordering};
+use autoshard_test_support::redis::{Standalone, namespace};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const TASKS: usize = 64;

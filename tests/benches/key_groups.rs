@@ -32,10 +32,10 @@ use autoshard::prelude::*;
 use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 use rand::{RngExt, SeedableRng};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const THINK: Duration = Duration::from_millis(10);

@@ -22,9 +22,9 @@
 //! Without `REDIS_URL` a standalone Redis is started here, unpinned.
 
 use autoshard::store::{DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, WriteId};
-use autoshard::{layout, Entity, Mapper};
+use autoshard::{Entity, Mapper, layout};
 use autoshard_test_support::entities::Question;
-use autoshard_test_support::redis::{namespace, Standalone};
+use autoshard_test_support::redis::{Standalone, namespace};
 use futures::future::try_join_all;
 use std::collections::BTreeMap;
 use std::sync::Arc;

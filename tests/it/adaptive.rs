@@ -12,13 +12,13 @@
 //!   shards are drained;
 //! - every vote that reported success is counted once, and no other.
 
+use autoshard::Key;
 use autoshard::maintenance::{Adaptive, Maintainer};
 use autoshard::prelude::*;
 use autoshard::store::latency::LatencyStore;
-use autoshard::Key;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A question whose votes fold through read and compare-and-set (a `#[shard_fold]`

@@ -7,9 +7,9 @@
 //! - a type that reads a sharded field as a plain one is refused with
 //!   `Error::StillSharded`, and writes nothing.
 
+use autoshard::ReadCache;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard::ReadCache;
 use autoshard_test_support::every_store::Backend;
 use std::collections::BTreeSet;
 use std::sync::Arc;

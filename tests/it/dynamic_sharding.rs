@@ -14,8 +14,8 @@ use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Knobs, TestStore};
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// A dynamically sharded counter, kind `Hits`.

@@ -9,10 +9,10 @@
 //!   and a transaction across sub-groups is refused;
 //! - load, delete of one child, delete of a root with its children, misuse errors.
 
+use autoshard::Child;
 use autoshard::metrics::MetricsSnapshot;
 use autoshard::prelude::*;
 use autoshard::store::{LatencyStore, Scan};
-use autoshard::Child;
 use autoshard_test_support::every_store::{Backend, Kind};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

@@ -3,16 +3,16 @@
 //! and checks that the stored total is exactly that, printing how many saves were
 //! interrupted.
 
+use autoshard::KeyedOutcome;
 use autoshard::entity::ShardHooks;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard::KeyedOutcome;
 use autoshard_test_support::entities::Question;
 use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 use autoshard_test_support::store::{Knobs, TestStore};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A poll: `votes` over 10 static shards with a built-in fold (merged by the store),

@@ -5,8 +5,8 @@
 //! policy. Conflicts per shard document are printed.
 
 use autoshard::prelude::*;
-use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::LatencyStore;
+use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::every_store::{Backend, Kind};
 use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::Arc;

@@ -2,8 +2,8 @@
 //! outcome, their attempts, retries and conflicts, and a latency histogram.
 
 use autoshard::prelude::*;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use std::sync::Arc;
 
 #[derive(Entity, Debug, Clone)]

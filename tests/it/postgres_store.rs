@@ -2,9 +2,9 @@
 //! layout of write records, connect errors, and the concurrency scenario every real store
 //! runs (the conformance suite runs from `conformance.rs`).
 
-use autoshard::store::postgres::{tokio_postgres, PostgresOptions, PostgresStore};
+use autoshard::store::postgres::{PostgresOptions, PostgresStore, tokio_postgres};
 use autoshard::store::{
-    merge, Commit, Document, DocumentStore, Fold, Merge, Merged, Transaction, WriteId,
+    Commit, Document, DocumentStore, Fold, Merge, Merged, Transaction, WriteId, merge,
 };
 use autoshard::{Error, Key};
 use autoshard_test_support::postgres::Postgres;
@@ -41,8 +41,8 @@ async fn bad_urls_and_schemas_are_refused_without_the_password() {
 /// connector that trusts the server's certificate, and without TLS it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_connections_are_made_with_the_given_connector() {
-    use autoshard::store::Document;
     use autoshard::Key;
+    use autoshard::store::Document;
     let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     let server = Postgres::start_tls_only(&cert.cert.pem(), &cert.signing_key.serialize_pem());
     let url = format!("{}?sslmode=require", server.url());

@@ -5,7 +5,7 @@
 
 use autoshard::store::{RedisOptions, RedisStore};
 use autoshard_test_support::concurrency::all_variants;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standalone() {

@@ -18,10 +18,10 @@
 //! answered, saves failed), never for time to pass.
 
 use autoshard::prelude::*;
-use autoshard::{layout, Key};
+use autoshard::{Key, layout};
 use autoshard_test_support::entities::Question;
-use autoshard_test_support::progress::{wait_until, Tally, WAIT_BOUND};
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::progress::{Tally, WAIT_BOUND, wait_until};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -4,10 +4,10 @@
 use autoshard::store::{Document, DocumentStore, RedisOptions, RedisStore};
 use autoshard::{Error, Key};
 use autoshard_test_support::entities::Question;
-use autoshard_test_support::progress::{wait_until, Tally};
-use autoshard_test_support::redis::{namespace, Standalone};
-use std::sync::atomic::{AtomicBool, Ordering};
+use autoshard_test_support::progress::{Tally, wait_until};
+use autoshard_test_support::redis::{Standalone, namespace};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 fn doc(n: u64) -> Document {

@@ -15,13 +15,13 @@
 //! The tasks write until both moves are done and then a little more, so they overlap
 //! the moves however fast the machine is.
 
-use autoshard::prelude::*;
 use autoshard::KeyedOutcome;
+use autoshard::prelude::*;
 use autoshard_test_support::progress::{Tally, WAIT_BOUND};
-use autoshard_test_support::redis::{namespace, Cluster};
+use autoshard_test_support::redis::{Cluster, namespace};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 #[autoshard::sharded]

@@ -3,11 +3,11 @@
 //! concurrent optimistic commits through shared connections.
 
 use autoshard::store::{
-    fold_lookup, merge, Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Merge, Merged,
-    RedisOptions, RedisStore, Scan, Transaction, Versioned, WriteId,
+    Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Merge, Merged, RedisOptions,
+    RedisStore, Scan, Transaction, Versioned, WriteId, fold_lookup, merge,
 };
 use autoshard::{Error, Key};
-use autoshard_test_support::redis::{namespace, Cluster, RedisServer, Standalone};
+use autoshard_test_support::redis::{Cluster, RedisServer, Standalone, namespace};
 use std::collections::HashSet;
 use std::sync::Arc;
 

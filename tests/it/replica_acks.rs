@@ -15,17 +15,17 @@
 //! runs out by construction), and one that waits up to 30 s (once the replica goes on,
 //! for the sends that must then be acknowledged).
 
+use autoshard::Key;
 use autoshard::prelude::*;
 use autoshard::store::{
     Commit, Document, DocumentStore, Fold, FoldFound, FoldLookup, Found, Lookup, Merge, Merged,
     Scan, ScanPage, Transaction, Version, Versioned, WriteId,
 };
-use autoshard::Key;
-use autoshard::{layout, KeyedOutcome};
+use autoshard::{KeyedOutcome, layout};
 use autoshard_test_support::entities::{Account, Counter, Question};
-use autoshard_test_support::redis::{namespace, Replicated};
-use std::sync::atomic::{AtomicBool, Ordering};
+use autoshard_test_support::redis::{Replicated, namespace};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[autoshard::sharded]

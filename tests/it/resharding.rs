@@ -19,7 +19,7 @@
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::latency::LatencyStore;
-use autoshard::{layout, Key};
+use autoshard::{Key, layout};
 use autoshard_test_support::every_store::Backend;
 
 use std::time::Duration;

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeSet;
 
+use autoshard::FieldError;
 use autoshard::entity::ShardHooks;
 use autoshard::entity::Sharding;
 use autoshard::prelude::*;
 use autoshard::store::Value;
-use autoshard::FieldError;
 use serde_json::json;
 
 use autoshard_test_support::board::Board;

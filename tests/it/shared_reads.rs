@@ -10,8 +10,8 @@ use autoshard::store::faulty::FaultyStore;
 use autoshard_test_support::entities::Question;
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Knobs, TestStore};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 /// 16 tasks x 40 rounds of load, vote, save: each load sees at least every vote

@@ -5,8 +5,8 @@
 
 use autoshard::prelude::*;
 use autoshard_test_support::store::{Knobs, TestStore};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A store that lists every scan page in descending key order and, with `max_page`,
 /// never returns more than that many documents per page. Both are allowed by the

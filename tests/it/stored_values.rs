@@ -14,7 +14,7 @@ use autoshard::prelude::*;
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::store::{Document, Fold, Version};
 use autoshard::store::{Merge, Merged, WriteId};
-use autoshard::{layout, ReadCache};
+use autoshard::{ReadCache, layout};
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::postgres::Postgres;
 use serde_json::Value;

@@ -6,7 +6,7 @@ use super::{commit, doc, fresh_kind, get, must_get, ok};
 use crate::document::{Value, Version};
 use crate::error::Error;
 use crate::key::Key;
-use crate::store::merge::{self, Elements, Fold, Merge, Merged, WriteId, PRUNE_EVERY, RECORD};
+use crate::store::merge::{self, Elements, Fold, Merge, Merged, PRUNE_EVERY, RECORD, WriteId};
 use crate::store::{Commit, DocumentStore, Transaction};
 use futures::future::join_all;
 
@@ -297,8 +297,8 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
 /// escapes and of large integers), and one time in 8 a value of another type, which the
 /// store must refuse as the reference does (`Unsupported`).
 pub(super) fn random_value(rng: &mut rand::rngs::StdRng, fold: Fold) -> Value {
-    use rand::seq::IndexedRandom;
     use rand::RngExt;
+    use rand::seq::IndexedRandom;
     let integer = |rng: &mut rand::rngs::StdRng| -> Value {
         match rng.random_range(0..5) {
             0 => rng.random::<i64>().into(),

@@ -1,13 +1,13 @@
 //! The cases of key-group ownership (`store::ownership`): owned documents take only
 //! their group's writes, until the lease passes.
 
-use super::merges::{merge_ok, write_id, SUM_I64};
+use super::merges::{SUM_I64, merge_ok, write_id};
 use super::{commit, doc, fresh_kind, get, must_get, ok};
 use crate::document::Document;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::merge::{Merge, Merged};
-use crate::store::ownership::{Owner, OWNER};
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::fmt::Debug;
 

@@ -1,6 +1,6 @@
 //! The cases of scans and lookups.
 
-use super::merges::{merge_ok, write_id, SUM_I64};
+use super::merges::{SUM_I64, merge_ok, write_id};
 use super::{doc, fresh_kind, ok, scan_all};
 use crate::document::Versioned;
 use crate::key::Key;
@@ -85,9 +85,11 @@ pub async fn scan_roots_and_children(store: &dyn DocumentStore) {
         keys(scan_all(store, &child_kind, None, 100).await),
         BTreeSet::from([root_of_child_kind])
     );
-    assert!(scan_all(store, &fresh_kind("Nothing"), None, 100)
-        .await
-        .is_empty());
+    assert!(
+        scan_all(store, &fresh_kind("Nothing"), None, 100)
+            .await
+            .is_empty()
+    );
 }
 
 /// Paging with small limits returns every document exactly once, with its version.
@@ -173,9 +175,11 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
             assert_eq!(strip(got), strip(want), "records {records}");
         }
         if records {
-            assert!(found.docs[0]
-                .as_ref()
-                .is_some_and(|d| merge::applied(Some(&d.doc), "w", 1)));
+            assert!(
+                found.docs[0]
+                    .as_ref()
+                    .is_some_and(|d| merge::applied(Some(&d.doc), "w", 1))
+            );
         }
         assert_eq!(found.pages.len(), 2);
         let listed: BTreeSet<Key> = found.pages[0]

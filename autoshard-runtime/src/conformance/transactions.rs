@@ -263,9 +263,11 @@ pub async fn transaction_within_one_group_commits_atomically(store: &dyn Documen
         commit(store, &stale).await,
         Commit::Conflict { .. }
     ));
-    assert!(get(store, &head.child(child_kind.clone(), "c"))
-        .await
-        .is_none());
+    assert!(
+        get(store, &head.child(child_kind.clone(), "c"))
+            .await
+            .is_none()
+    );
     // The same child name in another group is another document.
     ok(store.put(&elsewhere, Document::new()).await, "put");
 
@@ -281,9 +283,11 @@ pub async fn transaction_within_one_group_commits_atomically(store: &dyn Documen
         .delete(b.clone())
         .delete(head.clone());
     assert_eq!(commit(store, &cleanup).await, Commit::Committed);
-    assert!(scan_all(store, &child_kind, Some(&head), 10)
-        .await
-        .is_empty());
+    assert!(
+        scan_all(store, &child_kind, Some(&head), 10)
+            .await
+            .is_empty()
+    );
     assert!(get(store, &head).await.is_none());
     assert!(get(store, &elsewhere).await.is_some());
 }

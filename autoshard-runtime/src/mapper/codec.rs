@@ -8,7 +8,7 @@ use crate::entity::{Entity, ShardedProperty};
 use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::store::{merge, Fold};
+use crate::store::{Fold, merge};
 use std::any::TypeId;
 use std::sync::{Arc, OnceLock};
 

@@ -2,7 +2,7 @@
 //! window) and accessors.
 
 use super::write::{apply, write_ids};
-use super::{Mapper, ReadCache, DEFAULT_WRITE_WINDOW};
+use super::{DEFAULT_WRITE_WINDOW, Mapper, ReadCache};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::store::DocumentStore;

@@ -410,8 +410,8 @@ pub(super) fn is_former_static_shard<E: Entity>(key: &Key) -> bool {
 }
 
 /// The dynamically sharded properties of `E` with their indexes, in field order.
-pub(super) fn dynamic_properties<E: Entity>(
-) -> impl Iterator<Item = (usize, &'static ShardedProperty)> {
+pub(super) fn dynamic_properties<E: Entity>()
+-> impl Iterator<Item = (usize, &'static ShardedProperty)> {
     E::PROPERTIES
         .iter()
         .enumerate()

@@ -65,12 +65,12 @@ mod codec;
 pub(crate) mod layout;
 
 pub use entities::Entities;
-pub use group::key_group::{GroupTransaction, KeyGroup, KeyGroupBuilder, DEFAULT_LEASE};
-pub use read::cache::{CacheStats, ReadCache, DEFAULT_CACHE_CAPACITY};
+pub use group::key_group::{DEFAULT_LEASE, GroupTransaction, KeyGroup, KeyGroupBuilder};
+pub use read::cache::{CacheStats, DEFAULT_CACHE_CAPACITY, ReadCache};
 pub use read::load::DYNAMIC_SHARDS_WARNING;
 pub use reshape::compact::{CompactionReport, DEFAULT_BATCH, DEFAULT_ROUNDS};
-pub(crate) use reshape::reshard::shard_bounds;
 pub use reshape::reshard::ReshardReport;
+pub(crate) use reshape::reshard::shard_bounds;
 pub use write::keyed::KeyedOutcome;
 pub use write::write_ids::DEFAULT_WRITE_WINDOW;
 

@@ -12,8 +12,8 @@ use crate::store::{
 };
 use async_trait::async_trait;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// When an injected fault strikes, relative to the call it hits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

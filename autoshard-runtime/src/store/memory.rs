@@ -11,8 +11,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    merge, ownership, Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage,
-    Transaction, Write,
+    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction, Write, merge,
+    ownership,
 };
 use crate::sync::lock;
 use async_trait::async_trait;

@@ -352,12 +352,11 @@ pub fn reference(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
     let Some(doc) = doc else {
         return Ok(Step::Answer(Merged::Missing));
     };
-    if let Some((property, expected)) = &merge.guard {
-        if doc.get(property).and_then(Value::as_str) != expected.as_deref()
-            || (expected.is_none() && doc.contains_key(property))
-        {
-            return Ok(Step::Answer(Merged::Missing));
-        }
+    if let Some((property, expected)) = &merge.guard
+        && (doc.get(property).and_then(Value::as_str) != expected.as_deref()
+            || (expected.is_none() && doc.contains_key(property)))
+    {
+        return Ok(Step::Answer(Merged::Missing));
     }
     if applied(Some(doc), &merge.write.writer, merge.write.seq) {
         return Ok(Step::Answer(Merged::AlreadyApplied));

@@ -37,7 +37,7 @@ pub use fold_lookup::{FoldFound, FoldLookup, Folded};
 pub use latency::LatencyStore;
 pub use memory::MemoryStore;
 pub use merge::{Elements, Fold, Merge, Merged, WriteId};
-pub use ownership::{Owner, OWNER};
+pub use ownership::{OWNER, Owner};
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 #[cfg(feature = "redis")]

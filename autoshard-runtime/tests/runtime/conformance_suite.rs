@@ -3,7 +3,7 @@
 //! decorator from the integration tests' `conformance.rs`.
 #![cfg(feature = "conformance")]
 
-use autoshard_runtime::{conformance, MemoryStore};
+use autoshard_runtime::{MemoryStore, conformance};
 use autoshard_test_support::store::{Knobs, TestStore};
 
 #[test]

@@ -6,7 +6,7 @@
 //! `union`.
 
 use autoshard::prelude::*;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashSet};
 
 /// A small deterministic generator (xorshift64*), so a failure repeats.

@@ -12,11 +12,11 @@
 use crate::backend::Backend;
 use crate::model::AdaptiveQuestion;
 use crate::progress::Progress;
+use autoshard::Key;
 use autoshard::maintenance::{Adaptive, Maintainer};
 use autoshard::prelude::*;
-use autoshard::Key;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The workload.

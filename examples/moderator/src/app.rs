@@ -4,14 +4,14 @@
 //! It uses only the public API of `autoshard`, as an application would. It prints nothing;
 //! the binary renders the [`AppOutcome`].
 
-use crate::model::{sample_text, Question, Response};
+use crate::model::{Question, Response, sample_text};
 use crate::progress::Progress;
 use crate::responses;
 use autoshard::prelude::*;
-use rand::distr::weighted::WeightedIndex;
 use rand::distr::Distribution;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use rand::distr::weighted::WeightedIndex;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// What the simulation does.

@@ -5,8 +5,8 @@
 //! namespace it is given.
 
 use autoshard::prelude::*;
-use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use autoshard::store::LatencyStore;
+use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use redis::IntoConnectionInfo;
 use std::fmt;
 use std::sync::Arc;

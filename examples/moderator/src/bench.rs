@@ -11,7 +11,7 @@
 //! This module measures and checks; it prints nothing (see [`crate::report`]).
 
 use crate::backend::Backend;
-use crate::model::{sample_text, FoldFnQuestion, NaiveQuestion, Question};
+use crate::model::{FoldFnQuestion, NaiveQuestion, Question, sample_text};
 use crate::progress::Progress;
 use crate::stats::Latency;
 use autoshard::prelude::*;

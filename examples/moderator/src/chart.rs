@@ -6,8 +6,8 @@
 use crate::adaptive::Sample;
 use crate::bench::{Strategy, VariantResult};
 use crate::hotspot::HotspotRow;
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 

@@ -54,10 +54,8 @@ async fn main() -> ExitCode {
     } else {
         run(command).await
     };
-    if clean {
-        if let Err(e) = clean_up(&store).await {
-            eprintln!("warning: {e}");
-        }
+    if clean && let Err(e) = clean_up(&store).await {
+        eprintln!("warning: {e}");
     }
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

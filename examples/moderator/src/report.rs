@@ -5,7 +5,7 @@ use crate::app::AppOutcome;
 use crate::bench::VariantResult;
 use crate::hotspot::HotspotRow;
 use crate::leaderboard::LeaderboardRow;
-use comfy_table::{presets, CellAlignment, Table};
+use comfy_table::{CellAlignment, Table, presets};
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! A 3-node Redis Cluster (with or without replicas) for the tests, built from the
 //! servers of `redis`: created, failed over, resharded, stopped.
 
-use super::{RedisServer, TempDir, MISSING};
+use super::{MISSING, RedisServer, TempDir};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

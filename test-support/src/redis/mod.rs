@@ -373,10 +373,10 @@ impl Replicated {
                     .find_map(|part| part.trim().strip_prefix(name))
                     .and_then(|v| v.trim().parse().ok())
             };
-            if let (Some(written), Some(acked)) = (field("master_repl_offset:"), field("offset=")) {
-                if acked >= written {
-                    break;
-                }
+            if let (Some(written), Some(acked)) = (field("master_repl_offset:"), field("offset="))
+                && acked >= written
+            {
+                break;
             }
             assert!(
                 Instant::now() < deadline,

@@ -3,8 +3,8 @@
 //! group; each followed by recovery once the lease has passed.
 
 use super::{
-    audit, contended, group_of, load_all, memory_stores, open_accounts, random_ids, transfer,
-    INITIAL,
+    INITIAL, audit, contended, group_of, load_all, memory_stores, open_accounts, random_ids,
+    transfer,
 };
 
 use async_trait::async_trait;
@@ -16,12 +16,12 @@ use autoshard::store::{
 };
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::every_store::Backend;
-use autoshard_test_support::redis::{namespace, Standalone};
+use autoshard_test_support::redis::{Standalone, namespace};
 use autoshard_test_support::store::TestStore;
 use futures::StreamExt;
 use rand::SeedableRng;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The lease, by the store's clock: waits until it has passed `until_ms`.

@@ -9,14 +9,14 @@ mod waiting;
 
 use autoshard::group::{GroupTransaction, KeyGroupBuilder};
 use autoshard::prelude::*;
-use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::DocumentStore;
+use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Knobs, TestStore};
 use rand::{RngExt, SeedableRng};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const INITIAL: i64 = 100;

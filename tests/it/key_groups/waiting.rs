@@ -2,18 +2,18 @@
 //! keep coming, a one-shot transaction takes its turn, and a fault at any call of a waiter
 //! holds nobody up past its lease.
 
-use super::faults::{after_lease, check_recovered, transfer_ten, DropAt, CONCURRENT_CASES, LEASE};
+use super::faults::{CONCURRENT_CASES, DropAt, LEASE, after_lease, check_recovered, transfer_ten};
 use super::{
-    assert_moved, contended, group_of, load_all, load_once, memory_stores, move_ten, open_accounts,
-    INITIAL,
+    INITIAL, assert_moved, contended, group_of, load_all, load_once, memory_stores, move_ten,
+    open_accounts,
 };
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard_test_support::entities::Account;
 use futures::StreamExt;
 use rand::{RngExt, SeedableRng};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 

@@ -15,8 +15,8 @@ use autoshard_test_support::entities::Question;
 use autoshard_test_support::every_store::{Backend, Kind};
 
 use autoshard_test_support::store::{Gate, Knobs, TestStore};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[autoshard::sharded]

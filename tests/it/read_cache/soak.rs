@@ -3,8 +3,8 @@
 //! than a confirmed own write).
 
 use super::Poll;
-use autoshard::prelude::*;
 use autoshard::ReadCache;
+use autoshard::prelude::*;
 
 use autoshard_test_support::store::{Knobs, TestStore};
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -7,9 +7,9 @@ use crate::entity::Entity;
 use crate::error::{Error, FieldError, Result};
 use crate::group::Child;
 use crate::key::{EntityId, Key};
+use crate::mapper::Mapper;
 use crate::mapper::codec::malformed;
 use crate::mapper::layout;
-use crate::mapper::Mapper;
 use crate::store::DocumentStore;
 
 impl<S: DocumentStore> Mapper<S> {
@@ -70,16 +70,16 @@ impl<S: DocumentStore> Mapper<S> {
             }
             keys.push(key.clone());
         }
-        if let Some(first) = keys.first() {
-            if let Some(other) = keys.iter().find(|k| !k.same_group(first)) {
-                return Err(Error::Invalid(format!(
-                    "an entity-group transaction must stay in one sub-group, but `{first}` and \
+        if let Some(first) = keys.first()
+            && let Some(other) = keys.iter().find(|k| !k.same_group(first))
+        {
+            return Err(Error::Invalid(format!(
+                "an entity-group transaction must stay in one sub-group, but `{first}` and \
                      `{other}` are in different sub-groups of `{root}` (`{}` spreads its \
                      group over {shards} sub-groups; only children of one sub-group can be \
                      changed atomically)",
-                    C::Parent::KIND
-                )));
-            }
+                C::Parent::KIND
+            )));
         }
         Ok(keys)
     }

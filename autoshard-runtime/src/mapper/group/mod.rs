@@ -13,10 +13,10 @@
 pub(in crate::mapper) mod key_group;
 mod lookup;
 
+use super::Mapper;
 use super::attempt::Attempt;
 use super::codec::malformed;
 use super::layout;
-use super::Mapper;
 use crate::document::{Document, Versioned};
 use crate::entity::Entity;
 use crate::error::{Error, FieldError, Result};

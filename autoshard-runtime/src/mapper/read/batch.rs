@@ -8,12 +8,12 @@
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::mapper::layout;
-use crate::mapper::read::cache::from_hit;
-use crate::mapper::read::cache::Hit;
-use crate::mapper::read::load::{first_read, torn, unread_shards};
-use crate::mapper::read::snapshot::{assemble, Snapshot};
 use crate::mapper::Mapper;
+use crate::mapper::layout;
+use crate::mapper::read::cache::Hit;
+use crate::mapper::read::cache::from_hit;
+use crate::mapper::read::load::{first_read, torn, unread_shards};
+use crate::mapper::read::snapshot::{Snapshot, assemble};
 use crate::store::{DocumentStore, Lookup};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;

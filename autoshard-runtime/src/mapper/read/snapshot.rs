@@ -14,8 +14,8 @@ use crate::key::Key;
 use crate::mapper::codec::{sum_range, sum_values, with_property, with_values};
 use crate::mapper::layout;
 use crate::mapper::write::write_ids;
-use crate::store::ownership::system_now_ms;
 use crate::store::WriteId;
+use crate::store::ownership::system_now_ms;
 
 /// What one read of an entity found.
 #[derive(Debug)]

@@ -7,9 +7,9 @@ use crate::entity::{Entity, ShardCount};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self, Seal};
-use crate::mapper::Mapper;
 use crate::store::ownership::system_now_ms;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
@@ -155,10 +155,10 @@ impl<S: DocumentStore> Mapper<S> {
             };
             let target = layout::static_shard(shard.main, shard.name, seal.into);
             let found = self.store.get(&target).await?;
-            if let Some(found) = &found {
-                if layout::moved_into(&found.doc).any(|(name, _)| name == key.name()) {
-                    return Ok(Attempt::Committed(Some(seal.at_ms)));
-                }
+            if let Some(found) = &found
+                && layout::moved_into(&found.doc).any(|(name, _)| name == key.name())
+            {
+                return Ok(Attempt::Committed(Some(seal.at_ms)));
             }
             let usable = match &found {
                 Some(found) => layout::seal_of(&found.doc).is_none(),

@@ -13,9 +13,9 @@ use crate::entity::{Entity, ShardCount, ShardCounts, Sharding};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::{EntityId, Key};
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self, StaticProperty};
-use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use std::ops::ControlFlow;
 

@@ -13,11 +13,11 @@ use crate::entity::{Entity, EntityState};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::fold_value;
 use crate::mapper::layout::{self, Adopting};
 use crate::mapper::write::write_ids::check_same_entity;
-use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
 
 /// A value on its way into the shards, owned.
@@ -212,7 +212,7 @@ fn record_mut<'d>(
 #[cfg(test)]
 mod tests {
     use crate::document::Document;
-    use crate::mapper::layout::{adoption_torn, ADOPTED, ADOPTING};
+    use crate::mapper::layout::{ADOPTED, ADOPTING, adoption_torn};
     use serde_json::json;
 
     fn doc(value: serde_json::Value) -> Document {

@@ -15,10 +15,10 @@ use crate::document::Document;
 use crate::entity::{Entity, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self, dynamic_properties};
 use crate::mapper::write::write_ids::{self, check_same_entity, pending, state_of};
-use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
 

@@ -23,9 +23,9 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::codec::malformed;
 use crate::mapper::layout::{self, dynamic_properties, static_annotated, static_shard_keys};
-use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 
 impl<S: DocumentStore> Mapper<S> {

@@ -18,12 +18,12 @@ use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::{malformed, Folds};
-use crate::mapper::layout::{self, static_properties, StaticProperty};
-use crate::mapper::write::static_shard::fold_into_shard;
-use crate::mapper::write::write_ids::{self, check_same_entity, pending, stage, state_of, Writer};
 use crate::mapper::Mapper;
+use crate::mapper::attempt::Attempt;
+use crate::mapper::codec::{Folds, malformed};
+use crate::mapper::layout::{self, StaticProperty, static_properties};
+use crate::mapper::write::static_shard::fold_into_shard;
+use crate::mapper::write::write_ids::{self, Writer, check_same_entity, pending, stage, state_of};
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
@@ -170,10 +170,8 @@ impl<S: DocumentStore> Mapper<S> {
                 self.save_single(entity, main, p).await?;
             }
         }
-        if dirty {
-            if let Some(state) = entity.state_mut() {
-                state.set_saved_main(doc);
-            }
+        if dirty && let Some(state) = entity.state_mut() {
+            state.set_saved_main(doc);
         }
         if dynamic {
             self.save_dynamic(entity, main).await?;

@@ -25,19 +25,19 @@
 //! its save (or its entity) knowing it, and a claim in doubt keeps the batch's write id for
 //! the next save. The argument: `docs/design/exactly-once.md`, "Coalescing".
 
+use crate::Version;
 use crate::document::{Document, Value, Versioned};
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::Folds;
 use crate::mapper::layout::{self, StaticProperty};
 use crate::mapper::write::write_ids::{self, check_incarnation, hold, state_of};
-use crate::mapper::Mapper;
 use crate::store::{Commit, DocumentStore, Merge, Merged, Transaction};
 use crate::sync::lock;
 use crate::sync::relay::{Caller, Joined, Relay};
-use crate::Version;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
@@ -418,7 +418,7 @@ impl Coalescer {
                 return Err(Error::backend(
                     "coalesced save",
                     "the save sending this change's batch was dropped; its outcome is unknown",
-                ))
+                ));
             }
         };
         // Leading: this save's change and what is queued now. If this future is dropped
@@ -481,10 +481,10 @@ pub(in crate::mapper) fn take_claims(
 /// now (before anything is sent there).
 pub(in crate::mapper) fn moved(members: &[Member], to: &Sent) {
     for member in members {
-        if let Claim::Taken(taken) = &mut *lock(&member.claim) {
-            if taken.write == to.write {
-                taken.shard = to.shard.clone();
-            }
+        if let Claim::Taken(taken) = &mut *lock(&member.claim)
+            && taken.write == to.write
+        {
+            taken.shard = to.shard.clone();
         }
     }
 }

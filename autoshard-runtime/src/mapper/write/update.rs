@@ -6,10 +6,10 @@ use crate::entity::Entity;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::codec::malformed;
 use crate::mapper::layout;
-use crate::mapper::Mapper;
 use crate::store::{DocumentStore, Transaction};
 use std::ops::ControlFlow;
 

@@ -1,9 +1,9 @@
 //! Running one statement or one write function, and the ownership refusals a write
 //! function raises.
 
+use super::PostgresStore;
 use super::options::check_key;
 use super::rows::{column, parent_of, version_of};
-use super::PostgresStore;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;

@@ -32,7 +32,7 @@ mod options;
 mod rows;
 mod sql;
 
-pub use options::{PostgresOptions, MAX_KEY_BYTES};
+pub use options::{MAX_KEY_BYTES, PostgresOptions};
 
 /// The pool crate [`PostgresStore::from_pool`] takes a pool of, re-exported so that an
 /// application names the same version.

@@ -4,7 +4,7 @@
 
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
-use super::{reply, RedisStore};
+use super::{RedisStore, reply};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::RECORD;

@@ -4,7 +4,7 @@
 //! `lua/merge.lua`, which decides every case. Then the decoding of the reply.
 
 use super::call::{KeyText, ScriptCall};
-use super::{reply, RedisStore};
+use super::{RedisStore, reply};
 use crate::error::Result;
 use crate::store::merge::PRUNE_EVERY;
 use crate::store::{Merge, Merged};
@@ -47,7 +47,7 @@ impl RedisStore {
                     return Err(self.backend(
                         what(),
                         reply::unexpected("the merge script's common case", &reply),
-                    ))
+                    ));
                 }
             }
         }

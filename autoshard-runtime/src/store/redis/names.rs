@@ -18,7 +18,7 @@
 //!   holds no `:`; the last `:` therefore splits parent and kind, and the `#i:` / `}#i`
 //!   endings keep indexes apart from counters and documents.
 
-use crate::key::{escape_segment, Key};
+use crate::key::{Key, escape_segment};
 use std::fmt;
 
 /// A name formatted from its parts: prefix, a key's encoding, suffix.

@@ -5,14 +5,14 @@
 //! `HGETALL` reads a slot's only document. The replies are decoded here.
 
 use super::call::{KeyText, ScriptCall};
-use super::{names, reply, RedisStore};
+use super::{RedisStore, names, reply};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};
-use ::redis::cluster_routing::Slot;
 use ::redis::Value;
+use ::redis::cluster_routing::Slot;
 use std::collections::HashMap;
 
 impl RedisStore {
@@ -294,13 +294,13 @@ impl RedisStore {
                     key: key.clone(),
                     field: RECORD.to_owned(),
                     reason: "a write record that is not a Redis hash".to_owned(),
-                })
+                });
             }
             other => {
                 return Err(self.backend(
                     format!("read of `{}`", names::record_of(name)),
                     reply::unexpected("HGETALL", other),
-                ))
+                ));
             }
         };
         if fields.is_empty() {
@@ -542,11 +542,7 @@ impl RedisStore {
 
 /// The read script's flag for `records`.
 fn flag(records: bool) -> &'static str {
-    if records {
-        "1"
-    } else {
-        "0"
-    }
+    if records { "1" } else { "0" }
 }
 
 /// The `ZRANGEBYLEX` start of `scan`: from the beginning, or after its cursor.

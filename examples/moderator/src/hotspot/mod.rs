@@ -30,7 +30,7 @@
 mod processes;
 mod raw;
 
-pub use processes::{worker, WorkerTally};
+pub use processes::{WorkerTally, worker};
 
 use crate::backend::Backend;
 use crate::model::{FoldFnQuestion, NaiveQuestion, Question};
@@ -38,10 +38,10 @@ use crate::progress::Progress;
 use crate::server_time::{self, ServerClock};
 use autoshard::prelude::*;
 use futures::future::BoxFuture;
-use processes::{run_processes, Spawn};
+use processes::{Spawn, run_processes};
 use raw::Raw;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The hot-spot workload.

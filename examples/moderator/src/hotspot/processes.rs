@@ -3,7 +3,7 @@
 //! them runs.
 
 use super::raw::Raw;
-use super::{insert, vote, votes, HotspotConfig, HotspotRow, Target, TARGETS};
+use super::{HotspotConfig, HotspotRow, TARGETS, Target, insert, vote, votes};
 use crate::backend::Backend;
 use autoshard::prelude::*;
 use std::sync::Arc;

@@ -3,8 +3,8 @@
 
 use crate::backend::Backend;
 use autoshard::prelude::*;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The raw store's counter: the baseline of the ratios.
 #[derive(Clone)]

@@ -15,23 +15,23 @@
 //! bytes, `503` when a write kept conflicting, `500` for a store error. Nothing is stored
 //! on a refused request.
 
-use super::board::{self, Poll, Refused, MAX_QUESTION, MAX_RESPONSE};
-use super::{visitor, Web};
+use super::board::{self, MAX_QUESTION, MAX_RESPONSE, Poll, Refused};
+use super::{Web, visitor};
 use autoshard::Error;
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
 use axum_extra::extract::cookie::CookieJar;
 use futures::Stream;
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use std::convert::Infallible;
-use tokio_stream::wrappers::WatchStream;
 use tokio_stream::StreamExt;
+use tokio_stream::wrappers::WatchStream;
 
 /// An error answer: a status code and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -19,11 +19,11 @@ pub mod api;
 pub mod board;
 pub mod page;
 
-use autoshard::prelude::*;
 use autoshard::ReadCache;
+use autoshard::prelude::*;
+use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use axum::Router;
 use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 use board::{Poll, QuestionView};
 use std::future::Future;
@@ -31,7 +31,7 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 
 /// How often the live leaderboard is read.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -156,10 +156,12 @@ async fn follow<Q: Poll>(
 
 /// The visitor's id from the cookie jar, or a new one added to the jar.
 fn visitor(jar: CookieJar) -> (String, CookieJar) {
-    if let Some(id) = jar.get(VISITOR).map(Cookie::value) {
-        if !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return (id.to_owned(), jar);
-        }
+    if let Some(id) = jar.get(VISITOR).map(Cookie::value)
+        && !id.is_empty()
+        && id.len() <= 64
+        && id.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        return (id.to_owned(), jar);
     }
     let id = format!("{:032x}", rand::random::<u128>());
     let cookie = Cookie::build((VISITOR, id.clone()))

@@ -4,16 +4,16 @@
 //! JavaScript. [`SCRIPT`] votes in place through the API and follows the live
 //! leaderboard (`/api/events`).
 
-use super::api::{id_of, ApiError};
-use super::board::{self, Poll, QuestionView, Refused, MAX_AUTHOR, MAX_QUESTION, MAX_RESPONSE};
-use super::{visitor, Web};
+use super::api::{ApiError, id_of};
+use super::board::{self, MAX_AUTHOR, MAX_QUESTION, MAX_RESPONSE, Poll, QuestionView, Refused};
+use super::{Web, visitor};
+use axum::Form;
 use axum::extract::rejection::FormRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use axum_extra::extract::cookie::CookieJar;
-use maud::{html, Markup, PreEscaped, DOCTYPE};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 
 /// The page's style: one column, readable on a phone.

@@ -9,7 +9,7 @@
 use autoshard::prelude::*;
 use autoshard_moderator::model::Question;
 use autoshard_moderator::web::{self, WebConfig};
-use autoshard_test_support::redis::{watchdog, TempDir};
+use autoshard_test_support::redis::{TempDir, watchdog};
 use fantoccini::{Client, ClientBuilder, Locator};
 use hyper_util::client::legacy::connect::HttpConnector;
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -10,7 +10,7 @@ use autoshard_moderator::hotspot::{self, HotspotConfig};
 use autoshard_moderator::progress::Progress;
 use autoshard_moderator::{chart, report};
 use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::redis::{namespace, Cluster, Standalone};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,10 +54,12 @@ async fn app_is_exact(store: Arc<dyn DocumentStore>) {
         votes,
         seeded + i64::try_from(outcome.votes_committed).unwrap()
     );
-    assert!(outcome
-        .leaderboard
-        .windows(2)
-        .all(|w| w[0].votes >= w[1].votes));
+    assert!(
+        outcome
+            .leaderboard
+            .windows(2)
+            .all(|w| w[0].votes >= w[1].votes)
+    );
 }
 
 fn check_bench(results: &[VariantResult]) {
@@ -191,10 +193,11 @@ async fn app_and_hotspot_on_redis_cluster() {
     for row in &rows {
         assert!(row.total_matches, "{row:?}");
         assert_eq!(row.node_us_per_vote.len(), 3, "{row:?}");
-        assert!(row
-            .node_us_per_vote
-            .iter()
-            .all(|us| us.is_finite() && *us >= 0.0));
+        assert!(
+            row.node_us_per_vote
+                .iter()
+                .all(|us| us.is_finite() && *us >= 0.0)
+        );
         assert!(row.node_us_per_vote.iter().any(|us| *us > 0.0), "{row:?}");
     }
     let table = report::hotspot_nodes_table(&rows);

@@ -1,20 +1,20 @@
 //! [`KeyGroupBuilder`]: naming a group's members, and creating the group (or running one
 //! transaction on a group formed for it).
 
-use super::queue::{intent_in, Intent, Ticket, MAX_BACKOFF};
+use super::queue::{Intent, MAX_BACKOFF, Ticket, intent_in};
 use super::transaction::Holder;
 use super::{
-    group_documents, millis, protocol, read_member, send, GroupTransaction, KeyGroup, Member,
-    ReadMember, DEFAULT_LEASE,
+    DEFAULT_LEASE, GroupTransaction, KeyGroup, Member, ReadMember, group_documents, millis,
+    protocol, read_member, send,
 };
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self};
-use crate::mapper::Mapper;
-use crate::store::ownership::{self, Owner, OWNER};
+use crate::store::ownership::{self, OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::collections::BTreeSet;
 use std::fmt;

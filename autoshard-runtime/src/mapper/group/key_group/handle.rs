@@ -2,12 +2,12 @@
 //! dissolving it), and recovering groups whose lease has passed.
 
 use super::transaction::Holder;
-use super::{listed, millis, send, GroupTransaction};
+use super::{GroupTransaction, listed, millis, send};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
-use crate::store::ownership::{Owner, OWNER};
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{DocumentStore, Transaction};
 use crate::sync::lock;
 use std::collections::BTreeSet;

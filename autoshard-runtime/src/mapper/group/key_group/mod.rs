@@ -31,10 +31,10 @@ use crate::document::{Document, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::Mapper;
 use crate::mapper::layout::{self};
 use crate::mapper::read::snapshot::Snapshot;
-use crate::mapper::Mapper;
-use crate::store::ownership::{Owner, OWNER};
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Transaction};
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;
@@ -179,10 +179,10 @@ async fn send<S: DocumentStore>(
             }
             Err(e @ Error::Backend { .. }) => {
                 tracing::debug!(key = %key, error = %e, "key group step: outcome unknown");
-                if let Ok(doc) = mapper.store.get(key).await {
-                    if landed(doc.as_ref()) {
-                        return durable_landing(mapper, key).await;
-                    }
+                if let Ok(doc) = mapper.store.get(key).await
+                    && landed(doc.as_ref())
+                {
+                    return durable_landing(mapper, key).await;
                 }
                 unknown = Some(e);
             }

@@ -7,12 +7,12 @@
 //! Each step and why a crash at any point leaves a transaction applied whole or not at
 //! all: the repository's `docs/design/key-groups.md`.
 
-use super::{send, KeyGroup};
+use super::{KeyGroup, send};
 use crate::document::{Document, Value, Versioned};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
-use crate::store::ownership::{Owner, OWNER};
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -189,7 +189,7 @@ fn settled(key: &Key, doc: &Document, owner: &Owner, commit: bool) -> Result<Doc
                 return Err(Error::malformed(
                     key,
                     FieldError::new(NEXT, "a held document without its next content"),
-                ))
+                ));
             }
         }
     } else {
@@ -413,12 +413,12 @@ impl<S: DocumentStore> Steps<'_, S> {
         let docs = self.mapper.get_exactly(tried).await?;
         let mut fences = Transaction::new();
         for (key, doc) in tried.iter().zip(docs) {
-            if let Some(doc) = doc {
-                if Owner::of(&doc.doc).is_none() {
-                    fences = fences
-                        .expect(key.clone(), Some(doc.version))
-                        .put(key.clone(), doc.doc);
-                }
+            if let Some(doc) = doc
+                && Owner::of(&doc.doc).is_none()
+            {
+                fences = fences
+                    .expect(key.clone(), Some(doc.version))
+                    .put(key.clone(), doc.doc);
             }
         }
         // A fence that conflicts or meets another group's owner has done its job: the

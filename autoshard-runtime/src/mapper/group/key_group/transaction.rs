@@ -4,22 +4,22 @@
 //! The one-shot transaction without a group is `one_shot.rs`'s.
 
 use super::one_shot::{self, documents_read};
-use super::{group_documents, protocol, send, KeyGroup, KeyGroupBuilder};
+use super::{KeyGroup, KeyGroupBuilder, group_documents, protocol, send};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::mapper::codec::malformed;
+use crate::mapper::Mapper;
 use crate::mapper::codec::Folds;
+use crate::mapper::codec::malformed;
 use crate::mapper::layout::{self, static_properties};
-use crate::mapper::read::snapshot::assemble;
 use crate::mapper::read::snapshot::Snapshot;
+use crate::mapper::read::snapshot::assemble;
 use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, stage};
-use crate::mapper::Mapper;
-use crate::store::ownership::{Owner, OWNER};
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
 use crate::sync::lock;
 use rand::RngExt;
