@@ -1,6 +1,6 @@
-//! Compile-fail cases of the annotation macros, one folder per macro (`tests/ui/`).
-//! Regenerate the expected output with `TRYBUILD=overwrite cargo test --test compiletest`,
-//! then read every changed `.stderr` as a user would. The pass cases are `pass.rs`'s:
+//! Compile-fail cases of the annotation macros, one folder per macro (`ui/`). Regenerate
+//! the expected output with `TRYBUILD=overwrite cargo test -p autoshard-derive-tests --test
+//! compiletest`, then read every changed `.stderr` as a user would. The pass cases are `pass.rs`'s:
 //! they build with the workspace, so trybuild only checks, never builds, its project.
 
 #[test]
@@ -12,5 +12,5 @@ fn ui() {
         std::env::remove_var(lint_wrapper);
     }
     let t = trybuild::TestCases::new();
-    t.compile_fail("tests/ui/**/*.rs");
+    t.compile_fail("ui/**/*.rs");
 }

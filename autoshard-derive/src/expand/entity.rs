@@ -6,8 +6,8 @@
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
-use syn::spanned::Spanned;
 use syn::DeriveInput;
+use syn::spanned::Spanned;
 
 use crate::expand::{dummy, group, hooks};
 use crate::internals::ast::{Entity, Field};

@@ -55,18 +55,18 @@ pub fn sharded(args: TokenStream, input: &TokenStream) -> TokenStream {
             check::reserved_field_name(&cx, ident);
         }
     }
-    if let Some(named) = &named {
-        if !named.named.iter().any(|f| is_shardable(&f.attrs)) {
-            cx.error_at(
-                Span::call_site(),
-                format_args!(
-                    "`{}` has no `#[shardable]` field: mark the hot field with \
+    if let Some(named) = &named
+        && !named.named.iter().any(|f| is_shardable(&f.attrs))
+    {
+        cx.error_at(
+            Span::call_site(),
+            format_args!(
+                "`{}` has no `#[shardable]` field: mark the hot field with \
                      `#[shardable(..)]` (a counter: `#[shardable(shards = 10, fold = sum)]`), \
                      or remove `#[autoshard::sharded]`",
-                    item.ident
-                ),
-            );
-        }
+                item.ident
+            ),
+        );
     }
     if let Err(error) = cx.check() {
         let errors = error.into_compile_error();

@@ -12,8 +12,8 @@ use syn::{Attribute, Expr, Ident, Lit, LitStr, Meta, Path};
 
 use super::ctxt::Ctxt;
 use super::symbol::{
-    Symbol, CONSTRUCTOR, ENTITY, FOLD, GROUP_SHARDS, ID, KIND, MAX, MIN, NEUTRAL, PARENT,
-    SHARDABLE, SHARDED, SHARDS,
+    CONSTRUCTOR, ENTITY, FOLD, GROUP_SHARDS, ID, KIND, MAX, MIN, NEUTRAL, PARENT, SHARDABLE,
+    SHARDED, SHARDS, Symbol,
 };
 
 /// One value of an attribute or option; a second `set` reports a duplicate.

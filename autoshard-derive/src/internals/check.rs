@@ -243,21 +243,21 @@ fn shard_bounds(cx: &Ctxt, shardable: &ShardableAttr) {
             );
         }
     }
-    if let Some((tokens, min)) = &shardable.min {
-        if min > shards {
-            cx.error_spanned_by(
-                tokens,
-                format_args!("`min = {min}` is above `shards = {shards}`, the count at insert"),
-            );
-        }
+    if let Some((tokens, min)) = &shardable.min
+        && min > shards
+    {
+        cx.error_spanned_by(
+            tokens,
+            format_args!("`min = {min}` is above `shards = {shards}`, the count at insert"),
+        );
     }
-    if let Some((tokens, max)) = &shardable.max {
-        if max < shards {
-            cx.error_spanned_by(
-                tokens,
-                format_args!("`max = {max}` is below `shards = {shards}`, the count at insert"),
-            );
-        }
+    if let Some((tokens, max)) = &shardable.max
+        && max < shards
+    {
+        cx.error_spanned_by(
+            tokens,
+            format_args!("`max = {max}` is below `shards = {shards}`, the count at insert"),
+        );
     }
 }
 
@@ -321,13 +321,13 @@ fn group(cx: &Ctxt, entity: &Entity) {
              its root's, spread over the root's `group_shards` sub-groups",
         );
     }
-    if attrs.parent.is_some() {
-        if let Some((_, shardable)) = entity.sharded_fields().next() {
-            cx.error_spanned_by(
-                shardable.attr,
-                "a child entity (`#[entity(parent = ...)]`) cannot have `#[shardable]` \
+    if attrs.parent.is_some()
+        && let Some((_, shardable)) = entity.sharded_fields().next()
+    {
+        cx.error_spanned_by(
+            shardable.attr,
+            "a child entity (`#[entity(parent = ...)]`) cannot have `#[shardable]` \
                  fields; shard the group instead with `group_shards` on the root",
-            );
-        }
+        );
     }
 }

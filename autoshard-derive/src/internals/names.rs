@@ -4,8 +4,8 @@
 //! [`HIDDEN_PREFIX`]; user fields may not.
 
 use quote::format_ident;
-use syn::ext::IdentExt;
 use syn::Ident;
+use syn::ext::IdentExt;
 
 /// Prefix of every name the macros generate; no user field may start with it.
 pub const HIDDEN_PREFIX: &str = "__autoshard_";
