@@ -431,7 +431,7 @@ async fn on(backend: &Backend, label: &str) {
     every_case(store.clone(), label).await;
     let (soak_for, faults_for) = match backend.kind() {
         Kind::Memory => (2, Some(2)),
-        Kind::Standalone => (10, Some(5)),
+        Kind::Standalone => (4, Some(3)),
         Kind::Cluster => (3, None),
         Kind::Postgres => return,
     };
