@@ -122,39 +122,37 @@ fn copy_template(bin: &Path, user: Option<(u32, u32)>, data: &Path) {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("chown test dir");
         }
         let template = dir.join("data");
-        let init = command(&bin.join("initdb"), user)
-            .args([
-                "--auth=trust",
-                "--username=postgres",
-                "--encoding=UTF8",
-                "--no-sync",
-                "-D",
-            ])
-            .arg(&template)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .output()
-            .expect("run initdb");
-        assert!(
-            init.status.success(),
-            "initdb failed: {}",
-            String::from_utf8_lossy(&init.stderr)
-        );
+        let mut initdb = command(&bin.join("initdb"), user);
+        initdb.args([
+            "--auth=trust",
+            "--username=postgres",
+            "--encoding=UTF8",
+            "--no-sync",
+            "-D",
+        ]);
+        run(initdb.arg(&template), "initdb");
         template
     });
     // As the server's user, so that the copy is its own (`-a` keeps the modes PostgreSQL
     // checks).
-    let copy = command(Path::new("cp"), user)
-        .arg("-a")
-        .arg(template)
-        .arg(data)
+    let mut cp = command(Path::new("cp"), user);
+    run(
+        cp.arg("-a").arg(template).arg(data),
+        "cp (the template cluster)",
+    );
+}
+
+/// Runs `command` to its end; panics with its error output if it fails.
+fn run(command: &mut Command, what: &str) {
+    let out = command
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
-        .expect("run cp");
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
     assert!(
-        copy.status.success(),
-        "copying the template cluster failed: {}",
-        String::from_utf8_lossy(&copy.stderr)
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }
 
