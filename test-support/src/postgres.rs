@@ -13,7 +13,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
-use crate::redis::{TempDir, watchdog};
+use crate::redis::{TempDir, once_gone, watchdog};
 use autoshard::store::DocumentStore;
 use autoshard::store::postgres::{PostgresOptions, PostgresStore};
 use std::net::TcpListener;
@@ -107,17 +107,7 @@ fn copy_template(bin: &Path, user: Option<(u32, u32)>, data: &Path) {
             clippy::zombie_processes,
             reason = "the shell outlives this binary, whose exit it waits for"
         )]
-        let _cleanup = Command::new("sh")
-            .arg("-c")
-            .arg("while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; rm -rf \"$1\"")
-            .arg(std::process::id().to_string())
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("spawn the template's cleanup shell");
+        let _cleanup = once_gone("rm -rf \"$1\"", [dir.as_os_str()]);
         if let Some((uid, gid)) = user {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("chown test dir");
         }

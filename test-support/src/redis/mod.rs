@@ -7,6 +7,7 @@
 
 #![allow(dead_code)] // Each test binary uses a different part of this module.
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -75,18 +76,28 @@ impl Drop for TempDir {
 /// A shell that sends `signal` (`-9`, `-QUIT`) to process `pid` once this test binary
 /// is gone, so that no server outlives a test run; kill it when the server stops.
 pub fn watchdog(pid: u32, signal: &str) -> Child {
+    once_gone(
+        "kill \"$2\" \"$1\" 2>/dev/null",
+        [pid.to_string().as_ref(), signal.as_ref()],
+    )
+}
+
+/// A shell that runs `action` (a shell command, whose arguments `args` are `$1`, `$2`...)
+/// once this test binary is gone.
+pub fn once_gone<'a>(action: &str, args: impl IntoIterator<Item = &'a OsStr>) -> Child {
     Command::new("sh")
         .arg("-c")
-        .arg("while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; kill \"$2\" \"$1\" 2>/dev/null")
+        .arg(format!(
+            "while kill -0 \"$0\" 2>/dev/null; do sleep 1; done; {action}"
+        ))
         .arg(std::process::id().to_string())
-        .arg(pid.to_string())
-        .arg(signal)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .expect("spawn watchdog shell")
+        .expect("spawn a shell that waits for this binary's exit")
 }
 
 /// A free loopback port (the OS picks one; a race with another process is handled by
