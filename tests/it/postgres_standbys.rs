@@ -53,35 +53,44 @@ async fn standbys(client: &tokio_postgres::Client, url: &str, names: &str) {
 /// Waits until a commit waits for the standby, and returns the process id of the session
 /// that made it (released with the others). A session sees a new
 /// `synchronous_standby_names` before commits wait for it: the checkpointer publishes the
-/// setting to them after its own reload, which on a busy machine comes later.
+/// setting to them after its own reload, which on a busy machine comes later. A probe
+/// that committed before then is followed by another.
 async fn commits_wait(client: &tokio_postgres::Client, url: &str) -> i32 {
-    let (probe, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let pid: i32 = probe
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    // A transaction that writes to the log (here the catalog) waits at its commit.
-    tokio::spawn(async move { probe.batch_execute("CREATE TEMP TABLE probe (n int)").await });
     let deadline = Instant::now() + WAIT_BOUND;
     loop {
-        let waiting: i64 = client
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' \
-                 AND pid = $1",
-                &[&pid],
-            )
+        let (probe, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let pid: i32 = probe
+            .query_one("SELECT pg_backend_pid()", &[])
             .await
             .unwrap()
             .get(0);
-        if waiting > 0 {
-            return pid;
+        // A transaction that writes to the log (here the catalog) waits at its commit.
+        let commit =
+            tokio::spawn(
+                async move { probe.batch_execute("CREATE TEMP TABLE probe (n int)").await },
+            );
+        loop {
+            let waiting: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' \
+                     AND pid = $1",
+                    &[&pid],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            if waiting > 0 {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no commit waits for the standby");
+            if commit.is_finished() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(Instant::now() < deadline, "no commit waits for the standby");
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
