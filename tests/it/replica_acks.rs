@@ -230,6 +230,9 @@ impl DocumentStore for Switch {
     fn cross_group_transactions(&self) -> bool {
         self.now().cross_group_transactions()
     }
+    fn snapshot_lookups(&self) -> bool {
+        self.now().snapshot_lookups()
+    }
     async fn now_ms(&self) -> autoshard::Result<u64> {
         self.now().now_ms().await
     }

@@ -18,7 +18,8 @@
 //! clean up nothing: run them on a store made for the test.
 //!
 //! Capability differences between stores are parameters read from the store (today:
-//! [`DocumentStore::cross_group_transactions`]), not separate suites.
+//! [`DocumentStore::cross_group_transactions`] and [`DocumentStore::snapshot_lookups`]),
+//! not separate suites.
 //!
 //! The cases live by concern, all re-exported here: single documents (`documents`),
 //! transactions and snapshots (`transactions`), scans and lookups (`scans`), merges
@@ -103,6 +104,7 @@ cases!(
     transaction_within_one_group_commits_atomically,
     get_many_within_one_group_is_a_snapshot,
     scan_page_within_one_group_is_a_snapshot,
+    a_snapshot_lookup_is_one_instant_of_every_group,
     merge_folds_and_applies_each_write_id_once,
     merge_needs_the_document_and_its_guard,
     merge_gives_a_new_version,

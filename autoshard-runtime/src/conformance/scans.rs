@@ -202,5 +202,25 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
         }
         assert!(found.pages[0].next.is_none());
         assert!(found.pages[1].items.is_empty() && found.pages[1].next.is_none());
+        // Scans alone: the same pages.
+        let scans_alone = Lookup {
+            keys: Vec::new(),
+            scans: scans.clone(),
+            records,
+            prefetch: Vec::new(),
+        };
+        let alone = ok(store.lookup(&scans_alone).await, "lookup of scans alone");
+        assert!(alone.docs.is_empty(), "scans alone: {alone:?}");
+        let items = |pages: &[crate::store::ScanPage]| -> Vec<BTreeMap<Key, Versioned>> {
+            pages
+                .iter()
+                .map(|p| p.items.iter().cloned().collect())
+                .collect()
+        };
+        assert_eq!(
+            items(&alone.pages),
+            items(&found.pages),
+            "scans alone, records {records}"
+        );
     }
 }

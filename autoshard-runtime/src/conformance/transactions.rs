@@ -5,7 +5,7 @@ use super::{commit, doc, fresh_kind, get, must_get, ok, scan_all};
 use crate::document::{Document, Value, Version, Versioned};
 use crate::error::Error;
 use crate::key::Key;
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
 use futures::future::join_all;
 use std::collections::BTreeSet;
 
@@ -323,8 +323,8 @@ async fn seed_snapshot_group(store: &dyn DocumentStore, group: &Key, kind: &str)
     keys
 }
 
-/// One optimistic transfer of `amount` from `from` to `to` (both in one group); a
-/// conflict is fine (another transfer won).
+/// One optimistic transfer of `amount` from `from` to `to` (in one group, or in two on a
+/// store that commits across groups); a conflict is fine (another transfer won).
 async fn transfer(store: &dyn DocumentStore, from: &Key, to: &Key, amount: i64) {
     let found = ok(
         store.get_many(&[from.clone(), to.clone()]).await,
@@ -428,4 +428,73 @@ pub async fn scan_page_within_one_group_is_a_snapshot(store: &dyn DocumentStore)
     };
     let ((), checked) = futures::join!(writer, reader);
     tracing::debug!(checked, "single-page scans checked");
+}
+
+/// Where the store says so ([`DocumentStore::snapshot_lookups`]), one lookup is one atomic
+/// read of everything it answers, across entity groups: while transactions move amounts
+/// between documents of four groups (two read by key, two listed by the lookup's scan as
+/// children in groups of their own), every lookup whose scan answers in one page sees the
+/// total, with write records and without, prefetched or not. A store that does not say so
+/// (or does not commit across groups) is not checked.
+pub async fn a_snapshot_lookup_is_one_instant_of_every_group(store: &dyn DocumentStore) {
+    if !store.snapshot_lookups() || !store.cross_group_transactions() {
+        return;
+    }
+    let kind = fresh_kind("Instant");
+    let parent = Key::new(fresh_kind("InstantRoot"), "p");
+    let by_key: Vec<Key> = (0..2)
+        .map(|i| Key::new(kind.as_str(), i.to_string()))
+        .collect();
+    let listed: Vec<Key> = (0..2)
+        .map(|i| parent.child_group(kind.clone(), i.to_string()))
+        .collect();
+    let all: Vec<Key> = by_key.iter().chain(&listed).cloned().collect();
+    let mut seed = Transaction::new();
+    for key in &all {
+        seed = seed.put(key.clone(), doc(&[("n", SNAPSHOT_SHARE.into())]));
+    }
+    assert_eq!(commit(store, &seed).await, Commit::Committed);
+    let writer = async {
+        for round in 0..SNAPSHOT_ROUNDS {
+            let from = &all[round % SNAPSHOT_DOCS];
+            let to = &all[(round * 3 + 1) % SNAPSHOT_DOCS];
+            if from != to {
+                transfer(store, from, to, [1, 2, 3, 4, 5][round % 5]).await;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    let reader = async {
+        let mut checked = 0;
+        for round in 0..SNAPSHOT_ROUNDS {
+            let lookup = Lookup {
+                keys: by_key.clone(),
+                scans: vec![Scan::new(kind.clone(), Some(parent.clone()))],
+                records: round % 2 == 0,
+                prefetch: if round % 3 == 0 {
+                    listed.clone()
+                } else {
+                    Vec::new()
+                },
+            };
+            let found = ok(store.lookup(&lookup).await, "lookup");
+            if found.pages.iter().all(|page| page.next.is_none()) {
+                checked += 1;
+                let docs = found.docs.iter().flatten();
+                let items = found
+                    .pages
+                    .iter()
+                    .flat_map(|p| p.items.iter().map(|(_, d)| d));
+                let total: i64 = docs.chain(items).map(amount).sum();
+                assert_eq!(
+                    total, SNAPSHOT_TOTAL,
+                    "lookup {round} saw the groups at different instants: {found:?}"
+                );
+            }
+            tokio::task::yield_now().await;
+        }
+        checked
+    };
+    let ((), checked) = futures::join!(writer, reader);
+    tracing::debug!(checked, "snapshot lookups checked");
 }

@@ -237,6 +237,9 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
     }
+    fn snapshot_lookups(&self) -> bool {
+        self.inner.snapshot_lookups()
+    }
     async fn now_ms(&self) -> Result<u64> {
         faulty!(self, "now_ms", self.inner.now_ms())
     }

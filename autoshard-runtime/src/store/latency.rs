@@ -238,6 +238,10 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
         self.inner.cross_group_transactions()
     }
 
+    fn snapshot_lookups(&self) -> bool {
+        self.inner.snapshot_lookups()
+    }
+
     async fn now_ms(&self) -> Result<u64> {
         self.read_delay().await;
         self.inner.now_ms().await

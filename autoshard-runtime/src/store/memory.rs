@@ -61,6 +61,58 @@ struct State {
 }
 
 impl State {
+    /// One page of `scan` (the trait's `scan`, under the lock the caller holds).
+    fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        // Keys sort by path, segment by segment, kind before name: the children of one
+        // parent with one kind (and their own descendants) form one run of keys, which
+        // starts at the child named "" and ends at the first key with another kind at
+        // that depth. A scan walks only that run, and jumps over each child's
+        // descendants (past any kind a descendant can have).
+        let first = match &scan.parent {
+            Some(parent) => parent.child(scan.kind.as_str(), ""),
+            None => Key::new(scan.kind.as_str(), ""),
+        };
+        let mut from = match &scan.cursor {
+            None => Bound::Included(first),
+            Some(cursor) => Bound::Excluded(
+                Key::decode(cursor).map_err(|e| Error::Invalid(format!("bad scan cursor: {e}")))?,
+            ),
+        };
+        let depth = scan.parent.as_ref().map_or(0, |p| p.path().len());
+        let limit = scan.limit.max(1);
+        let mut items = Vec::new();
+        let mut next = None;
+        'seek: loop {
+            for (key, doc) in self.docs.range((from.clone(), Bound::Unbounded)) {
+                let in_run = scan
+                    .parent
+                    .as_ref()
+                    .is_none_or(|parent| key.path().starts_with(parent.path()))
+                    && key.path().get(depth).is_some_and(|s| s.kind() == scan.kind);
+                if !in_run {
+                    break 'seek;
+                }
+                if key.path().len() > depth + 1 {
+                    // A descendant of a child: go on after the last of them.
+                    let child = &key.path()[..=depth];
+                    from = Bound::Excluded(past_descendants(child));
+                    continue 'seek;
+                }
+                if key.parent() != scan.parent {
+                    continue;
+                }
+                if items.len() == limit {
+                    // There is at least one more; resume after the last one returned.
+                    next = items.last().map(|(k, _): &(Key, Versioned)| k.encode());
+                    break 'seek;
+                }
+                items.push((key.clone(), doc.clone()));
+            }
+            break;
+        }
+        Ok(ScanPage { items, next })
+    }
+
     fn next_version(&mut self) -> Version {
         self.last_version += 1;
         Version(self.last_version)
@@ -149,9 +201,11 @@ impl DocumentStore for MemoryStore {
                 }
             }
         };
+        // One lock for the pages and the documents: one atomic read (`snapshot_lookups`).
+        let state = self.lock();
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for scan in &lookup.scans {
-            let mut page = self.scan(scan).await?;
+            let mut page = state.scan(scan)?;
             if !lookup.records {
                 for (_, doc) in &mut page.items {
                     *doc = copy(doc);
@@ -159,7 +213,6 @@ impl DocumentStore for MemoryStore {
             }
             pages.push(page);
         }
-        let state = self.lock();
         let docs = lookup
             .keys
             .iter()
@@ -193,55 +246,7 @@ impl DocumentStore for MemoryStore {
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
         tracing::trace!(kind = %scan.kind, parent = ?scan.parent, cursor = ?scan.cursor, "memory scan");
-        // Keys sort by path, segment by segment, kind before name: the children of one
-        // parent with one kind (and their own descendants) form one run of keys, which
-        // starts at the child named "" and ends at the first key with another kind at
-        // that depth. A scan walks only that run, and jumps over each child's
-        // descendants (past any kind a descendant can have).
-        let first = match &scan.parent {
-            Some(parent) => parent.child(scan.kind.as_str(), ""),
-            None => Key::new(scan.kind.as_str(), ""),
-        };
-        let mut from = match &scan.cursor {
-            None => Bound::Included(first),
-            Some(cursor) => Bound::Excluded(
-                Key::decode(cursor).map_err(|e| Error::Invalid(format!("bad scan cursor: {e}")))?,
-            ),
-        };
-        let depth = scan.parent.as_ref().map_or(0, |p| p.path().len());
-        let limit = scan.limit.max(1);
-        let state = self.lock();
-        let mut items = Vec::new();
-        let mut next = None;
-        'seek: loop {
-            for (key, doc) in state.docs.range((from.clone(), Bound::Unbounded)) {
-                let in_run = scan
-                    .parent
-                    .as_ref()
-                    .is_none_or(|parent| key.path().starts_with(parent.path()))
-                    && key.path().get(depth).is_some_and(|s| s.kind() == scan.kind);
-                if !in_run {
-                    break 'seek;
-                }
-                if key.path().len() > depth + 1 {
-                    // A descendant of a child: go on after the last of them.
-                    let child = &key.path()[..=depth];
-                    from = Bound::Excluded(past_descendants(child));
-                    continue 'seek;
-                }
-                if key.parent() != scan.parent {
-                    continue;
-                }
-                if items.len() == limit {
-                    // There is at least one more; resume after the last one returned.
-                    next = items.last().map(|(k, _): &(Key, Versioned)| k.encode());
-                    break 'seek;
-                }
-                items.push((key.clone(), doc.clone()));
-            }
-            break;
-        }
-        Ok(ScanPage { items, next })
+        self.lock().scan(scan)
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
@@ -286,6 +291,11 @@ impl DocumentStore for MemoryStore {
                 Ok(Merged::Applied)
             }
         }
+    }
+
+    /// A lookup reads under one lock.
+    fn snapshot_lookups(&self) -> bool {
+        true
     }
 }
 

@@ -99,6 +99,12 @@ pub use redis::{RedisOptions, RedisStore};
 /// record ([`merge::RECORD`]): for reads that never write the document back.
 /// [`Lookup::prefetch`] is a hint that never changes the answer.
 ///
+/// **Snapshot lookups.** Where [`DocumentStore::snapshot_lookups`] says so, everything one
+/// `lookup` answers (every document, of any group, and every page) is one atomic read: the
+/// store as it was at one instant. A one-shot key-group transaction then reads its members
+/// in one lookup instead of checking them with a commit
+/// ([`KeyGroupBuilder::once`](crate::mapper::KeyGroupBuilder::once)).
+///
 /// **Folding lookups.** [`DocumentStore::fold_lookup`] answers what [`fold_lookup::reference`]
 /// answers for the documents `get_many` would read (a snapshot per group, the folded values
 /// included), except that it may answer [`Folded::Unsupported`] for any property.
@@ -255,6 +261,14 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// Redis Cluster commits within one group, one slot, only).
     fn cross_group_transactions(&self) -> bool {
         true
+    }
+
+    /// Whether one [`lookup`](DocumentStore::lookup) is one atomic read of everything it
+    /// answers, across entity groups and with its pages (see the contract above): one
+    /// `MULTI` or script on a standalone Redis, one statement on PostgreSQL, one lock in
+    /// memory. The default says no, which is always right.
+    fn snapshot_lookups(&self) -> bool {
+        false
     }
 
     /// The store's clock, in milliseconds since the Unix epoch: the clock key-group
@@ -490,6 +504,9 @@ macro_rules! forward_store {
             }
             fn cross_group_transactions(&self) -> bool {
                 (**self).cross_group_transactions()
+            }
+            fn snapshot_lookups(&self) -> bool {
+                (**self).snapshot_lookups()
             }
             async fn now_ms(&self) -> Result<u64> {
                 (**self).now_ms().await

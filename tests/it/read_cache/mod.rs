@@ -350,6 +350,9 @@ impl DocumentStore for SlowReplies {
     fn cross_group_transactions(&self) -> bool {
         self.inner.cross_group_transactions()
     }
+    fn snapshot_lookups(&self) -> bool {
+        self.inner.snapshot_lookups()
+    }
     async fn make_durable(&self, keys: &[autoshard::Key]) -> Result<()> {
         self.inner.make_durable(keys).await
     }

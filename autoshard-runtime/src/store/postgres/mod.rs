@@ -185,6 +185,11 @@ impl DocumentStore for PostgresStore {
         Ok(Found { docs, pages })
     }
 
+    /// A lookup is one statement: one snapshot of every row it reads.
+    fn snapshot_lookups(&self) -> bool {
+        true
+    }
+
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         if txn.reads().is_empty() && txn.writes().is_empty() {
             return Ok(Commit::Committed);

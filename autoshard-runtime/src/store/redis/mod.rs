@@ -341,6 +341,12 @@ impl DocumentStore for RedisStore {
         !self.is_cluster()
     }
 
+    /// On a standalone server a lookup is one `MULTI` or one read script; a cluster reads
+    /// each slot on its own.
+    fn snapshot_lookups(&self) -> bool {
+        !self.is_cluster()
+    }
+
     /// The server's clock (`TIME`; on a cluster, the clock of the node that answers).
     async fn now_ms(&self) -> Result<u64> {
         let (secs, micros): (u64, u64) = self.query(&::redis::cmd("TIME"), "clock").await?;

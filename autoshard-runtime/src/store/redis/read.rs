@@ -360,7 +360,12 @@ impl RedisStore {
     /// A lookup: on a standalone server one read script for all of it; on a cluster the
     /// documents (one script per slot) and each scan page, concurrently.
     pub(super) async fn lookup_all(&self, lookup: &Lookup) -> Result<Found> {
-        if self.is_cluster() || lookup.scans.is_empty() || lookup.keys.is_empty() {
+        // Without documents one scan is a lookup's one atomic read; several go through the
+        // read script, which lists them in one step (`snapshot_lookups`).
+        if self.is_cluster()
+            || lookup.scans.is_empty()
+            || (lookup.keys.is_empty() && lookup.scans.len() == 1)
+        {
             let pages = lookup
                 .scans
                 .iter()
@@ -378,7 +383,10 @@ impl RedisStore {
         if let Some(found) = self.lookup_listed(lookup).await? {
             return Ok(found);
         }
-        let what = format!("lookup of `{}`", lookup.keys[0]);
+        let what = match lookup.keys.first() {
+            Some(first) => format!("lookup of `{first}`"),
+            None => format!("lookup of {} scans", lookup.scans.len()),
+        };
         let indexes: Vec<String> = lookup
             .scans
             .iter()
