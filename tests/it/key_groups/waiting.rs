@@ -137,7 +137,7 @@ async fn a_waiting_one_shot_transaction_takes_its_turn() {
 /// holds off a creator, not even one that does not wait.
 #[tokio::test]
 async fn a_waiting_transfer_cut_short_at_any_call_holds_nobody_past_its_lease() {
-    for shape in 0..2 {
+    for shape in 0..3 {
         // The calls of a waiting transfer nothing cuts short.
         let calls = waiting_cut_at(shape, u64::MAX, Cut::Error(Fault::Before)).await;
         // At least a look at the members and the intents while the group owns one, a look

@@ -9,12 +9,11 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
-use crate::mapper::layout;
 use crate::mapper::read::cache::Hit;
 use crate::mapper::read::cache::from_hit;
-use crate::mapper::read::load::{first_read, torn, unread_shards};
+use crate::mapper::read::load::{first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::{Snapshot, assemble};
-use crate::store::{DocumentStore, Lookup};
+use crate::store::{DocumentStore, Found, Lookup};
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 
@@ -252,25 +251,10 @@ impl<S: DocumentStore> Mapper<S> {
         let mut rest = docs.drain(..);
         for (main, lookup) in mains.iter().zip(lookups) {
             let docs: Vec<_> = rest.by_ref().take(lookup.keys.len()).collect();
-            let complete = match docs.first() {
-                Some(Some(main_doc)) => {
-                    unread_shards(main, &main_doc.doc, &lookup.keys)?.is_empty()
-                        && !torn(main, &main_doc.doc, &lookup.keys, &docs)?
-                        && layout::covers::<E>(
-                            layout::recorded_counts(main, &main_doc.doc)?.as_ref(),
-                        )
-                }
-                _ => true,
-            };
-            if complete {
-                found.push(Arc::new(Snapshot {
-                    keys: lookup.keys,
-                    docs,
-                    scanned: Vec::new(),
-                    folded: Vec::new(),
-                }));
-            } else {
-                found.push(self.read_entity::<E>(main).await?);
+            let pages = Vec::new();
+            match one_read_snapshot::<E>(main, lookup, Found { docs, pages })? {
+                Some(snapshot) => found.push(Arc::new(snapshot)),
+                None => found.push(self.read_entity::<E>(main).await?),
             }
         }
         Ok(found)

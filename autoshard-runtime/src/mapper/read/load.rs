@@ -373,6 +373,55 @@ pub(in crate::mapper) fn torn(
     }))
 }
 
+/// What a load of `E` at `main` reads when its first read (`lookup`, as [`first_read`]
+/// makes it, without folding) is all it needs, from what the store answered (`found`):
+/// the snapshot [`Mapper::read_entity_with`] returns after that same read. `None` when the
+/// load needs more: shards the recorded layout lists beyond the annotation, a retired
+/// shard found missing, a scan of more than one page, static shards the layout does not
+/// record, or a read that straddled an adoption. So a snapshot from here comes from that
+/// one read alone, which callers that read several entities in one atomic lookup rely on.
+pub(in crate::mapper) fn one_read_snapshot<E: Entity>(
+    main: &Key,
+    lookup: Lookup,
+    found: Found,
+) -> Result<Option<Snapshot>> {
+    let Found { docs, pages } = found;
+    if docs.len() != lookup.keys.len()
+        || pages.len() != lookup.scans.len()
+        || pages.iter().any(|page| page.next.is_some())
+    {
+        return Ok(None);
+    }
+    // As `extra_shards` reads single pages: the dynamic shards, then former static ones.
+    let mut pages = pages.into_iter();
+    let mut extra = pages.next().map(|page| page.items).unwrap_or_default();
+    warn_if_uncompacted(main, extra.len());
+    if let Some(old_static) = pages.next() {
+        let former = old_static.items.into_iter();
+        extra.extend(former.filter(|(key, _)| is_former_static_shard::<E>(key)));
+    }
+    extra.retain(|(key, _)| !lookup.keys.contains(key));
+    if let Some(Some(main_doc)) = docs.first() {
+        let doc = &main_doc.doc;
+        let counts = layout::recorded_counts(main, doc)?;
+        let unrecorded = !layout::covers::<E>(counts.as_ref()) && !has_dynamic::<E>();
+        let read = docs[1..].iter().flatten().map(|d| &d.doc);
+        if unrecorded
+            || !unread_shards(main, doc, &lookup.keys)?.is_empty()
+            || torn(main, doc, &lookup.keys, &docs)?
+            || layout::adoption_torn(doc, read.chain(extra.iter().map(|(_, d)| &d.doc)))
+        {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Snapshot {
+        keys: lookup.keys,
+        docs,
+        scanned: extra,
+        folded: Vec::new(),
+    }))
+}
+
 impl<S: DocumentStore> Mapper<S> {
     /// When the layout recorded in the main document `doc` does not record every
     /// statically sharded property of `E` (an entity stored before layouts were recorded,

@@ -1,17 +1,22 @@
 //! A one-shot transaction without a group: what
-//! [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once) is on a store that commits across entity groups (memory, standalone Redis,
-//! PostgreSQL), for the [`GroupTransaction`](super::GroupTransaction) that holds no group.
+//! [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once) is on a store that commits
+//! across entity groups (memory, standalone Redis, PostgreSQL), for the
+//! [`GroupTransaction`](super::GroupTransaction) that holds no group.
 //!
-//! Each load reads its members and checks, with a commit that writes nothing, that every
-//! document the transaction has read is still as read (so what the loads return is one
-//! snapshot of the store), and the one commit of the changes expects every document read
-//! at the version read and writes the changes. The store refuses a commit when a live
-//! group owns any document it expects or writes ([`crate::store::ownership`]: a write
-//! without a group's token), and it conflicts when any of them changed since the read, so
-//! the transaction commits only on what a group formed for it would have seen: the same
-//! isolation and atomicity, for one commit per load and one for the changes, where a
-//! group adds three (create, the group document's, dissolve) and a read of every member
-//! to stamp it. The write id of the changes is recorded in one document the commit
+//! Each load reads its members as one snapshot of the store. Where the store reads a
+//! lookup atomically across groups, that is one lookup ([`read_at_once`]): the members'
+//! documents, those earlier loads returned (unchanged when their versions are), and the
+//! members' intent documents. Elsewhere, and where that lookup is not all the loads need,
+//! each member is read as `load` reads it, and a commit that writes nothing checks that
+//! every document the transaction has read is still as read ([`read`]). The one commit
+//! of the changes expects every document read at the version read and writes the
+//! changes. The store refuses a commit when a live group owns any document it expects or
+//! writes ([`crate::store::ownership`]: a write without a group's token), and it
+//! conflicts when any of them changed since the read, so the transaction commits only on
+//! what a group formed for it would have seen: the same isolation and atomicity, for one
+//! lookup per load (or a read and a check commit) and one commit for the changes, where a
+//! group adds three commits (create, the group document's, dissolve) and a read of every
+//! member to stamp it. The write id of the changes is recorded in one document the commit
 //! writes, so a commit whose reply is lost is checked there and sent again at most once
 //! (the resend expects the same versions). Waiting groups' intents (`queue.rs`) hold it
 //! off as they hold off a group that does not wait. The argument:
@@ -21,13 +26,15 @@ use super::queue::intent_in;
 use super::send;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
+use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::layout;
+use crate::mapper::read::load::{first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::write::write_ids;
 use crate::store::ownership::{self, Owner};
-use crate::store::{Commit, DocumentStore, Transaction, WriteId};
+use crate::store::{Commit, DocumentStore, Found, Lookup, Transaction, WriteId};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -113,6 +120,92 @@ where
             intents[at] = doc;
         }
     }
+}
+
+/// [`read`] in one lookup where the store reads it atomically
+/// ([`DocumentStore::snapshot_lookups`]): the members of kind `E` at `mains` (each as a
+/// load reads it first, with write records), the documents earlier loads returned
+/// (`earlier`, with the versions read) and the members' intent documents (`intent_keys`),
+/// all as they were at one instant, so no commit has to check that they are one snapshot.
+/// Answers what [`read`] answers, or `None` when that read is not enough and [`read`] must
+/// answer: the store does not read atomically, a member needs more than its first read
+/// ([`one_read_snapshot`]), a document names an owner (live or left behind), or an intent
+/// document exists (a group waits, or waited, for a member). [`Error::Contention`] when a
+/// document an earlier load returned has changed since, as [`read`] answers.
+pub(super) async fn read_at_once<S: DocumentStore, E: Root>(
+    mapper: &Mapper<S>,
+    mains: &[Key],
+    intent_keys: &[Key],
+    earlier: &BTreeMap<Key, Option<Version>>,
+) -> Result<Option<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>> {
+    if !mapper.store.snapshot_lookups() {
+        return Ok(None);
+    }
+    let firsts: Vec<Lookup> = mains
+        .iter()
+        .map(|main| Lookup {
+            records: true,
+            ..first_read::<E>(main)
+        })
+        .collect();
+    let mut lookup = Lookup {
+        keys: Vec::new(),
+        scans: Vec::new(),
+        records: true,
+        prefetch: Vec::new(),
+    };
+    for first in &firsts {
+        lookup.keys.extend(first.keys.iter().cloned());
+        lookup.scans.extend(first.scans.iter().cloned());
+        lookup.prefetch.extend(first.prefetch.iter().cloned());
+    }
+    lookup.keys.extend(earlier.keys().cloned());
+    lookup.keys.extend(intent_keys.iter().cloned());
+    let found = mapper.store.lookup(&lookup).await?;
+    if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len() {
+        return Err(Error::backend(
+            format!(
+                "lookup of {} keys for a one-shot transaction",
+                lookup.keys.len()
+            ),
+            format!(
+                "the store answered {} entries and {} pages",
+                found.docs.len(),
+                found.pages.len()
+            ),
+        ));
+    }
+    let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
+    let mut snapshots = Vec::with_capacity(mains.len());
+    for (main, first) in mains.iter().zip(firsts) {
+        let member = Found {
+            docs: docs.by_ref().take(first.keys.len()).collect(),
+            pages: pages.by_ref().take(first.scans.len()).collect(),
+        };
+        match one_read_snapshot::<E>(main, first, member)? {
+            Some(snapshot) => snapshots.push(Arc::new(snapshot)),
+            None => return Ok(None),
+        }
+    }
+    for ((key, version), doc) in earlier.iter().zip(docs.by_ref()) {
+        if doc.map(|d| d.version) != *version {
+            return Err(Error::Contention {
+                key: key.clone(),
+                attempts: 1,
+            });
+        }
+    }
+    let intents: Vec<Option<Versioned>> = docs.collect();
+    let named = |doc: &Versioned| Owner::of(&doc.doc).is_some();
+    if intents.iter().any(Option::is_some)
+        || snapshots
+            .iter()
+            .flat_map(|s| s.documents())
+            .any(|(_, d)| named(d))
+    {
+        return Ok(None);
+    }
+    Ok(Some((snapshots, intents)))
 }
 
 /// Reads members (`reads`), and refuses documents a live group owns (see [`read`]).

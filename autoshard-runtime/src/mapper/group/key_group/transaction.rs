@@ -177,7 +177,13 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             found
         } else {
             let intent_keys: Vec<Key> = mains.iter().map(layout::group_intent).collect();
-            match one_shot::read(mapper, &reads, &intent_keys, &self.reads).await {
+            let at_once = one_shot::read_at_once::<S, E>(mapper, &mains, &intent_keys, &self.reads);
+            let read = match at_once.await {
+                Ok(None) => one_shot::read(mapper, &reads, &intent_keys, &self.reads).await,
+                Ok(Some(read)) => Ok(read),
+                Err(e) => Err(e),
+            };
+            match read {
                 Ok((found, intents)) => {
                     for (key, doc) in intent_keys.iter().zip(&intents) {
                         self.note_read(key, doc.as_ref());
