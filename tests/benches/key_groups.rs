@@ -9,9 +9,11 @@
 //!    the client forms a key group over its accounts, runs each operation as a group
 //!    transaction, and dissolves the group; the time of creating and dissolving the group
 //!    is spread over its operations. *One-shot*: each operation is a one-shot transaction
-//!    over its two accounts (`once()`: on standalone Redis and PostgreSQL, the two reads,
-//!    their check and one commit, no group; on the cluster, a group formed and dissolved
-//!    per operation). *Plain*: the same reads and writes without a group (the two loads,
+//!    over its two accounts (`once()`: on standalone Redis and PostgreSQL, one lookup of
+//!    both and one commit, no group; on the cluster, a group formed and dissolved per
+//!    operation); beside it, on the stores that read a lookup atomically, the same through
+//!    a store that says it does not (the two reads, a commit that checks them, and one
+//!    commit). *Plain*: the same reads and writes without a group (the two loads,
 //!    then the two deposits, each pair sent concurrently). The table gives the mean
 //!    latency per operation of each, and the ratios to plain (the paper reports 10–30%
 //!    overhead for groups).
@@ -20,8 +22,9 @@
 //!    one-shot transactions, while one auditor reads all 20 in one one-shot transaction
 //!    and checks the total, for a few seconds; with waiting off (a refused transaction,
 //!    `Error::Grouped` or `Error::Contention`, is run again after 1 ms) and on
-//!    (`KeyGroupBuilder::wait`). It reports transfers/s, audits/s, and refusals per
-//!    committed transfer.
+//!    (`KeyGroupBuilder::wait`); on the stores that read a lookup atomically, also with
+//!    the reads checked by a commit. It reports transfers/s, audits/s, and per committed
+//!    transfer the refusals (`Error::Grouped`) and the conflicts (`Error::Contention`).
 //!
 //! ```sh
 //! cargo bench -p autoshard-integration --bench key_groups
@@ -33,6 +36,7 @@ use autoshard::store::{DocumentStore, RedisOptions, RedisStore};
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::redis::{Cluster, Standalone, namespace};
+use autoshard_test_support::store::{Knobs, TestStore};
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -186,11 +190,14 @@ async fn one_shot(
     txn.commit().await
 }
 
-/// The mixed workload for `MIXED_RUN`: (transfers/s, audits/s, refusals per transfer).
-async fn mixed_run(db: &Arc<Mapper>, wait: bool) -> (f64, f64, f64) {
+/// The mixed workload for `MIXED_RUN`: transfers/s, audits/s, and per committed transfer
+/// the refusals (`Error::Grouped`: a member owned, or queued for) and the conflicts
+/// (`Error::Contention`: a member changed since the transfer read it).
+async fn mixed_run(db: &Arc<Mapper>, wait: bool) -> (f64, f64, f64, f64) {
     let expected = 1_000 * i64::try_from(MIXED.count()).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let (transfers, audits, refusals) = (
+    let (transfers, audits, refusals, conflicts) = (
+        Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
@@ -198,12 +205,8 @@ async fn mixed_run(db: &Arc<Mapper>, wait: bool) -> (f64, f64, f64) {
     let refused = |e: &Error| matches!(e, Error::Grouped { .. } | Error::Contention { .. });
     let mut tasks = Vec::new();
     for c in 0..10u64 {
-        let (db, stop, transfers, refusals) = (
-            db.clone(),
-            stop.clone(),
-            transfers.clone(),
-            refusals.clone(),
-        );
+        let (db, stop, transfers) = (db.clone(), stop.clone(), transfers.clone());
+        let (refusals, conflicts) = (refusals.clone(), conflicts.clone());
         tasks.push(tokio::spawn(async move {
             let mut rng = rand::rngs::StdRng::seed_from_u64(c);
             let all: Vec<u64> = MIXED.collect();
@@ -219,7 +222,10 @@ async fn mixed_run(db: &Arc<Mapper>, wait: bool) -> (f64, f64, f64) {
                     Ok(()) => transfers.fetch_add(1, Ordering::Relaxed),
                     Err(e) if refused(&e) => {
                         tokio::time::sleep(Duration::from_millis(1)).await;
-                        refusals.fetch_add(1, Ordering::Relaxed)
+                        match e {
+                            Error::Contention { .. } => conflicts.fetch_add(1, Ordering::Relaxed),
+                            _ => refusals.fetch_add(1, Ordering::Relaxed),
+                        }
                     }
                     Err(e) => panic!("a transfer: {e}"),
                 };
@@ -249,39 +255,57 @@ async fn mixed_run(db: &Arc<Mapper>, wait: bool) -> (f64, f64, f64) {
     }
     let secs = start.elapsed().as_secs_f64();
     #[allow(clippy::cast_precision_loss)]
-    let (t, a, r) = (
+    let (t, a, r, c) = (
         transfers.load(Ordering::Relaxed) as f64,
         audits.load(Ordering::Relaxed) as f64,
         refusals.load(Ordering::Relaxed) as f64,
+        conflicts.load(Ordering::Relaxed) as f64,
     );
-    (t / secs, a / secs, r / t.max(1.0))
+    (t / secs, a / secs, r / t.max(1.0), c / t.max(1.0))
 }
 
-/// The mixed workload, waiting off and on.
-async fn mixed(label: &str, db: &Arc<Mapper>) {
+/// The mixed workload, waiting off and on, through `db` and, where given, through
+/// `checked` (the same store without snapshot lookups).
+async fn mixed(label: &str, db: &Arc<Mapper>, checked: Option<&Arc<Mapper>>) {
     for id in MIXED {
         db.insert(&mut Account::new(id, 0, 1_000)).await.unwrap();
     }
     println!("\n{label}: 10 clients transfer within 2-5 of 20 accounts, one auditor reads all 20");
-    println!("waiting  transfers/s  audits/s  refusals/transfer");
-    for wait in [false, true] {
-        let (t, a, r) = mixed_run(db, wait).await;
-        let wait = if wait { "on" } else { "off" };
-        println!("{wait:>7}  {t:>11.0}  {a:>8.1}  {r:>17.2}");
+    println!(
+        "reads                waiting  transfers/s  audits/s  refusals/transfer  conflicts/transfer"
+    );
+    let runs = [("one lookup", Some(db)), ("checked by a commit", checked)];
+    for (reads, db) in runs.into_iter().filter_map(|(r, db)| Some((r, db?))) {
+        for wait in [false, true] {
+            let (t, a, r, c) = mixed_run(db, wait).await;
+            let wait = if wait { "on" } else { "off" };
+            println!("{reads:<19}  {wait:>7}  {t:>11.0}  {a:>8.1}  {r:>17.2}  {c:>18.2}");
+        }
     }
 }
 
 async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
+    // The same store, without snapshot lookups: one-shot transactions check their reads
+    // with a commit there, as on a store that does not read atomically across groups.
+    let checked: Option<Arc<Mapper>> = store.snapshot_lookups().then(|| {
+        let knobs = Knobs {
+            no_snapshot_lookups: true,
+            ..Knobs::default()
+        };
+        let store: Arc<dyn DocumentStore> = Arc::new(TestStore::new(store.clone(), knobs));
+        Arc::new(Mapper::new(store))
+    });
     let db = Arc::new(Mapper::new(store));
-    mixed(label, &db).await;
+    mixed(label, &db, checked.as_ref()).await;
     for id in 1..=64 * 50 {
         db.insert(&mut Account::new(id, 0, 1_000)).await.unwrap();
     }
     println!(
-        "\n{label}: mean latency per operation, group create/dissolve spread over its operations"
+        "\n{label}: mean latency per operation, group create/dissolve spread over its operations \
+         (one-shot checked: one-shot with its reads checked by a commit, as without snapshot lookups)"
     );
     println!(
-        "keys/group  clients  ops/group  grouped µs  one-shot µs  plain µs  grouped/plain  one-shot/plain"
+        "keys/group  clients  ops/group  grouped µs  one-shot µs  one-shot checked µs  plain µs  grouped/plain  one-shot/plain  checked/plain"
     );
     for size in [10, 50] {
         for clients in [8, 64] {
@@ -289,8 +313,15 @@ async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
                 let plain = run(&db, size, clients, ops, Mode::Plain).await;
                 let grouped = run(&db, size, clients, ops, Mode::Grouped).await;
                 let once = run(&db, size, clients, ops, Mode::OneShot).await;
+                let (checked, ratio) = match &checked {
+                    Some(checked) => {
+                        let us = run(checked, size, clients, ops, Mode::OneShot).await;
+                        (format!("{us:.0}"), format!("{:.2}", us / plain))
+                    }
+                    None => ("n/a".to_owned(), "n/a".to_owned()),
+                };
                 println!(
-                    "{size:>10}  {clients:>7}  {ops:>9}  {grouped:>10.0}  {once:>11.0}  {plain:>8.0}  {:>13.2}  {:>14.2}",
+                    "{size:>10}  {clients:>7}  {ops:>9}  {grouped:>10.0}  {once:>11.0}  {checked:>19}  {plain:>8.0}  {:>13.2}  {:>14.2}  {ratio:>13}",
                     grouped / plain,
                     once / plain
                 );
