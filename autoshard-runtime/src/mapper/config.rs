@@ -24,6 +24,7 @@ impl<S: DocumentStore> Mapper<S> {
             main_cache: apply::main_cache(),
             cache: None,
             released: Arc::default(),
+            contended: super::group::key_group::one_shot::contended(),
         }
     }
 

@@ -186,6 +186,9 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     /// Told when a key group of this mapper or a clone is dissolved: the waiters for
     /// members in this process look again (see `group/key_group/queue.rs`).
     released: Arc<tokio::sync::Notify>,
+    /// Members whose one-shot commit lately met a change, shared by clones (see
+    /// `group/key_group/one_shot.rs`).
+    contended: group::key_group::one_shot::Contended,
 }
 
 impl<S: Clone> Clone for Mapper<S> {
@@ -202,6 +205,7 @@ impl<S: Clone> Clone for Mapper<S> {
             main_cache: self.main_cache.clone(),
             cache: self.cache.clone(),
             released: self.released.clone(),
+            contended: self.contended.clone(),
         }
     }
 }

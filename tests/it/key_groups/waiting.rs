@@ -130,6 +130,57 @@ async fn a_waiting_one_shot_transaction_takes_its_turn() {
     }
 }
 
+/// A waiting one-shot transaction over a member whose one-shot commit lately met a change
+/// takes its turn in the queue up front: it forms its group, which holds off other
+/// writers until its commit. One over members that met no change reads optimistically
+/// and holds nobody off. (On a machine so slow that the commit's conflict is older than
+/// half of the second it counts for when the waiting transaction loads, the first check
+/// is skipped, not failed.)
+#[tokio::test]
+async fn a_waiting_one_shot_transaction_over_a_contended_member_takes_its_turn() {
+    let (_, shaped, _) = memory_stores().into_iter().next().unwrap();
+    let db = Mapper::new(shaped);
+    open_accounts(&db, 1..=4).await;
+    // A one-shot transfer over accounts 1 and 2 whose commit meets a deposit to 2.
+    let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    db.apply(&2, |a: &mut Account| a.deposit(5)).await.unwrap();
+    move_ten(&mut txn, &mut accounts).unwrap();
+    let conflicted = txn.commit().await;
+    let at = std::time::Instant::now();
+    assert!(
+        matches!(conflicted, Err(Error::Contention { .. })),
+        "{conflicted:?}"
+    );
+    let waiting = |ids: &'static [u64]| group_of(&db, ids).wait(Duration::from_hours(1));
+
+    let mut txn = waiting(&[1, 2]).once().await.unwrap();
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    if at.elapsed() < Duration::from_millis(500) {
+        let held = db.apply(&1, |a: &mut Account| a.deposit(1)).await;
+        assert!(matches!(held, Err(Error::Grouped { .. })), "{held:?}");
+    }
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
+    assert_moved(&db, 10, 15, "after the queued transfer").await;
+
+    // Accounts 3 and 4 met no change: read optimistically, nobody held off (so the
+    // deposit beside it commits, and the transfer meets it at its commit).
+    let mut txn = waiting(&[3, 4]).once().await.unwrap();
+    let mut accounts = load_all(&mut txn, &[3, 4]).await.unwrap();
+    db.apply(&3, |a: &mut Account| a.deposit(1)).await.unwrap();
+    accounts[0].deposit(-1);
+    accounts[1].deposit(1);
+    for account in &mut accounts {
+        txn.save(account).unwrap();
+    }
+    let committed = txn.commit().await;
+    assert!(
+        matches!(committed, Err(Error::Contention { .. })),
+        "{committed:?}"
+    );
+}
+
 /// An error, and a dropped future, before and after each store call of a waiting transfer
 /// while a group owns one of its members (its looks at the members, its intents, then the
 /// group it forms or its one commit): the transfer applies once or not at all, and once

@@ -18,7 +18,7 @@
 
 mod builder;
 mod handle;
-mod one_shot;
+pub(in crate::mapper) mod one_shot;
 mod protocol;
 mod queue;
 mod transaction;

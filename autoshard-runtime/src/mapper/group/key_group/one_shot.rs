@@ -38,6 +38,28 @@ use crate::store::{Commit, DocumentStore, Found, Lookup, Transaction, WriteId};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a member whose one-shot commit met a change counts as contended: a waiting
+/// one-shot transaction over it forms its group, taking its turn in the queue, instead of
+/// reading optimistically ([`Contended`]).
+const CONTENDED_FOR: Duration = Duration::from_secs(1);
+
+/// The members whose one-shot commit through this mapper (or a clone) met a change within
+/// [`CONTENDED_FOR`]. Waiting is for a caller that would rather queue than be refused: a
+/// one-shot transaction reads its members in one lookup and meets a concurrent change only
+/// at its commit ([`Error::Contention`]), which waiting cannot undo, so a waiting
+/// transaction over a member that lately met one queues up front, as one whose loads keep
+/// meeting changes does.
+pub(in crate::mapper) type Contended = moka::sync::Cache<Key, ()>;
+
+/// An empty [`Contended`] set.
+pub(in crate::mapper) fn contended() -> Contended {
+    moka::sync::Cache::builder()
+        .max_capacity(10_000)
+        .time_to_live(CONTENDED_FOR)
+        .build()
+}
 
 /// How many times the loads read again after recovering a group whose lease passed with a
 /// transaction in flight.

@@ -177,11 +177,18 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             found
         } else {
             let intent_keys: Vec<Key> = mains.iter().map(layout::group_intent).collect();
-            let at_once = one_shot::read_at_once::<S, E>(mapper, &mains, &intent_keys, &self.reads);
-            let read = match at_once.await {
-                Ok(None) => one_shot::read(mapper, &reads, &intent_keys, &self.reads).await,
-                Ok(Some(read)) => Ok(read),
-                Err(e) => Err(e),
+            let read = if let Some(key) = self.contended_member() {
+                // Waiting, over a member whose one-shot commit lately met a change: it takes
+                // its turn in the queue at once (see `one_shot::Contended`).
+                Err(Error::Contention { key, attempts: 0 })
+            } else {
+                let at_once =
+                    one_shot::read_at_once::<S, E>(mapper, &mains, &intent_keys, &self.reads);
+                match at_once.await {
+                    Ok(None) => one_shot::read(mapper, &reads, &intent_keys, &self.reads).await,
+                    Ok(Some(read)) => Ok(read),
+                    Err(e) => Err(e),
+                }
             };
             match read {
                 Ok((found, intents)) => {
@@ -246,6 +253,27 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             let state = Self::read_state(group).await?;
             Ok((futures::future::try_join_all(reads).await?, Some(state)))
         }
+    }
+
+    /// For a one-shot transaction without a group that waits and has read nothing yet:
+    /// a member whose one-shot commit through this mapper lately met a change, if any
+    /// (see `one_shot::Contended`).
+    fn contended_member(&self) -> Option<Key> {
+        let Holder::Ungrouped {
+            mapper,
+            members,
+            waiting: Some(_),
+        } = &self.holder
+        else {
+            return None;
+        };
+        if !self.reads.is_empty() {
+            return None;
+        }
+        members
+            .iter()
+            .find(|member| mapper.contended.contains_key(*member))
+            .cloned()
     }
 
     /// For a one-shot transaction without a group that waits and has read nothing yet:
@@ -406,7 +434,14 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         let Some(group) = self.holder.group() else {
             let mapper = self.holder.mapper();
-            return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
+            let committed =
+                one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
+            if let Err(Error::Contention { .. }) = committed {
+                for member in self.holder.members() {
+                    mapper.contended.insert(member.clone(), ());
+                }
+            }
+            return committed;
         };
         let mapper = group.mapper;
         let stored = match &self.state {
