@@ -32,10 +32,11 @@ pub struct Knobs {
     /// with `Some(false)` a commit across entity groups is refused with `Error::Invalid`,
     /// as a Redis Cluster refuses it.
     pub cross_group_transactions: Option<bool>,
-    /// Answer `false` to `snapshot_lookups` whatever the inner store answers (as a store
-    /// that does not read across groups in one step). It also answers `false` with the
-    /// knobs that read through `get_many` and scans (torn reads, page order and size).
-    pub no_snapshot_lookups: bool,
+    /// Answer this to `snapshot_lookups` instead of the inner store's answer: `Some(false)`
+    /// as a store that does not read a lookup atomically across groups; `Some(true)` over
+    /// a store that does not breaks the contract. Without it the answer is `false` with
+    /// the knobs that read through `get_many` and scans (torn reads, page order and size).
+    pub snapshot_lookups: Option<bool>,
     /// Wait a random time up to this long before a commit reaches the inner store, and
     /// again before its answer comes back, as a network would: a caller that gives up
     /// waiting (a timeout) may then leave a commit that was applied, or one that was not.
@@ -314,7 +315,9 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     fn snapshot_lookups(&self) -> bool {
         let split =
             self.knobs.torn_reads || self.knobs.reverse_pages || self.knobs.max_page.is_some();
-        !self.knobs.no_snapshot_lookups && !split && self.inner.snapshot_lookups()
+        self.knobs
+            .snapshot_lookups
+            .unwrap_or_else(|| !split && self.inner.snapshot_lookups())
     }
 
     async fn now_ms(&self) -> Result<u64> {

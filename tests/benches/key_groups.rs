@@ -289,7 +289,7 @@ async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
     // with a commit there, as on a store that does not read atomically across groups.
     let checked: Option<Arc<Mapper>> = store.snapshot_lookups().then(|| {
         let knobs = Knobs {
-            no_snapshot_lookups: true,
+            snapshot_lookups: Some(false),
             ..Knobs::default()
         };
         let store: Arc<dyn DocumentStore> = Arc::new(TestStore::new(store.clone(), knobs));

@@ -5,7 +5,7 @@ use super::{doc, fresh_kind, ok, scan_all};
 use crate::document::Versioned;
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged, RECORD};
-use crate::store::{DocumentStore, Lookup, Scan};
+use crate::store::{DocumentStore, Lookup, Scan, ScanPage};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A scan lists the documents of one kind under one parent: roots with `None`, children
@@ -202,25 +202,35 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
         }
         assert!(found.pages[0].next.is_none());
         assert!(found.pages[1].items.is_empty() && found.pages[1].next.is_none());
-        // Scans alone: the same pages.
-        let scans_alone = Lookup {
-            keys: Vec::new(),
-            scans: scans.clone(),
-            records,
-            prefetch: Vec::new(),
-        };
-        let alone = ok(store.lookup(&scans_alone).await, "lookup of scans alone");
-        assert!(alone.docs.is_empty(), "scans alone: {alone:?}");
-        let items = |pages: &[crate::store::ScanPage]| -> Vec<BTreeMap<Key, Versioned>> {
-            pages
-                .iter()
-                .map(|p| p.items.iter().cloned().collect())
-                .collect()
-        };
-        assert_eq!(
-            items(&alone.pages),
-            items(&found.pages),
-            "scans alone, records {records}"
-        );
+        scans_alone_answer_the_same_pages(store, &scans, records, &found.pages).await;
     }
+}
+
+/// A lookup of `scans` without documents answers the pages `pages` (as a lookup with
+/// documents answered them).
+async fn scans_alone_answer_the_same_pages(
+    store: &dyn DocumentStore,
+    scans: &[Scan],
+    records: bool,
+    pages: &[ScanPage],
+) {
+    let lookup = Lookup {
+        keys: Vec::new(),
+        scans: scans.to_vec(),
+        records,
+        prefetch: Vec::new(),
+    };
+    let alone = ok(store.lookup(&lookup).await, "lookup of scans alone");
+    assert!(alone.docs.is_empty(), "scans alone: {alone:?}");
+    let items = |pages: &[ScanPage]| -> Vec<BTreeMap<Key, Versioned>> {
+        pages
+            .iter()
+            .map(|p| p.items.iter().cloned().collect())
+            .collect()
+    };
+    assert_eq!(
+        items(&alone.pages),
+        items(pages),
+        "scans alone, records {records}"
+    );
 }

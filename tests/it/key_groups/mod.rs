@@ -303,18 +303,18 @@ async fn misuse_is_refused_with_typed_errors() {
 /// key groups then take the grouping protocol), and one that commits across groups but
 /// does not read them atomically (a one-shot transaction checks its reads with a commit).
 fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str); 3] {
-    let shaped = |cross_group, no_snapshot_lookups| {
+    let shaped = |cross_group, snapshot_lookups| {
         let memory = MemoryStore::new();
         let knobs = Knobs {
             cross_group_transactions: Some(cross_group),
-            no_snapshot_lookups,
+            snapshot_lookups: Some(snapshot_lookups),
             ..Knobs::default()
         };
         (memory.clone(), Arc::new(TestStore::new(memory, knobs)))
     };
-    let (one, one_store) = shaped(true, false);
-    let (steps, steps_store) = shaped(false, false);
-    let (checked, checked_store) = shaped(true, true);
+    let (one, one_store) = shaped(true, true);
+    let (steps, steps_store) = shaped(false, true);
+    let (checked, checked_store) = shaped(true, false);
     [
         (one, one_store, "one commit per step"),
         (steps, steps_store, "the grouping protocol"),

@@ -275,7 +275,8 @@ where
 /// The commit of the changes (module docs): every document read (`reads`) expected at
 /// its version, the documents of `writes` written, and the write id recorded in one of
 /// them, where a commit whose reply is lost is checked. The members loaded (`loaded`)
-/// leave the read cache. [`Error::Contention`] when a document read changed.
+/// leave the read cache. [`Error::Contention`] when a document read changed; the members
+/// loaded then count as contended for a while ([`Contended`]).
 pub(super) async fn commit<'k, S: DocumentStore>(
     mapper: &Mapper<S>,
     reads: &BTreeMap<Key, Option<Version>>,
@@ -304,7 +305,11 @@ pub(super) async fn commit<'k, S: DocumentStore>(
     for (key, doc) in writes {
         txn = txn.put(key, doc);
     }
-    let _invalidate: Vec<_> = loaded.map(|main| mapper.invalidating(main)).collect();
+    let loaded: Vec<&Key> = loaded.collect();
+    let _invalidate: Vec<_> = loaded
+        .iter()
+        .map(|main| mapper.invalidating(main))
+        .collect();
     let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
     let answer = send(mapper, &txn, &marker, landed).await;
     if !matches!(answer, Err(Error::Backend { .. })) {
@@ -312,6 +317,11 @@ pub(super) async fn commit<'k, S: DocumentStore>(
     }
     match answer? {
         Commit::Committed => Ok(()),
-        Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+        Commit::Conflict { key } => {
+            for main in loaded {
+                mapper.contended.insert(main.clone(), ());
+            }
+            Err(Error::Contention { key, attempts: 1 })
+        }
     }
 }

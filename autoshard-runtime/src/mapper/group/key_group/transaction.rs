@@ -434,14 +434,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         let Some(group) = self.holder.group() else {
             let mapper = self.holder.mapper();
-            let committed =
-                one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
-            if let Err(Error::Contention { .. }) = committed {
-                for member in self.holder.members() {
-                    mapper.contended.insert(member.clone(), ());
-                }
-            }
-            return committed;
+            return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
         };
         let mapper = group.mapper;
         let stored = match &self.state {
