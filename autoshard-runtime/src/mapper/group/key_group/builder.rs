@@ -140,8 +140,10 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// clone) is dissolved, and otherwise looks again after a short backoff (at most 50
     /// ms). A one-shot transaction that waits ([`KeyGroupBuilder::once`]) still needs no
     /// group where the store commits across entity groups; when its first load is refused
-    /// or keeps meeting changes, it forms its group, waiting its turn, and runs on it.
-    /// The argument: `docs/design/key-groups.md`, "Waiting, fairly".
+    /// or keeps meeting changes, or a one-shot commit over one of its members met a
+    /// change within the last second (through this mapper or a clone), it forms its
+    /// group, waiting its turn, and runs on it. The argument:
+    /// `docs/design/key-groups.md`, "Waiting, fairly".
     ///
     /// ```
     /// use autoshard::prelude::*;
@@ -432,11 +434,14 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// nothing.
     ///
     /// On a store that commits across entity groups (memory, standalone Redis,
-    /// PostgreSQL) no group is formed: the commit expects every document the transaction
-    /// read unchanged and owned by no live group, and writes its changes, in one commit of
-    /// the store; the lease plays no part. With [`KeyGroupBuilder::wait`], a first load
-    /// that is refused (a member owned or queued for) or keeps meeting changes forms the
-    /// group instead, waiting its turn, and the transaction runs on it. On a Redis
+    /// PostgreSQL) no group is formed: a load reads its members as one snapshot (one
+    /// lookup where the store reads a lookup atomically,
+    /// [`DocumentStore::snapshot_lookups`]), and the commit expects every document the
+    /// transaction read unchanged and owned by no live group, and writes its changes, in
+    /// one commit of the store; the lease plays no part. With [`KeyGroupBuilder::wait`], a
+    /// first load that is refused (a member owned or queued for) or keeps meeting changes,
+    /// or over a member whose one-shot commit lately met a change, forms the group
+    /// instead, waiting its turn, and the transaction runs on it. On a Redis
     /// Cluster the group is formed, the transaction runs on it, and the commit dissolves
     /// it (also after an error); a transaction dropped without a commit leaves its group
     /// until its lease passes.
