@@ -34,10 +34,7 @@ async fn standbys(client: &tokio_postgres::Client, url: &str, names: &str) {
         .unwrap();
     let deadline = Instant::now() + WAIT_BOUND;
     loop {
-        let (probe, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
+        let probe = session(url).await;
         let row = probe
             .query_one("SHOW synchronous_standby_names", &[])
             .await
@@ -50,6 +47,15 @@ async fn standbys(client: &tokio_postgres::Client, url: &str, names: &str) {
     }
 }
 
+/// A new session of the server at `url`.
+async fn session(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 /// Waits until a commit waits for the standby, and returns the process id of the session
 /// that made it (released with the others). A session sees a new
 /// `synchronous_standby_names` before commits wait for it: the checkpointer publishes the
@@ -58,10 +64,7 @@ async fn standbys(client: &tokio_postgres::Client, url: &str, names: &str) {
 async fn commits_wait(client: &tokio_postgres::Client, url: &str) -> i32 {
     let deadline = Instant::now() + WAIT_BOUND;
     loop {
-        let (probe, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
+        let probe = session(url).await;
         let pid: i32 = probe
             .query_one("SELECT pg_backend_pid()", &[])
             .await
@@ -141,10 +144,7 @@ async fn held_for_the_standby<T: Send + 'static>(
 async fn answers_found_from_a_read_wait_for_synchronous_standbys() {
     let server = Postgres::start();
     let store = PostgresStore::connect(&server.url()).await.unwrap();
-    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = session(&server.url()).await;
     let db = Mapper::new(store.clone());
     db.insert(&mut Question::new(1, "?", 0)).await.unwrap();
     let first = db

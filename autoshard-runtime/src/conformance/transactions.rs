@@ -344,22 +344,26 @@ async fn transfer(store: &dyn DocumentStore, from: &Key, to: &Key, amount: i64) 
     let _ = commit(store, &txn).await;
 }
 
+/// `SNAPSHOT_ROUNDS` transfers among `keys` (`SNAPSHOT_DOCS` of them), round `r` from
+/// key `r` to key `r * step + 1` (modulo their number), yielding between two.
+async fn transfers(store: &dyn DocumentStore, keys: &[Key], step: usize) {
+    for round in 0..SNAPSHOT_ROUNDS {
+        let from = &keys[round % SNAPSHOT_DOCS];
+        let to = &keys[(round * step + 1) % SNAPSHOT_DOCS];
+        if from != to {
+            transfer(store, from, to, [1, 2, 3, 4, 5][round % 5]).await;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 /// `get_many` of keys that share one group is one atomic read of that group: while
 /// transactions move amounts between its documents, every read sums to the same total.
 pub async fn get_many_within_one_group_is_a_snapshot(store: &dyn DocumentStore) {
     let kind = fresh_kind("Snapshot");
     let group = Key::new(fresh_kind("SnapshotRoot"), "1").child_group("Group", "0");
     let keys = seed_snapshot_group(store, &group, &kind).await;
-    let writer = async {
-        for round in 0..SNAPSHOT_ROUNDS {
-            let from = &keys[round % SNAPSHOT_DOCS];
-            let to = &keys[(round * 7 + 1) % SNAPSHOT_DOCS];
-            if from != to {
-                transfer(store, from, to, [1, 2, 3, 4, 5][round % 5]).await;
-            }
-            tokio::task::yield_now().await;
-        }
-    };
+    let writer = transfers(store, &keys, 7);
     let reader = async {
         for round in 0..SNAPSHOT_ROUNDS {
             let found = ok(store.get_many(&keys).await, "get_many");
@@ -454,16 +458,7 @@ pub async fn a_snapshot_lookup_is_one_instant_of_every_group(store: &dyn Documen
         seed = seed.put(key.clone(), doc(&[("n", SNAPSHOT_SHARE.into())]));
     }
     assert_eq!(commit(store, &seed).await, Commit::Committed);
-    let writer = async {
-        for round in 0..SNAPSHOT_ROUNDS {
-            let from = &all[round % SNAPSHOT_DOCS];
-            let to = &all[(round * 3 + 1) % SNAPSHOT_DOCS];
-            if from != to {
-                transfer(store, from, to, [1, 2, 3, 4, 5][round % 5]).await;
-            }
-            tokio::task::yield_now().await;
-        }
-    };
+    let writer = transfers(store, &all, 3);
     let reader = async {
         let mut checked = 0;
         for round in 0..SNAPSHOT_ROUNDS {
