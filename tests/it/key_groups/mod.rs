@@ -475,3 +475,64 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
         db.apply(&1, |a: &mut Account| a.deposit(0)).await.unwrap();
     }
 }
+
+/// A group transaction on a store that reads a lookup atomically expects the group
+/// document in place of every member document the group owns with at least its lease,
+/// not of one stamped with a shorter lease: here a renewal dropped after it landed leaves
+/// the handle with the old lease, a transaction stamps account 2 with it, and once that
+/// passes a plain writer changes account 2 while a second transaction, which read account
+/// 2 before, writes account 1 from what it read. That transaction's commit meets the
+/// change (it would commit on a stale read otherwise), though the group document is
+/// unchanged, its lease holds and it does not write account 2.
+#[tokio::test]
+async fn a_member_stamped_with_a_shorter_lease_is_expected_as_read() {
+    const AT: u64 = 1_000_000;
+    let (_, shaped, _) = memory_stores().into_iter().next().unwrap();
+    let gate = faults::DropAt {
+        inner: shaped,
+        calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+        at: AT,
+        fault: Fault::After,
+        hit: Arc::new(tokio::sync::Notify::new()),
+    };
+    let db = Mapper::new(gate.clone());
+    open_accounts(&db, 1..=2).await;
+    let group = group_of(&db, &[1, 2]).create().await.unwrap();
+    gate.calls.store(0, Ordering::SeqCst);
+    group.renew(Duration::from_millis(300)).await.unwrap();
+    let short = group.until_ms();
+    // A renewal to an hour dropped once its commit has landed: the handle keeps `short`.
+    let renewal = gate.calls.load(Ordering::SeqCst);
+    gate.calls.store(AT + 1 - renewal, Ordering::SeqCst);
+    tokio::select! {
+        renewed = group.renew(Duration::from_hours(1)) => panic!("answered: {renewed:?}"),
+        () = gate.hit.notified() => {}
+    }
+    assert_eq!(group.until_ms(), short);
+    // A transaction through the handle stamps account 2's main document with `short`.
+    let mut txn = group.transaction().await;
+    let mut two: Account = txn.load(&2).await.unwrap();
+    two.transfers += 1;
+    txn.save(&mut two).unwrap();
+    txn.commit().await.unwrap();
+
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    // Once `short` has passed by the store's clock, account 2's main document is free.
+    while db.store().now_ms().await.unwrap() <= short {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    db.update(&2, |a: &mut Account| a.transfers += 10)
+        .await
+        .unwrap();
+    accounts[0].transfers = accounts[1].transfers + 100;
+    txn.save(&mut accounts[0]).unwrap();
+    let committed = txn.commit().await;
+    assert!(
+        matches!(committed, Err(Error::Contention { .. })),
+        "{committed:?}"
+    );
+    let one: Account = db.load(&1).await.unwrap();
+    let two: Account = db.load(&2).await.unwrap();
+    assert_eq!((one.transfers, two.transfers), (0, 11));
+}

@@ -5,6 +5,7 @@
 //! layout the annotation does not cover, a reshard in progress) is read as `load` reads
 //! it.
 
+use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
@@ -220,6 +221,66 @@ impl<S: DocumentStore> Mapper<S> {
             }
         }
         Ok(snapshots.into_iter().flatten().collect())
+    }
+
+    /// The entities of kind `E` at `mains` (each as a load first reads it, with write
+    /// records) and the documents at `extra`, in one lookup, where the store reads a
+    /// lookup atomically ([`DocumentStore::snapshot_lookups`]): all of it as the store
+    /// held it at one instant. Answers each entity's snapshot, as
+    /// [`Mapper::read_entity_with`] would take it with records, and the documents at
+    /// `extra` in order; `None` when the store does not read atomically or an entity needs
+    /// more than its first read ([`one_read_snapshot`]), and nothing is answered then.
+    pub(in crate::mapper) async fn read_at_once<E: Root>(
+        &self,
+        mains: &[Key],
+        extra: &[Key],
+    ) -> Result<Option<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>> {
+        if !self.store.snapshot_lookups() {
+            return Ok(None);
+        }
+        let firsts: Vec<Lookup> = mains
+            .iter()
+            .map(|main| Lookup {
+                records: true,
+                ..first_read::<E>(main)
+            })
+            .collect();
+        let mut lookup = Lookup {
+            keys: Vec::new(),
+            scans: Vec::new(),
+            records: true,
+            prefetch: Vec::new(),
+        };
+        for first in &firsts {
+            lookup.keys.extend(first.keys.iter().cloned());
+            lookup.scans.extend(first.scans.iter().cloned());
+            lookup.prefetch.extend(first.prefetch.iter().cloned());
+        }
+        lookup.keys.extend(extra.iter().cloned());
+        let found = self.store.lookup(&lookup).await?;
+        if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len() {
+            return Err(Error::backend(
+                format!("lookup of {} keys", lookup.keys.len()),
+                format!(
+                    "the store answered {} entries and {} pages",
+                    found.docs.len(),
+                    found.pages.len()
+                ),
+            ));
+        }
+        let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
+        let mut snapshots = Vec::with_capacity(mains.len());
+        for (main, first) in mains.iter().zip(firsts) {
+            let entity = Found {
+                docs: docs.by_ref().take(first.keys.len()).collect(),
+                pages: pages.by_ref().take(first.scans.len()).collect(),
+            };
+            match one_read_snapshot::<E>(main, first, entity)? {
+                Some(snapshot) => snapshots.push(Arc::new(snapshot)),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some((snapshots, docs.collect())))
     }
 
     /// The documents of each entity at `mains`, as [`Mapper::read_entity`] reads them:

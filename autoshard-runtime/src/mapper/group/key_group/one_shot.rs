@@ -30,11 +30,10 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::layout;
-use crate::mapper::read::load::{first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::mapper::write::write_ids;
 use crate::store::ownership::{self, Owner};
-use crate::store::{Commit, DocumentStore, Found, Lookup, Transaction, WriteId};
+use crate::store::{Commit, DocumentStore, Transaction, WriteId};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -151,7 +150,7 @@ where
 /// all as they were at one instant, so no commit has to check that they are one snapshot.
 /// Answers what [`read`] answers, or `None` when that read is not enough and [`read`] must
 /// answer: the store does not read atomically, a member needs more than its first read
-/// ([`one_read_snapshot`]), a document names an owner (live or left behind), or an intent
+/// (`Mapper::read_at_once`), a document names an owner (live or left behind), or an intent
 /// document exists (a group waits, or waited, for a member). [`Error::Contention`] when a
 /// document an earlier load returned has changed since, as [`read`] answers.
 pub(super) async fn read_at_once<S: DocumentStore, E: Root>(
@@ -160,56 +159,12 @@ pub(super) async fn read_at_once<S: DocumentStore, E: Root>(
     intent_keys: &[Key],
     earlier: &BTreeMap<Key, Option<Version>>,
 ) -> Result<Option<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>> {
-    if !mapper.store.snapshot_lookups() {
+    let extra: Vec<Key> = earlier.keys().chain(intent_keys).cloned().collect();
+    let Some((snapshots, extra)) = mapper.read_at_once::<E>(mains, &extra).await? else {
         return Ok(None);
-    }
-    let firsts: Vec<Lookup> = mains
-        .iter()
-        .map(|main| Lookup {
-            records: true,
-            ..first_read::<E>(main)
-        })
-        .collect();
-    let mut lookup = Lookup {
-        keys: Vec::new(),
-        scans: Vec::new(),
-        records: true,
-        prefetch: Vec::new(),
     };
-    for first in &firsts {
-        lookup.keys.extend(first.keys.iter().cloned());
-        lookup.scans.extend(first.scans.iter().cloned());
-        lookup.prefetch.extend(first.prefetch.iter().cloned());
-    }
-    lookup.keys.extend(earlier.keys().cloned());
-    lookup.keys.extend(intent_keys.iter().cloned());
-    let found = mapper.store.lookup(&lookup).await?;
-    if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len() {
-        return Err(Error::backend(
-            format!(
-                "lookup of {} keys for a one-shot transaction",
-                lookup.keys.len()
-            ),
-            format!(
-                "the store answered {} entries and {} pages",
-                found.docs.len(),
-                found.pages.len()
-            ),
-        ));
-    }
-    let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
-    let mut snapshots = Vec::with_capacity(mains.len());
-    for (main, first) in mains.iter().zip(firsts) {
-        let member = Found {
-            docs: docs.by_ref().take(first.keys.len()).collect(),
-            pages: pages.by_ref().take(first.scans.len()).collect(),
-        };
-        match one_read_snapshot::<E>(main, first, member)? {
-            Some(snapshot) => snapshots.push(Arc::new(snapshot)),
-            None => return Ok(None),
-        }
-    }
-    for ((key, version), doc) in earlier.iter().zip(docs.by_ref()) {
+    let mut extra = extra.into_iter();
+    for ((key, version), doc) in earlier.iter().zip(extra.by_ref()) {
         if doc.map(|d| d.version) != *version {
             return Err(Error::Contention {
                 key: key.clone(),
@@ -217,7 +172,7 @@ pub(super) async fn read_at_once<S: DocumentStore, E: Root>(
             });
         }
     }
-    let intents: Vec<Option<Versioned>> = docs.collect();
+    let intents: Vec<Option<Versioned>> = extra.collect();
     let named = |doc: &Versioned| Owner::of(&doc.doc).is_some();
     if intents.iter().any(Option::is_some)
         || snapshots

@@ -79,6 +79,9 @@ pub struct GroupTransaction<'g, 'm, S> {
     holder: Holder<'g, 'm, S>,
     /// The group document, read with the first members (the commit expects it unchanged).
     state: Option<Versioned>,
+    /// Whether the group document was read in one atomic lookup with the first members,
+    /// so that every later read follows it (see `commit_changes`).
+    reads_follow_state: bool,
     /// Every document read, and the version it had (`None`: absent).
     reads: BTreeMap<Key, Option<Version>>,
     /// Every document as read.
@@ -104,6 +107,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         GroupTransaction {
             holder,
             state: None,
+            reads_follow_state: false,
             reads: BTreeMap::new(),
             docs: BTreeMap::new(),
             writes: BTreeMap::new(),
@@ -114,19 +118,11 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// Reads the group document (once per transaction): [`Error::GroupLost`] when the
     /// group is gone.
     async fn read_state(group: &KeyGroup<'m, S>) -> Result<Versioned> {
-        let lost = || Error::GroupLost {
-            key: group.key.clone(),
-            group: group.id.to_string(),
-        };
         if !group.mapper.store.cross_group_transactions() {
             // A transaction of the group left in flight is settled before anything is read.
             group.steps().settle_recorded().await?;
         }
-        let state = group.mapper.store.get(&group.key).await?.ok_or_else(lost)?;
-        if Owner::of(&state.doc).is_none_or(|o| *o.group != *group.id) {
-            return Err(lost());
-        }
-        Ok(state)
+        Self::state_of(group, group.mapper.store.get(&group.key).await?)
     }
 
     /// Loads the member of kind `E` with this id, as [`Mapper::load`](crate::mapper::Mapper::load) does; the commit
@@ -170,7 +166,15 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 .map(|main| mapper.read_entity_with::<E>(main, true))
         };
         let found = if let Some(group) = self.holder.group() {
-            let (found, state) = Self::read_grouped(group, self.state.is_none(), reads()).await?;
+            let at_once = match self.state {
+                None => Self::read_grouped_at_once::<E>(group, &mains).await?,
+                Some(_) => None,
+            };
+            self.reads_follow_state |= at_once.is_some();
+            let (found, state) = match at_once {
+                Some((found, state)) => (found, Some(state)),
+                None => Self::read_grouped(group, self.state.is_none(), reads()).await?,
+            };
             if state.is_some() {
                 self.state = state;
             }
@@ -226,6 +230,37 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             entities.push(entity);
         }
         Ok(entities)
+    }
+
+    /// The transaction's first read of a group's members (of kind `E`, at `mains`) and of
+    /// its group document in one atomic lookup, where the store commits across entity
+    /// groups and reads a lookup atomically (`Mapper::read_at_once`); `None` elsewhere,
+    /// or when a member needs more than that read. [`Error::GroupLost`] when the group
+    /// is gone.
+    async fn read_grouped_at_once<E: Root>(
+        group: &KeyGroup<'m, S>,
+        mains: &[Key],
+    ) -> Result<Option<(Vec<Arc<Snapshot>>, Versioned)>> {
+        let mapper = group.mapper;
+        if !mapper.store.cross_group_transactions() {
+            return Ok(None);
+        }
+        let read = mapper.read_at_once::<E>(mains, std::slice::from_ref(&group.key));
+        let Some((found, mut state)) = read.await? else {
+            return Ok(None);
+        };
+        Ok(Some((found, Self::state_of(group, state.pop().flatten())?)))
+    }
+
+    /// The group document as read (`state`), or [`Error::GroupLost`] when it is gone or
+    /// names another owner.
+    fn state_of(group: &KeyGroup<'m, S>, state: Option<Versioned>) -> Result<Versioned> {
+        state
+            .filter(|state| Owner::of(&state.doc).is_some_and(|o| *o.group == *group.id))
+            .ok_or_else(|| Error::GroupLost {
+                key: group.key.clone(),
+                group: group.id.to_string(),
+            })
     }
 
     /// Reads members of a group (`reads`), and with them the group document when
@@ -428,6 +463,40 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         outcome
     }
 
+    /// `txn` expecting the documents this transaction read, at the versions read, for a
+    /// commit of `group` whose group document was read as `stored`.
+    ///
+    /// Where the group document was read in one atomic lookup with the first members, it
+    /// stands for every document read that the group owned with a lease at least as long
+    /// as the group document's: while that lease holds only the group's own writes change
+    /// such a document, and each rewrites the group document; the commit carries the
+    /// group's token, so the store refuses it once the lease has passed, and a lease is
+    /// renewed only before that, by a rewrite of the group document. So an unchanged group
+    /// document at the commit means unchanged documents. Documents it did not own so
+    /// (absent ones included, or stamped with a shorter lease by a handle that missed a
+    /// renewal's answer) are expected as read. Otherwise every document read is expected:
+    /// the group document was read beside the members, not before them, and a commit of an
+    /// earlier transaction whose future was dropped may land between those reads.
+    fn expect_reads(
+        &self,
+        mut txn: Transaction,
+        group: &KeyGroup<'m, S>,
+        stored: &Versioned,
+    ) -> Transaction {
+        let until = Owner::of(&stored.doc).map_or(u64::MAX, |o| o.until_ms);
+        let owned_read = |key: &Key| {
+            let doc = self.docs.get(key).and_then(Option::as_ref);
+            doc.and_then(Owner::of)
+                .is_some_and(|o| *o.group == *group.id && o.until_ms >= until)
+        };
+        for (key, version) in &self.reads {
+            if !(self.reads_follow_state && owned_read(key)) {
+                txn = txn.expect(key.clone(), *version);
+            }
+        }
+        txn
+    }
+
     async fn commit_changes(&self) -> Result<()> {
         if self.writes.is_empty() {
             return Ok(());
@@ -462,13 +531,11 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             owned.extend(fresh);
             group_documents(&group.members, &owned, &group_owner).1
         });
-        // Every document read is expected, not only the group document: the group document
-        // was read with the members, not before them, and a commit of an earlier
-        // transaction whose future was dropped may land between those reads.
-        let mut txn = Transaction::new().owned_by(group.id.clone());
-        for (key, version) in &self.reads {
-            txn = txn.expect(key.clone(), *version);
-        }
+        let mut txn = self.expect_reads(
+            Transaction::new().owned_by(group.id.clone()),
+            group,
+            &stored,
+        );
         for (key, doc) in &self.writes {
             txn = txn.put(key.clone(), doc.clone());
         }
