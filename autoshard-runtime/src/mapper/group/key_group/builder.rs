@@ -14,6 +14,7 @@ use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self};
+use crate::mapper::write::write_ids::Pool;
 use crate::store::ownership::{self, OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::collections::BTreeSet;
@@ -358,6 +359,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 owned: Mutex::new(claimed),
                 until_ms: Mutex::new(owner.until_ms),
                 turn: tokio::sync::Mutex::new(()),
+                writers: Pool::default(),
             })),
             Commit::Conflict { key } => Ok(Attempt::Conflict(key)),
         }

@@ -7,6 +7,7 @@ use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
+use crate::mapper::write::write_ids::Pool;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{DocumentStore, Transaction};
 use crate::sync::lock;
@@ -41,6 +42,11 @@ pub struct KeyGroup<'m, S> {
     pub(super) until_ms: Mutex<u64>,
     /// Transactions through this handle take turns.
     pub(super) turn: tokio::sync::Mutex<()>,
+    /// The writers of its transactions' write ids, one at a time as they take turns: the
+    /// group document records one entry per writer (within the write window), which every
+    /// transaction reads and rewrites, so the group keeps its own rather than drawing from
+    /// the mapper's pool, shared by every concurrent save.
+    pub(super) writers: Pool,
 }
 
 impl<S> fmt::Debug for KeyGroup<'_, S> {

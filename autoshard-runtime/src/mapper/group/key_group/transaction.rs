@@ -510,7 +510,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             Some(state) => state.clone(),
             None => Self::read_state(group).await?,
         };
-        let mut writer = mapper.writers.take();
+        let mut writer = group.writers.take();
         let write: WriteId = writer.begin(mapper.write_window);
         let mut state = stored.doc.clone();
         write_ids::record(&mut state, &write);
