@@ -12,7 +12,7 @@ use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::read::cache::Hit;
 use crate::mapper::read::cache::from_hit;
-use crate::mapper::read::load::{first_read, one_read_snapshot};
+use crate::mapper::read::load::{answers, first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::{Snapshot, assemble};
 use crate::store::{DocumentStore, Found, Lookup};
 use serde::de::DeserializeOwned;
@@ -258,16 +258,9 @@ impl<S: DocumentStore> Mapper<S> {
         }
         lookup.keys.extend(extra.iter().cloned());
         let found = self.store.lookup(&lookup).await?;
-        if found.docs.len() != lookup.keys.len() || found.pages.len() != lookup.scans.len() {
-            return Err(Error::backend(
-                format!("lookup of {} keys", lookup.keys.len()),
-                format!(
-                    "the store answered {} entries and {} pages",
-                    found.docs.len(),
-                    found.pages.len()
-                ),
-            ));
-        }
+        answers(&lookup, &found, || {
+            format!("lookup of {} keys", lookup.keys.len())
+        })?;
         let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
         let mut snapshots = Vec::with_capacity(mains.len());
         for (main, first) in mains.iter().zip(firsts) {

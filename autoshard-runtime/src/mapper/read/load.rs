@@ -146,18 +146,9 @@ impl<S: DocumentStore> Mapper<S> {
                     } else {
                         (self.store.lookup(&lookup).await?, Vec::new())
                     };
-                    if found.docs.len() != lookup.keys.len()
-                        || found.pages.len() != lookup.scans.len()
-                    {
-                        return Err(Error::backend(
-                            format!("lookup of {} keys for `{main}`", lookup.keys.len()),
-                            format!(
-                                "the store answered {} entries and {} pages",
-                                found.docs.len(),
-                                found.pages.len()
-                            ),
-                        ));
-                    }
+                    answers(&lookup, &found, || {
+                        format!("lookup of {} keys for `{main}`", lookup.keys.len())
+                    })?;
                     // The recorded layout lists shards the annotation does not: read again,
                     // all of them with the main document, so the read stays one snapshot
                     // where the store reads one.
@@ -371,6 +362,26 @@ pub(in crate::mapper) fn torn(
                 layout::count_of(&counts, property).is_some_and(|c| c.retired().contains(&index))
             })
     }))
+}
+
+/// [`Error::Backend`] (the read named by `what`) unless `found` has an entry for each key
+/// of `lookup` and a page for each of its scans.
+pub(in crate::mapper) fn answers(
+    lookup: &Lookup,
+    found: &Found,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    if found.docs.len() == lookup.keys.len() && found.pages.len() == lookup.scans.len() {
+        return Ok(());
+    }
+    Err(Error::backend(
+        what(),
+        format!(
+            "the store answered {} entries and {} pages",
+            found.docs.len(),
+            found.pages.len()
+        ),
+    ))
 }
 
 /// What a load of `E` at `main` reads when its first read (`lookup`, as [`first_read`]
