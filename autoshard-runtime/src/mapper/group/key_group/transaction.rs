@@ -1,7 +1,7 @@
-//! [`GroupTransaction`]: one transaction of a group (load, change, save, commit), and
-//! how it holds its group, or, for a one-shot transaction on a store that commits across
-//! entity groups, why it needs none.
-//! The one-shot transaction without a group is `one_shot.rs`'s.
+//! [`GroupTransaction`]: one transaction of a group (load, change, save, commit) and how
+//! it holds its group (one without a group is `one_shot.rs`'s). Its commit is exact as it
+//! expects what it read, or the group document in place of what the group owns
+//! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot::{self, documents_read};
 use super::{KeyGroup, KeyGroupBuilder, group_documents, protocol, send};
