@@ -28,6 +28,9 @@
 //!
 //! ```sh
 //! cargo bench -p autoshard-integration --bench key_groups
+//! # one part, on some stores: KEY_GROUPS_ONLY is any of mixed, latency, create;
+//! # KEY_GROUPS_STORES any of standalone, cluster, postgres (both comma-separated)
+//! KEY_GROUPS_ONLY=create KEY_GROUPS_STORES=standalone cargo bench -p autoshard-integration --bench key_groups
 //! ```
 
 use autoshard::group::GroupTransaction;
@@ -43,6 +46,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const THINK: Duration = Duration::from_millis(10);
+
+/// Whether `name` is among the comma-separated names of the environment variable `var`
+/// (every name when it is unset).
+fn chosen(var: &str, name: &str) -> bool {
+    std::env::var(var).map_or(true, |names| names.split(',').any(|n| n.trim() == name))
+}
 
 /// Two distinct random accounts of `ids`.
 fn pick(rng: &mut rand::rngs::StdRng, ids: &[u64]) -> [u64; 2] {
@@ -296,10 +305,22 @@ async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
         Arc::new(Mapper::new(store))
     });
     let db = Arc::new(Mapper::new(store));
-    mixed(label, &db, checked.as_ref()).await;
+    if chosen("KEY_GROUPS_ONLY", "mixed") {
+        mixed(label, &db, checked.as_ref()).await;
+    }
     for id in 1..=64 * 50 {
         db.insert(&mut Account::new(id, 0, 1_000)).await.unwrap();
     }
+    if chosen("KEY_GROUPS_ONLY", "latency") {
+        latency(label, &db, checked.as_ref()).await;
+    }
+    if chosen("KEY_GROUPS_ONLY", "create") {
+        creation(label, &db).await;
+    }
+}
+
+/// Part 1: the mean latency per operation, grouped, one-shot and plain.
+async fn latency(label: &str, db: &Arc<Mapper>, checked: Option<&Arc<Mapper>>) {
     println!(
         "\n{label}: mean latency per operation, group create/dissolve spread over its operations \
          (one-shot checked: one-shot with its reads checked by a commit, as without snapshot lookups)"
@@ -310,10 +331,10 @@ async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
     for size in [10, 50] {
         for clients in [8, 64] {
             for ops in [10, 100] {
-                let plain = run(&db, size, clients, ops, Mode::Plain).await;
-                let grouped = run(&db, size, clients, ops, Mode::Grouped).await;
-                let once = run(&db, size, clients, ops, Mode::OneShot).await;
-                let (checked, ratio) = match &checked {
+                let plain = run(db, size, clients, ops, Mode::Plain).await;
+                let grouped = run(db, size, clients, ops, Mode::Grouped).await;
+                let once = run(db, size, clients, ops, Mode::OneShot).await;
+                let (checked, ratio) = match checked {
                     Some(checked) => {
                         let us = run(checked, size, clients, ops, Mode::OneShot).await;
                         (format!("{us:.0}"), format!("{:.2}", us / plain))
@@ -328,6 +349,10 @@ async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
             }
         }
     }
+}
+
+/// Part 2: group creation and dissolution against group size.
+async fn creation(label: &str, db: &Arc<Mapper>) {
     println!(
         "\n{label}: group creation and dissolution against group size (one client, mean of 5)"
     );
@@ -360,21 +385,25 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let server = Standalone::start();
-        let options = RedisOptions::default().namespace(namespace("bench_keygroups"));
-        let redis = RedisStore::connect_with(&server.url(), options)
-            .await
-            .unwrap();
-        bench("Redis (standalone)", Arc::new(redis)).await;
-        drop(server);
-        let cluster = Cluster::start();
-        let options = RedisOptions::default().namespace(namespace("bench_keygroups"));
-        let redis = RedisStore::connect_cluster_with(&cluster.urls(), options)
-            .await
-            .unwrap();
-        bench("Redis Cluster (3 nodes)", Arc::new(redis)).await;
-        drop(cluster);
-        let postgres = Postgres::start();
-        bench("PostgreSQL", postgres.shared_store("bench_keygroups").await).await;
+        if chosen("KEY_GROUPS_STORES", "standalone") {
+            let server = Standalone::start();
+            let options = RedisOptions::default().namespace(namespace("bench_keygroups"));
+            let redis = RedisStore::connect_with(&server.url(), options)
+                .await
+                .unwrap();
+            bench("Redis (standalone)", Arc::new(redis)).await;
+        }
+        if chosen("KEY_GROUPS_STORES", "cluster") {
+            let cluster = Cluster::start();
+            let options = RedisOptions::default().namespace(namespace("bench_keygroups"));
+            let redis = RedisStore::connect_cluster_with(&cluster.urls(), options)
+                .await
+                .unwrap();
+            bench("Redis Cluster (3 nodes)", Arc::new(redis)).await;
+        }
+        if chosen("KEY_GROUPS_STORES", "postgres") {
+            let postgres = Postgres::start();
+            bench("PostgreSQL", postgres.shared_store("bench_keygroups").await).await;
+        }
     });
 }
