@@ -122,6 +122,7 @@ cases!(
     a_passed_lease_frees_the_document,
     a_held_document_stays_owned_past_its_lease,
     malformed_owners_own_nothing,
+    the_owner_alone_changes_only_the_owner,
 );
 
 /// The names of all cases, in order.

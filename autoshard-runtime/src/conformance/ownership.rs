@@ -162,6 +162,67 @@ pub async fn a_groups_transaction_takes_only_owned_or_absent_documents(store: &d
     assert_eq!(must_get(store, &fresh).await.doc["n"], 1);
 }
 
+/// A write of the owner alone ([`Write::Own`](crate::store::Write::Own)) sets or takes out
+/// the document's owner with a new version, leaving every other property and the write
+/// record as they were; of an absent document it writes nothing. It follows the ownership
+/// rule as any write: refused without the token of the group that owns the document, taken
+/// with it.
+pub async fn the_owner_alone_changes_only_the_owner(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("OwnAlone"), "1");
+    let absent = key.child("Part", "absent");
+    let plain = doc(&[("n", 1.into()), ("s", "text".into())]);
+    ok(store.put(&key, plain).await, "put");
+    let m = Merge::new(key.clone(), "n", SUM_I64, 2.into(), write_id("a", 1));
+    assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    let before = must_get(store, &key).await;
+    let owner = Owner {
+        group: "g".to_owned(),
+        until_ms: ok(store.now_ms().await, "now_ms") + 600_000,
+        txn: None,
+    };
+    let stamp = Transaction::new()
+        .expect(key.clone(), Some(before.version))
+        .own(key.clone(), Some(owner.clone()))
+        .own(absent.clone(), Some(owner.clone()));
+    assert_eq!(commit(store, &stamp).await, Commit::Committed);
+    let stamped = must_get(store, &key).await;
+    assert_ne!(
+        stamped.version, before.version,
+        "the owner alone: a new version"
+    );
+    let mut expected = before.doc.clone();
+    expected.insert(OWNER.to_owned(), owner.to_value());
+    assert_eq!(
+        stamped.doc, expected,
+        "the owner alone: only the owner changed"
+    );
+    assert_eq!(
+        get(store, &absent).await,
+        None,
+        "an absent document stays absent"
+    );
+    let untokened = Transaction::new().own(key.clone(), None);
+    assert_grouped(
+        store.commit(&untokened).await,
+        &key,
+        "g",
+        "the owner without a token",
+    );
+    let back = Transaction::new()
+        .expect(key.clone(), Some(stamped.version))
+        .own(key.clone(), None)
+        .owned_by("g");
+    assert_eq!(commit(store, &back).await, Commit::Committed);
+    let freed = must_get(store, &key).await;
+    assert_ne!(freed.version, stamped.version, "taken out: a new version");
+    assert_eq!(freed.doc, before.doc, "taken out: the rest as before");
+    assert_eq!(
+        merge_ok(store, &m).await,
+        Merged::AlreadyApplied,
+        "the write record kept"
+    );
+}
+
 /// Once its lease has passed (by the store's clock), a document is free: writes without
 /// a token apply, and its former group's transactions get `GroupLost`.
 pub async fn a_passed_lease_frees_the_document(store: &dyn DocumentStore) {

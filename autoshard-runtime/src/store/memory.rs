@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
     Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction, Write, merge,
-    ownership,
+    ownership::{self, OWNER},
 };
 use crate::sync::lock;
 use async_trait::async_trait;
@@ -273,6 +273,16 @@ impl DocumentStore for MemoryStore {
                 }
                 Write::Delete => {
                     state.docs.remove(key);
+                }
+                Write::Own(owner) => {
+                    if let Some(current) = state.docs.get(key) {
+                        let mut doc = current.doc.clone();
+                        match owner {
+                            Some(owner) => doc.insert(OWNER.to_owned(), owner.to_value()),
+                            None => doc.remove(OWNER),
+                        };
+                        state.store(key, doc);
+                    }
                 }
             }
         }

@@ -87,6 +87,9 @@ pub use redis::{RedisOptions, RedisStore};
 ///   [`Commit::Conflict`] naming one key whose expectation failed. A conflict is a
 ///   definite outcome: nothing was written. Of two transactions expecting the same
 ///   version of a key, at most one commits.
+/// - A committed [`Write::Own`] changes only the document's [`OWNER`] property and its
+///   version (the other properties and the write record stay as they were); of an absent
+///   document it writes nothing.
 /// - A transaction whose keys all share one group commits atomically on every store. One
 ///   that spans groups does so only where [`DocumentStore::cross_group_transactions`]
 ///   says so; elsewhere it is rejected with [`Error::Invalid`](crate::Error::Invalid)
@@ -355,6 +358,11 @@ pub enum Write {
     Put(Document),
     /// Remove the document at the key (no error when absent).
     Delete,
+    /// Set the document's [`OWNER`] property to this owner (`None`: take it out), keeping
+    /// every other property and its write record ([`merge::RECORD`]) as they are, with a
+    /// new version; nothing when the document is absent. What a key group writes to own
+    /// its members and to hand them back, without sending them whole.
+    Own(Option<Owner>),
 }
 
 /// An optimistic transaction: the versions it read, and the writes to apply if none of
@@ -402,6 +410,26 @@ impl Transaction {
     #[must_use]
     pub fn delete(mut self, key: Key) -> Self {
         self.writes.push((key, Write::Delete));
+        self
+    }
+
+    /// Set the [`OWNER`] of the document at `key` on commit (`None`: take it out), leaving
+    /// the rest of it as it is ([`Write::Own`]).
+    ///
+    /// ```
+    /// use autoshard::Key;
+    /// use autoshard::store::{Owner, Transaction, Version, Write};
+    ///
+    /// let account = Key::new("Account", "1");
+    /// let owner = Owner { group: "g1".to_owned(), until_ms: 1_000, txn: None };
+    /// let txn = Transaction::new()
+    ///     .expect(account.clone(), Some(Version(7)))
+    ///     .own(account, Some(owner.clone()));
+    /// assert_eq!(txn.writes()[0].1, Write::Own(Some(owner)));
+    /// ```
+    #[must_use]
+    pub fn own(mut self, key: Key, owner: Option<Owner>) -> Self {
+        self.writes.push((key, Write::Own(owner)));
         self
     }
 

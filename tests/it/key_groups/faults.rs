@@ -450,7 +450,11 @@ impl DocumentStore for LateJoin {
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         let join = txn.writes().iter().any(|(key, write)| {
             *key == self.key
-                && matches!(write, autoshard::store::Write::Put(doc) if doc.contains_key(autoshard::store::OWNER))
+                && match write {
+                    autoshard::store::Write::Put(doc) => doc.contains_key(autoshard::store::OWNER),
+                    autoshard::store::Write::Own(owner) => owner.is_some(),
+                    autoshard::store::Write::Delete => false,
+                }
         });
         if join && txn.owner().is_none() && !self.fired.swap(true, Ordering::SeqCst) {
             let (inner, txn, release) = (self.inner.clone(), txn.clone(), self.release.clone());

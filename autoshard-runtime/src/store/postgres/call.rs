@@ -7,7 +7,7 @@ use super::rows::{column, parent_of, version_of};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{Scan, ScanPage};
+use crate::store::{OWNER, Scan, ScanPage, Write};
 use tokio_postgres::types::Json;
 
 impl PostgresStore {
@@ -67,7 +67,7 @@ impl PostgresStore {
         &self,
         what: &str,
         reads: &[(&Key, Option<Version>)],
-        writes: &[(&Key, Option<&Document>)],
+        writes: &[(Key, Write)],
         owner: Option<&str>,
     ) -> Result<usize> {
         let rk: Vec<String> = reads.iter().map(|(k, _)| k.encode()).collect();
@@ -81,12 +81,35 @@ impl PostgresStore {
         }
         let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
         let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
-        let wd: Vec<Option<Json<&Document>>> = writes.iter().map(|(_, d)| d.map(Json)).collect();
+        // A write of the owner alone sends `{OWNER: owner}` (or `{}`) to merge into the
+        // document, flagged in `wo`.
+        let owners: Vec<Option<Document>> = writes
+            .iter()
+            .map(|(_, write)| match write {
+                Write::Own(owner) => Some(
+                    owner
+                        .iter()
+                        .map(|o| (OWNER.to_owned(), o.to_value()))
+                        .collect(),
+                ),
+                Write::Put(_) | Write::Delete => None,
+            })
+            .collect();
+        let wd: Vec<Option<Json<&Document>>> = writes
+            .iter()
+            .zip(&owners)
+            .map(|((_, write), owner)| match write {
+                Write::Put(doc) => Some(Json(doc)),
+                Write::Delete => None,
+                Write::Own(_) => owner.as_ref().map(Json),
+            })
+            .collect();
+        let wo: Vec<bool> = owners.iter().map(Option::is_some).collect();
         let row = self
             .query_one(
                 what,
                 &self.sql.commit,
-                &[&rk, &rv, &wk, &wp, &wn, &wd, &owner],
+                &[&rk, &rv, &wk, &wp, &wn, &wd, &wo, &owner],
             )
             .await?;
         Ok(usize::try_from(column::<i32>(&row, 0, "(a commit)")?).unwrap_or(0))

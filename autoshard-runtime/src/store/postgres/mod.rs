@@ -44,7 +44,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged};
-use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction, Write};
+use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use rows::{column, keyed, versioned};
@@ -196,16 +196,8 @@ impl DocumentStore for PostgresStore {
         }
         let reads: Vec<(&Key, Option<Version>)> =
             txn.reads().iter().map(|(key, v)| (key, *v)).collect();
-        let writes: Vec<(&Key, Option<&Document>)> = txn
-            .writes()
-            .iter()
-            .map(|(key, write)| match write {
-                Write::Put(doc) => (key, Some(doc)),
-                Write::Delete => (key, None),
-            })
-            .collect();
         match self
-            .commit_documents("commit", &reads, &writes, txn.owner())
+            .commit_documents("commit", &reads, txn.writes(), txn.owner())
             .await?
         {
             0 => Ok(Commit::Committed),

@@ -36,8 +36,10 @@ BEGIN
         END IF;
     END LOOP;
 END $check$;
--- The commit of builds before key groups, without an owner token.
+-- The commits of earlier builds: before key groups, without an owner token; then without
+-- writes of the owner alone.
 DROP FUNCTION IF EXISTS "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[]);
+DROP FUNCTION IF EXISTS "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[], text);
 CREATE TABLE IF NOT EXISTS "{schema}".autoshard_documents (
     key text COLLATE "C" PRIMARY KEY,
     parent text COLLATE "C" NOT NULL,
@@ -171,12 +173,15 @@ BEGIN
     RETURN FOUND;
 END $f$;
 -- Commits one transaction: `rk`/`rv` the expected versions (NULL: the key is absent),
--- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes).
--- Answers 0 when it wrote everything, else the 1-based index of an expectation that
--- failed (and writes nothing). `token`: the key group it commits for (NULL: none), see
--- `autoshard_owned`.
+-- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes);
+-- where `wo` is true, `wd` is `{"~own": owner}` or `{}`, the owner alone: it replaces the
+-- document's `~own` and leaves the rest (nothing for an absent document or one that is
+-- not an object). Answers 0 when it wrote everything, else the 1-based index of an
+-- expectation that failed (and writes nothing). `token`: the key group it commits for
+-- (NULL: none), see `autoshard_owned`.
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
-    rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], token text)
+    rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], wo boolean[],
+    token text)
 RETURNS integer LANGUAGE plpgsql AS $f$
 DECLARE
     i integer;
@@ -215,6 +220,10 @@ BEGIN
         IF wd[i] IS NULL THEN
             DELETE FROM "{schema}".autoshard_records WHERE key = wk[i];
             DELETE FROM "{schema}".autoshard_documents WHERE key = wk[i];
+        ELSIF wo[i] THEN
+            UPDATE "{schema}".autoshard_documents
+            SET version = nextval('"{schema}".autoshard_versions'), doc = (doc - '~own') || wd[i]
+            WHERE key = wk[i] AND jsonb_typeof(doc) = 'object';
         ELSE
             INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
             VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".autoshard_versions'),
@@ -366,7 +375,7 @@ END $f$;
 COMMENT ON FUNCTION "{schema}".autoshard_write(text, text, text, jsonb, boolean)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object';
-COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[], text)
+COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[], boolean[], text)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_owned(text, text) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_in_range(jsonb, numeric, numeric) IS 'autoshard store object';

@@ -8,6 +8,7 @@ use super::{RedisStore, reply};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::RECORD;
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Transaction, Write};
 use ::redis::Value;
 use std::collections::{HashMap, HashSet};
@@ -38,6 +39,13 @@ fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<S
         }
     }
     Ok(args)
+}
+
+/// The field pair of a [`Write::Own`] (`p:~own`, the owner's JSON), none for no owner.
+fn encode_owner(owner: Option<&Owner>) -> Vec<String> {
+    owner.map_or_else(Vec::new, |owner| {
+        vec![format!("p:{OWNER}"), owner.to_value().to_string()]
+    })
 }
 
 /// What the commit script did to one write.
@@ -87,6 +95,7 @@ impl Call {
 enum Op {
     Put,
     Delete,
+    Own,
 }
 
 impl Op {
@@ -95,6 +104,7 @@ impl Op {
         match self {
             Op::Put => "p",
             Op::Delete => "d",
+            Op::Own => "o",
         }
     }
 }
@@ -136,23 +146,29 @@ impl RedisStore {
             let doc = self.names.doc(key);
             let pos = call.key(doc.clone(), Role::Doc(key.clone()));
             let counter = call.key(self.names.counter(key), Role::Counter(key.group()));
-            let (index, same_group) = self.names.index_of(key);
             let (op, props) = match write {
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
+                Write::Own(owner) => (Op::Own, encode_owner(owner.as_ref())),
             };
-            let index_pos = if cluster && !same_group {
-                out_of_slot.push(OutOfSlotIndex {
-                    write: i,
-                    index,
-                    member: key.encode(),
-                    doc,
-                    put: op == Op::Put,
-                    may_create: !expects_existing.contains(key),
-                });
+            // The owner alone neither creates nor deletes: no index entry changes.
+            let index_pos = if op == Op::Own {
                 0
             } else {
-                call.key(index, Role::Index)
+                let (index, same_group) = self.names.index_of(key);
+                if cluster && !same_group {
+                    out_of_slot.push(OutOfSlotIndex {
+                        write: i,
+                        index,
+                        member: key.encode(),
+                        doc,
+                        put: op == Op::Put,
+                        may_create: !expects_existing.contains(key),
+                    });
+                    0
+                } else {
+                    call.key(index, Role::Index)
+                }
             };
             call.args.extend([
                 pos.to_string(),

@@ -4,8 +4,8 @@
 use super::queue::{Intent, MAX_BACKOFF, Ticket, intent_in};
 use super::transaction::Holder;
 use super::{
-    DEFAULT_LEASE, GroupTransaction, KeyGroup, Member, ReadMember, group_documents, millis,
-    protocol, read_member, send,
+    DEFAULT_LEASE, GroupTransaction, KeyGroup, Member, MemberKind, group_documents, millis,
+    protocol, read_members, send,
 };
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -26,7 +26,7 @@ use std::time::Duration;
 #[must_use = "a builder does nothing until `create` or `once`"]
 pub struct KeyGroupBuilder<'m, S> {
     mapper: &'m Mapper<S>,
-    members: Vec<(Key, ReadMember<S>)>,
+    members: Vec<(Key, MemberKind<S>)>,
     lease: Duration,
     /// How long `create` waits for members other groups own (`None`: it does not).
     wait: Option<Duration>,
@@ -118,7 +118,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     pub fn member<E: Root>(mut self, id: &(impl ToOwned<Owned = E::Id> + ?Sized)) -> Self {
         let main = E::key_for(&id.to_owned());
         if !self.members.iter().any(|(k, _)| *k == main) {
-            self.members.push((main, read_member::<S, E>));
+            self.members.push((main, MemberKind::of::<E>()));
         }
         self
     }
@@ -270,18 +270,16 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         ticket: Option<&Ticket>,
     ) -> Result<Attempt<KeyGroup<'m, S>>> {
         let mapper = self.mapper;
-        let now = mapper.store.now_ms().await?;
+        let intent_keys = self.intent_keys();
+        let (now, (read, intents)) = futures::try_join!(
+            mapper.store.now_ms(),
+            read_members(mapper, &self.members, &intent_keys)
+        )?;
         let owner = Owner {
             group: id.to_owned(),
             until_ms: now.saturating_add(millis(self.lease)),
             txn: None,
         };
-        let intent_keys = self.intent_keys();
-        let reads = self.members.iter().map(|(main, read)| read(mapper, main));
-        let (read, intents) = futures::try_join!(
-            futures::future::try_join_all(reads),
-            mapper.get_exactly(&intent_keys)
-        )?;
         let mut refused = None;
         for ((main, _), member) in self.members.iter().zip(&read) {
             if member.found.main().is_none() {
@@ -473,8 +471,9 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
 }
 
 /// What forming a group with `owner` writes, as one transaction, and the documents it
-/// then owns: every document of every member (`read`) stamped with the owner, and the
-/// missing ones created stamped, each expected as read; the members' intent documents
+/// then owns: every document of every member (`read`) given the owner (the owner alone,
+/// [`Write::Own`](crate::store::Write::Own)), and the missing ones created with it, each
+/// expected as read; the members' intent documents
 /// (`intent_keys`, read as `intents`) expected as read, so that an intent written after
 /// the read makes the commit conflict, and those of the waiter holding `ticket` deleted.
 fn joins(
@@ -494,11 +493,9 @@ fn joins(
     let mut claimed = BTreeSet::new();
     for member in read {
         for (doc_key, doc) in member.found.documents() {
-            let mut stamped = doc.doc.clone();
-            stamped.insert(OWNER.to_owned(), owner.to_value());
             joins = joins
                 .expect(doc_key.clone(), Some(doc.version))
-                .put(doc_key.clone(), stamped);
+                .own(doc_key.clone(), Some(owner.clone()));
             claimed.insert(doc_key.clone());
         }
         for (doc_key, doc) in &member.missing {

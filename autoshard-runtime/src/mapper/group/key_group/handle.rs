@@ -150,7 +150,7 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                     });
                 };
                 let listed = listed(mapper, &self.key).await?;
-                let docs = mapper.get_exactly(&listed).await?;
+                let docs = mapper.get_values(&listed).await?;
                 let mut txn = Transaction::new();
                 if token {
                     txn = txn.owned_by(self.id.clone());
@@ -161,18 +161,10 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                         continue;
                     }
                     txn = txn.expect(key.clone(), Some(doc.version));
-                    let mut doc_new = doc.doc;
                     txn = match owner {
-                        Some(owner) => {
-                            doc_new.insert(OWNER.to_owned(), owner.to_value());
-                            txn.put(key.clone(), doc_new)
-                        }
                         // The list document goes with the group.
                         None if key.parent().as_ref() == Some(&self.key) => txn.delete(key.clone()),
-                        None => {
-                            doc_new.remove(OWNER);
-                            txn.put(key.clone(), doc_new)
-                        }
+                        owner => txn.own(key.clone(), owner.cloned()),
                     };
                 }
                 txn = txn.expect(self.key.clone(), Some(state.version));

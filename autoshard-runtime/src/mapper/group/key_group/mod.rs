@@ -33,9 +33,10 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::layout::{self};
+use crate::mapper::read::load::{answers, first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::store::{Commit, DocumentStore, Found, Lookup, Transaction};
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -48,55 +49,141 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How many times a step whose outcome the store left unknown is checked and sent again.
 const RESENDS: u32 = 8;
 
-/// A member as read: its documents (with their write records: they are written back
-/// whole), and the documents of its layout that are missing, as a group creates them so
-/// that it owns every document a writer could use.
+/// A member as read: its documents (a group writes their owner alone, so their write
+/// records need not be read), and the documents of its layout that are missing, as a
+/// group creates them so that it owns every document a writer could use.
 pub(super) struct Member {
     found: Arc<Snapshot>,
     missing: Vec<(Key, Document)>,
 }
 
-/// Reads one member.
+/// Reads one member alone.
 type ReadMember<S> = for<'a> fn(&'a Mapper<S>, &'a Key) -> BoxFuture<'a, Result<Member>>;
 
+/// How a member of one kind is read: alone, or within one lookup of every member
+/// ([`read_members`]).
+pub(super) struct MemberKind<S> {
+    /// Reads it alone.
+    read: ReadMember<S>,
+    /// What its first read looks up (without write records: a group writes the owner
+    /// alone).
+    first: fn(&Key) -> Lookup,
+    /// The member as that lookup found it; `None` when it needs more than that read.
+    from_first: fn(&Key, Lookup, Found) -> Result<Option<Member>>,
+}
+
+impl<S> Clone for MemberKind<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for MemberKind<S> {}
+
+impl<S: DocumentStore> MemberKind<S> {
+    /// How a root entity of kind `E` is read.
+    pub(super) fn of<E: Root>() -> Self {
+        MemberKind {
+            read: read_member::<S, E>,
+            first: first_read::<E>,
+            from_first: |main, lookup, found| {
+                let snapshot = one_read_snapshot::<E>(main, lookup, found)?;
+                Ok(snapshot.map(|found| member_of::<E>(main, Arc::new(found))))
+            },
+        }
+    }
+}
+
+/// Every member of `members` (each as [`MemberKind`] reads it alone) and the documents at
+/// `extra`, in one lookup; a member that needs more than its first read is then read
+/// alone. Not one snapshot unless the store reads one: what a step writes expects the
+/// versions read.
+pub(super) async fn read_members<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    members: &[(Key, MemberKind<S>)],
+    extra: &[Key],
+) -> Result<(Vec<Member>, Vec<Option<Versioned>>)> {
+    let firsts: Vec<Lookup> = members
+        .iter()
+        .map(|(main, kind)| (kind.first)(main))
+        .collect();
+    let mut lookup = Lookup {
+        keys: Vec::new(),
+        scans: Vec::new(),
+        records: false,
+        prefetch: Vec::new(),
+    };
+    for first in &firsts {
+        lookup.keys.extend(first.keys.iter().cloned());
+        lookup.scans.extend(first.scans.iter().cloned());
+        lookup.prefetch.extend(first.prefetch.iter().cloned());
+    }
+    lookup.keys.extend(extra.iter().cloned());
+    let found = mapper.store.lookup(&lookup).await?;
+    answers(&lookup, &found, || {
+        format!("lookup of {} members", members.len())
+    })?;
+    let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
+    let mut read = Vec::with_capacity(members.len());
+    for ((main, kind), first) in members.iter().zip(firsts) {
+        let one = Found {
+            docs: docs.by_ref().take(first.keys.len()).collect(),
+            pages: pages.by_ref().take(first.scans.len()).collect(),
+        };
+        match (kind.from_first)(main, first, one)? {
+            Some(member) => read.push(member),
+            None => read.push((kind.read)(mapper, main).await?),
+        }
+    }
+    Ok((read, docs.collect()))
+}
+
+/// Reads one member alone (with write records: a read without them may fold shards on
+/// the store, and a group must see every shard document).
 fn read_member<'a, S: DocumentStore, E: Root>(
     mapper: &'a Mapper<S>,
     main: &'a Key,
 ) -> BoxFuture<'a, Result<Member>> {
     Box::pin(async move {
         let found = mapper.read_entity_with::<E>(main, true).await?;
-        let mut missing = Vec::new();
-        let Snapshot {
-            keys,
-            docs,
-            scanned: extra,
-            .. // (read with records: nothing folded)
-        } = &*found;
-        if let Some(Some(main_doc)) = docs.first() {
-            let mut shard = Document::new();
-            if let Some(incarnation) = layout::incarnation(&main_doc.doc) {
-                shard.insert(layout::INCARNATION.to_owned(), incarnation.into());
-            }
-            for (key, doc) in keys.iter().zip(docs).skip(1) {
-                if doc.is_none() && layout::static_shard_of(key).is_some() {
-                    missing.push((key.clone(), shard.clone()));
-                }
-            }
-            // The compacted document, which only compaction writes: for an entity with a
-            // dynamic property, or with dynamic shards of a former annotation.
-            let compacted = layout::compacted(main);
-            let dynamic = layout::dynamic_group(main);
-            let has_dynamic_shards = extra
-                .iter()
-                .any(|(k, _)| k.parent().as_ref() == Some(&dynamic));
-            if (layout::has_dynamic::<E>() || has_dynamic_shards)
-                && !extra.iter().any(|(k, _)| *k == compacted)
-            {
-                missing.push((compacted, Document::new()));
+        Ok(member_of::<E>(main, found))
+    })
+}
+
+/// The member of kind `E` at `main` as read (`found`, with records): with the documents
+/// of its layout that are missing.
+fn member_of<E: Root>(main: &Key, found: Arc<Snapshot>) -> Member {
+    let mut missing = Vec::new();
+    let Snapshot {
+        keys,
+        docs,
+        scanned: extra,
+        .. // (read with records: nothing folded)
+    } = &*found;
+    if let Some(Some(main_doc)) = docs.first() {
+        let mut shard = Document::new();
+        if let Some(incarnation) = layout::incarnation(&main_doc.doc) {
+            shard.insert(layout::INCARNATION.to_owned(), incarnation.into());
+        }
+        for (key, doc) in keys.iter().zip(docs).skip(1) {
+            if doc.is_none() && layout::static_shard_of(key).is_some() {
+                missing.push((key.clone(), shard.clone()));
             }
         }
-        Ok(Member { found, missing })
-    })
+        // The compacted document, which only compaction writes: for an entity with a
+        // dynamic property, or with dynamic shards of a former annotation.
+        let compacted = layout::compacted(main);
+        let dynamic = layout::dynamic_group(main);
+        let has_dynamic_shards = extra
+            .iter()
+            .any(|(k, _)| k.parent().as_ref() == Some(&dynamic));
+        if (layout::has_dynamic::<E>() || has_dynamic_shards)
+            && !extra.iter().any(|(k, _)| *k == compacted)
+        {
+            missing.push((compacted, Document::new()));
+        }
+    }
+    Member { found, missing }
 }
 
 /// The state document of a group (its lease; later its write records and the

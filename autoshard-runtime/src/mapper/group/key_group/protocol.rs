@@ -13,7 +13,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Scan, Transaction, Write};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -98,11 +98,7 @@ pub(super) fn split(txn: &Transaction) -> Vec<Transaction> {
     }
     for (key, write) in txn.writes() {
         let t = part(&mut parts, key);
-        let t = match write {
-            crate::store::Write::Put(doc) => t.put(key.clone(), doc.clone()),
-            crate::store::Write::Delete => t.delete(key.clone()),
-        };
-        parts.insert(key.group(), t);
+        parts.insert(key.group(), with_write(t, key, write));
     }
     parts.into_values().collect()
 }
@@ -148,12 +144,18 @@ fn without_owner(txn: &Transaction) -> Transaction {
         plain = plain.expect(key.clone(), *version);
     }
     for (key, write) in txn.writes() {
-        plain = match write {
-            crate::store::Write::Put(doc) => plain.put(key.clone(), doc.clone()),
-            crate::store::Write::Delete => plain.delete(key.clone()),
-        };
+        plain = with_write(plain, key, write);
     }
     plain
+}
+
+/// `txn` with `write` of `key` added.
+fn with_write(txn: Transaction, key: &Key, write: &Write) -> Transaction {
+    match write {
+        Write::Put(doc) => txn.put(key.clone(), doc.clone()),
+        Write::Delete => txn.delete(key.clone()),
+        Write::Own(owner) => txn.own(key.clone(), owner.clone()),
+    }
 }
 
 /// The document `doc` prepared for transaction `txn` of the group `owner` names: as it is,
@@ -383,21 +385,16 @@ impl<S: DocumentStore> Steps<'_, S> {
         }
         let parts = by_group.values().map(|keys| {
             self.until_committed(&keys[0], true, move || async move {
-                let docs = self.mapper.get_exactly(keys).await?;
+                let docs = self.mapper.get_values(keys).await?;
                 let mut write = self.token();
                 for (key, doc) in keys.iter().zip(docs) {
                     let Some(doc) = doc else { continue };
                     if Owner::of(&doc.doc).is_none_or(|o| *o.group != *self.id) {
                         continue;
                     }
-                    let mut new = doc.doc;
-                    match owner {
-                        Some(owner) => new.insert(OWNER.to_owned(), owner.to_value()),
-                        None => new.remove(OWNER),
-                    };
                     write = write
                         .expect(key.clone(), Some(doc.version))
-                        .put(key.clone(), new);
+                        .own(key.clone(), owner.cloned());
                 }
                 Ok(Next::commit_unless_empty(write))
             })
@@ -410,7 +407,7 @@ impl<S: DocumentStore> Steps<'_, S> {
     /// the rest unchanged (module docs: no ghost), then deletes the group document.
     pub(super) async fn abort_create(&self, tried: &[Key]) -> Result<()> {
         self.rewrite_owned(tried, None).await?;
-        let docs = self.mapper.get_exactly(tried).await?;
+        let docs = self.mapper.get_values(tried).await?;
         let mut fences = Transaction::new();
         for (key, doc) in tried.iter().zip(docs) {
             if let Some(doc) = doc
@@ -418,7 +415,7 @@ impl<S: DocumentStore> Steps<'_, S> {
             {
                 fences = fences
                     .expect(key.clone(), Some(doc.version))
-                    .put(key.clone(), doc.doc);
+                    .own(key.clone(), None);
             }
         }
         // A fence that conflicts or meets another group's owner has done its job: the

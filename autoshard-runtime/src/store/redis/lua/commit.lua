@@ -14,9 +14,10 @@
 --                key position, expectation: '-' must be absent, '*' only has to be
 --                ours (or absent), anything else: the version it must have.
 -- ARGV[next]   number of writes W, then W groups:
---                key position, counter position, op ('p' put | 'd' delete),
---                index position (0: none here), number of fields P (0 for a
---                delete), then P pairs: field name (`p:...` or `w:...`), its JSON.
+--                key position, counter position, op ('p' put | 'd' delete | 'o' owner
+--                alone), index position (0: none here), number of fields P (0 for a
+--                delete; for 'o', 1: the pair `p:~own`, its JSON, or 0: no owner), then
+--                P pairs: field name (`p:...` or `w:...`), its JSON.
 --              A `w:` field goes to the document's record hash, which the script names
 --              (KEYS[key position] .. '/~w', in the document's slot).
 -- ARGV[#ARGV-1] the owner token: the key group the transaction commits for ('' for none).
@@ -72,14 +73,25 @@ pos = pos + 1
 local checked = {}
 -- The version each checked document has (false: absent), by key position.
 local had = {}
+-- The owner field (`p:~own`, false: none) of the checked documents the fast path read.
+local owners = {}
 for _ = 1, checks do
   local at = tonumber(ARGV[pos])
   local want = ARGV[pos + 1]
   checked[#checked + 1] = at
   pos = pos + 2
   -- Fast path: the version expected is there (a document whose version a read handed
-  -- out is ours); anything else gets the full inspection.
-  local quick = want ~= '-' and want ~= '*' and redis.pcall('HGET', KEYS[at], 'v')
+  -- out is ours), read with the owner; anything else gets the full inspection.
+  local quick
+  if want ~= '-' and want ~= '*' then
+    local got = redis.pcall('HMGET', KEYS[at], 'v', 'p:~own')
+    if type(got) == 'table' and not got['err'] then
+      quick = got[1]
+      if quick == want then
+        owners[at] = got[2]
+      end
+    end
+  end
   if quick == want then
     had[at] = want
   else
@@ -100,11 +112,15 @@ end
 
 local token = ARGV[#ARGV - 1]
 for _, at in ipairs(checked) do
-  local group, until_ms = live_owner(redis.pcall('HGET', KEYS[at], 'p:~own'))
+  local text = owners[at]
+  if text == nil and had[at] then
+    text = redis.pcall('HGET', KEYS[at], 'p:~own')
+  end
+  local group, until_ms = live_owner(text)
   if group and group ~= token then
     return { 'grouped', at, group, until_ms }
   end
-  if token ~= '' and not group and redis.call('EXISTS', KEYS[at]) == 1 then
+  if token ~= '' and not group and had[at] then
     return { 'lost', at, token }
   end
 end
@@ -116,6 +132,7 @@ for w = 1, count do
   local props = tonumber(ARGV[pos + 4])
   local at = tonumber(ARGV[pos])
   writes[w] = {
+    at = at,
     key = KEYS[at],
     had = had[at] and tonumber(had[at]),
     counter_at = tonumber(ARGV[pos + 1]),
@@ -127,63 +144,105 @@ for w = 1, count do
   pos = pos + 5 + 2 * props
 end
 local ns_len = tonumber(ARGV[#ARGV])
--- The version counters must hold integers, or INCR would fail halfway through.
+-- The version counters must hold integers, or INCR would fail halfway through (each
+-- counter checked once: the writes of one entity group share it).
+local counters = {}
 for _, w in ipairs(writes) do
-  local value = redis.pcall('GET', KEYS[w.counter_at])
-  if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
-    return { 'malformed', w.counter_at, 'a version counter that does not hold an integer' }
+  if not counters[w.counter_at] then
+    counters[w.counter_at] = true
+    local value = redis.pcall('GET', KEYS[w.counter_at])
+    if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
+      return { 'malformed', w.counter_at, 'a version counter that does not hold an integer' }
+    end
   end
 end
-local out = { 'ok' }
+-- The next version of a document that had version `had` (nil: absent), from `counter`.
+local function next_version(counter, had)
+  local version = redis.call('INCR', counter)
+  if had and version <= had then
+    version = had + 1
+    redis.call('SET', counter, version)
+  end
+  return version
+end
+-- Whether each written document is there (by key position): as checked, then as the
+-- writes before leave it.
+local present = {}
 for _, w in ipairs(writes) do
+  present[w.at] = had[w.at] and true or false
+end
+-- Write `w` of op 'o': the owner alone, `p:~own` set (one field pair) or taken out (none),
+-- with a new version; nothing for an absent document. Its version (0: none) and whether
+-- the document existed.
+local function own(w, counter)
+  if not present[w.at] then
+    return 0, 0
+  end
+  local version = next_version(counter, w.had)
+  if w.props > 0 then
+    redis.call('HSET', w.key, 'v', version, ARGV[w.first], ARGV[w.first + 1])
+  else
+    redis.call('HSET', w.key, 'v', version)
+    redis.call('HDEL', w.key, 'p:~own')
+  end
+  return version, 1
+end
+-- Write `w` of op 'p' or 'd': the document replaced whole, or deleted. Its version (0 for a
+-- delete) and whether the document existed.
+local function replace(w, counter)
   local existed = redis.call('DEL', w.key)
+  present[w.at] = w.op == 'p'
   local record = w.key .. '/~w'
   redis.call('DEL', record)
   local member = string.sub(w.key, ns_len + 1)
-  local counter = KEYS[w.counter_at]
-  if w.op == 'p' then
-    local version = redis.call('INCR', counter)
-    if w.had and version <= w.had then
-      version = w.had + 1
-      redis.call('SET', counter, version)
-    end
-    redis.call('HSET', w.key, 'v', version)
-    -- In slices, so that no call gets more arguments than Lua's stack allows; `w:`
-    -- fields into the record hash.
-    local values, entries = {}, {}
-    for i = 0, w.props - 1 do
-      local field = ARGV[w.first + 2 * i]
-      local batch = string.sub(field, 1, 2) == 'w:' and entries or values
-      batch[#batch + 1] = field
-      batch[#batch + 1] = ARGV[w.first + 2 * i + 1]
-      if #batch >= 200 then
-        redis.call('HSET', batch == entries and record or w.key, unpack(batch))
-        if batch == entries then
-          entries = {}
-        else
-          values = {}
-        end
-      end
-    end
-    if #values > 0 then
-      redis.call('HSET', w.key, unpack(values))
-    end
-    if #entries > 0 then
-      redis.call('HSET', record, unpack(entries))
-    end
-    if w.index > 0 and existed == 0 then
-      redis.call('ZADD', KEYS[w.index], 0, member)
-    end
-    out[#out + 1] = version
-  else
+  if w.op == 'd' then
     if w.had and w.had > (tonumber(redis.call('GET', counter)) or 0) then
       redis.call('SET', counter, w.had)
     end
     if w.index > 0 then
       redis.call('ZREM', KEYS[w.index], member)
     end
-    out[#out + 1] = 0
+    return 0, existed
   end
+  local version = next_version(counter, w.had)
+  -- In slices, so that no call gets more arguments than Lua's stack allows; `w:` fields
+  -- into the record hash; the version with the first slice of values.
+  local values, entries = { 'v', version }, {}
+  for i = 0, w.props - 1 do
+    local field = ARGV[w.first + 2 * i]
+    local batch = string.sub(field, 1, 2) == 'w:' and entries or values
+    batch[#batch + 1] = field
+    batch[#batch + 1] = ARGV[w.first + 2 * i + 1]
+    if #batch >= 200 then
+      redis.call('HSET', batch == entries and record or w.key, unpack(batch))
+      if batch == entries then
+        entries = {}
+      else
+        values = {}
+      end
+    end
+  end
+  if #values > 0 then
+    redis.call('HSET', w.key, unpack(values))
+  end
+  if #entries > 0 then
+    redis.call('HSET', record, unpack(entries))
+  end
+  if w.index > 0 and existed == 0 then
+    redis.call('ZADD', KEYS[w.index], 0, member)
+  end
+  return version, existed
+end
+local out = { 'ok' }
+for _, w in ipairs(writes) do
+  local counter = KEYS[w.counter_at]
+  local version, existed
+  if w.op == 'o' then
+    version, existed = own(w, counter)
+  else
+    version, existed = replace(w, counter)
+  end
+  out[#out + 1] = version
   out[#out + 1] = existed
 end
 return out
