@@ -41,11 +41,23 @@ fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<S
     Ok(args)
 }
 
-/// The field pair of a [`Write::Own`] (`p:~own`, the owner's JSON), none for no owner.
-fn encode_owner(owner: Option<&Owner>) -> Vec<String> {
-    owner.map_or_else(Vec::new, |owner| {
-        vec![format!("p:{OWNER}"), owner.to_value().to_string()]
-    })
+/// The field pair of a [`Write::Own`] (`p:~own`, the owner's JSON), none for no owner;
+/// `last` keeps the latest owner encoded, since a key group's writes all name the same.
+fn encode_owner<'t>(
+    owner: Option<&'t Owner>,
+    last: &mut Option<(&'t Owner, Vec<String>)>,
+) -> Vec<String> {
+    let Some(owner) = owner else {
+        return Vec::new();
+    };
+    match last {
+        Some((encoded, pair)) if *encoded == owner => pair.clone(),
+        _ => {
+            let pair = vec![format!("p:{OWNER}"), owner.to_value().to_string()];
+            *last = Some((owner, pair.clone()));
+            pair
+        }
+    }
 }
 
 /// What the commit script did to one write.
@@ -142,6 +154,7 @@ impl RedisStore {
         }
         call.args.push(txn.writes().len().to_string());
         let mut out_of_slot = Vec::new();
+        let mut last_owner = None;
         for (i, (key, write)) in txn.writes().iter().enumerate() {
             let doc = self.names.doc(key);
             let pos = call.key(doc.clone(), Role::Doc(key.clone()));
@@ -149,7 +162,7 @@ impl RedisStore {
             let (op, props) = match write {
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
-                Write::Own(owner) => (Op::Own, encode_owner(owner.as_ref())),
+                Write::Own(owner) => (Op::Own, encode_owner(owner.as_ref(), &mut last_owner)),
             };
             // The owner alone neither creates nor deletes: no index entry changes.
             let index_pos = if op == Op::Own {
