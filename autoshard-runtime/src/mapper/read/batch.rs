@@ -238,20 +238,34 @@ impl<S: DocumentStore> Mapper<S> {
         if !self.store.snapshot_lookups() {
             return Ok(None);
         }
-        let firsts: Vec<Lookup> = mains
-            .iter()
-            .map(|main| Lookup {
-                records: true,
-                ..first_read::<E>(main)
-            })
-            .collect();
+        let firsts: Vec<Lookup> = mains.iter().map(first_read::<E>).collect();
+        let (parts, extra) = self.lookup_together(&firsts, extra, true).await?;
+        let mut snapshots = Vec::with_capacity(mains.len());
+        for ((main, first), entity) in mains.iter().zip(firsts).zip(parts) {
+            match one_read_snapshot::<E>(main, first, entity)? {
+                Some(snapshot) => snapshots.push(Arc::new(snapshot)),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some((snapshots, extra)))
+    }
+
+    /// The first reads `firsts` (each as [`first_read`] takes it) and the documents at
+    /// `extra` in one lookup (with write records or without, as `records` says): each
+    /// read's part of the answer, in order, and the documents at `extra`.
+    pub(in crate::mapper) async fn lookup_together(
+        &self,
+        firsts: &[Lookup],
+        extra: &[Key],
+        records: bool,
+    ) -> Result<(Vec<Found>, Vec<Option<Versioned>>)> {
         let mut lookup = Lookup {
             keys: Vec::new(),
             scans: Vec::new(),
-            records: true,
+            records,
             prefetch: Vec::new(),
         };
-        for first in &firsts {
+        for first in firsts {
             lookup.keys.extend(first.keys.iter().cloned());
             lookup.scans.extend(first.scans.iter().cloned());
             lookup.prefetch.extend(first.prefetch.iter().cloned());
@@ -262,18 +276,14 @@ impl<S: DocumentStore> Mapper<S> {
             format!("lookup of {} keys", lookup.keys.len())
         })?;
         let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
-        let mut snapshots = Vec::with_capacity(mains.len());
-        for (main, first) in mains.iter().zip(firsts) {
-            let entity = Found {
+        let parts = firsts
+            .iter()
+            .map(|first| Found {
                 docs: docs.by_ref().take(first.keys.len()).collect(),
                 pages: pages.by_ref().take(first.scans.len()).collect(),
-            };
-            match one_read_snapshot::<E>(main, first, entity)? {
-                Some(snapshot) => snapshots.push(Arc::new(snapshot)),
-                None => return Ok(None),
-            }
-        }
-        Ok(Some((snapshots, docs.collect())))
+            })
+            .collect();
+        Ok((parts, docs.collect()))
     }
 
     /// The documents of each entity at `mains`, as [`Mapper::read_entity`] reads them:

@@ -33,7 +33,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::layout::{self};
-use crate::mapper::read::load::{answers, first_read, one_read_snapshot};
+use crate::mapper::read::load::{first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, DocumentStore, Found, Lookup, Transaction};
@@ -65,8 +65,8 @@ type ReadMember<S> = for<'a> fn(&'a Mapper<S>, &'a Key) -> BoxFuture<'a, Result<
 pub(super) struct MemberKind<S> {
     /// Reads it alone.
     read: ReadMember<S>,
-    /// What its first read looks up (without write records: a group writes the owner
-    /// alone).
+    /// What its first read looks up ([`read_members`] reads it without write records: a
+    /// group writes the owner alone).
     first: fn(&Key) -> Lookup,
     /// The member as that lookup found it; `None` when it needs more than that read.
     from_first: fn(&Key, Lookup, Found) -> Result<Option<Member>>,
@@ -107,35 +107,15 @@ pub(super) async fn read_members<S: DocumentStore>(
         .iter()
         .map(|(main, kind)| (kind.first)(main))
         .collect();
-    let mut lookup = Lookup {
-        keys: Vec::new(),
-        scans: Vec::new(),
-        records: false,
-        prefetch: Vec::new(),
-    };
-    for first in &firsts {
-        lookup.keys.extend(first.keys.iter().cloned());
-        lookup.scans.extend(first.scans.iter().cloned());
-        lookup.prefetch.extend(first.prefetch.iter().cloned());
-    }
-    lookup.keys.extend(extra.iter().cloned());
-    let found = mapper.store.lookup(&lookup).await?;
-    answers(&lookup, &found, || {
-        format!("lookup of {} members", members.len())
-    })?;
-    let (mut docs, mut pages) = (found.docs.into_iter(), found.pages.into_iter());
+    let (parts, extra) = mapper.lookup_together(&firsts, extra, false).await?;
     let mut read = Vec::with_capacity(members.len());
-    for ((main, kind), first) in members.iter().zip(firsts) {
-        let one = Found {
-            docs: docs.by_ref().take(first.keys.len()).collect(),
-            pages: pages.by_ref().take(first.scans.len()).collect(),
-        };
+    for (((main, kind), first), one) in members.iter().zip(firsts).zip(parts) {
         match (kind.from_first)(main, first, one)? {
             Some(member) => read.push(member),
             None => read.push((kind.read)(mapper, main).await?),
         }
     }
-    Ok((read, docs.collect()))
+    Ok((read, extra))
 }
 
 /// Reads one member alone (with write records: a read without them may fold shards on
