@@ -96,6 +96,16 @@ fn contended(e: &Error) -> bool {
     matches!(e, Error::Grouped { .. } | Error::Contention { .. })
 }
 
+/// A random pause after one more refusal in a row (`in_a_row` counts them): up to 2 ms
+/// doubled per refusal, at most about half a second. Without waiting, groups that keep
+/// refusing each other (on a cluster a create owns its members one entity group at a
+/// time) get out of each other's way only if they back off further each time, however
+/// fast the machine is.
+fn backoff(rng: &mut rand::rngs::StdRng, in_a_row: &mut u32) -> Duration {
+    *in_a_row += 1;
+    Duration::from_millis(rng.random_range(1..=2u64 << (*in_a_row).min(8)))
+}
+
 mod bank {
     use super::*;
 
@@ -122,11 +132,12 @@ mod bank {
                 let (halfway, resume) = (halfway.clone(), resume.clone());
                 tokio::spawn(async move {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(c);
-                    let (mut done, mut refused) = (0, 0u64);
+                    let (mut done, mut refused, mut in_a_row) = (0, 0u64, 0);
                     while done < TRANSFERS {
                         let ids = random_ids(&mut rng, ACCOUNTS);
                         match transfer(&db, &ids, &mut rng, Duration::from_secs(30)).await {
                             Ok(()) => {
+                                in_a_row = 0;
                                 done += 1;
                                 committed.fetch_add(1, Ordering::Relaxed);
                                 if done == TRANSFERS / 2 {
@@ -137,8 +148,7 @@ mod bank {
                             Err(e) if contended(&e) => {
                                 refused += 1;
                                 assert!(refused < 100_000, "client {c} never got its group");
-                                let pause = rng.random_range(2..=20);
-                                tokio::time::sleep(Duration::from_millis(pause)).await;
+                                tokio::time::sleep(backoff(&mut rng, &mut in_a_row)).await;
                             }
                             Err(e) => panic!("client {c}: {e}"),
                         }
@@ -149,6 +159,7 @@ mod bank {
             .collect();
         let mut audits = 0;
         let mut paused = false;
+        let (mut rng, mut in_a_row) = (rand::rngs::StdRng::seed_from_u64(CLIENTS), 0);
         while committed.load(Ordering::Relaxed) < CLIENTS * TRANSFERS {
             if !paused && committed.load(Ordering::Relaxed) >= CLIENTS * (TRANSFERS / 2) {
                 halfway.wait().await;
@@ -171,8 +182,11 @@ mod bank {
                         "{label}: a snapshot's total"
                     );
                     audits += 1;
+                    in_a_row = 0;
                 }
-                Err(e) if contended(&e) => tokio::time::sleep(Duration::from_millis(2)).await,
+                Err(e) if contended(&e) => {
+                    tokio::time::sleep(backoff(&mut rng, &mut in_a_row)).await;
+                }
                 Err(e) => panic!("auditor: {e}"),
             }
         }
