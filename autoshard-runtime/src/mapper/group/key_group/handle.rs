@@ -131,9 +131,10 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
         dissolved
     }
 
-    /// Rewrites every document the group owns with `owner` (`None`: without one, and the
-    /// group document deleted), in one commit, with retries; `token`: as the group's
-    /// transaction (else as a writer without a token, for documents whose lease passed).
+    /// Gives every document the group owns `owner` (`None`: no owner, and the group
+    /// document deleted), a write of the owner alone (`Write::Own`), in one commit, with
+    /// retries; `token`: as the group's transaction (else as a writer without a token, for
+    /// documents whose lease passed).
     async fn rewrite(&self, owner: Option<&Owner>, token: bool) -> Result<()> {
         let mapper = self.mapper;
         if !mapper.store.cross_group_transactions() {

@@ -376,8 +376,9 @@ impl<S: DocumentStore> Steps<'_, S> {
         Ok(())
     }
 
-    /// Rewrites each document of `keys` the group owns (with `owner`, or without an owner
-    /// for `None`), one entity group at a time, rereading those that changed meanwhile.
+    /// Gives each document of `keys` the group owns `owner` (`None`: no owner), a write of
+    /// the owner alone (`Write::Own`), one entity group at a time, rereading those that
+    /// changed meanwhile.
     pub(super) async fn rewrite_owned(&self, keys: &[Key], owner: Option<&Owner>) -> Result<()> {
         let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
         for key in keys {
