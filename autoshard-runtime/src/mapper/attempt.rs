@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
-use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -105,27 +105,6 @@ impl<S: DocumentStore> Mapper<S> {
             Err(Error::backend(
                 format!("get_many of {} keys", keys.len()),
                 format!("the store answered {} entries", found.len()),
-            ))
-        }
-    }
-
-    /// The documents at `keys`, as [`Mapper::get_exactly`] answers them but possibly
-    /// without their write records: for writes that do not send them back whole
-    /// ([`crate::store::Write::Own`]).
-    pub(super) async fn get_values(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        let lookup = Lookup {
-            keys: keys.to_vec(),
-            scans: Vec::new(),
-            records: false,
-            prefetch: Vec::new(),
-        };
-        let found = self.store.lookup(&lookup).await?;
-        if found.docs.len() == keys.len() {
-            Ok(found.docs)
-        } else {
-            Err(Error::backend(
-                format!("lookup of {} keys", keys.len()),
-                format!("the store answered {} entries", found.docs.len()),
             ))
         }
     }

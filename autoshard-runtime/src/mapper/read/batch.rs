@@ -250,6 +250,16 @@ impl<S: DocumentStore> Mapper<S> {
         Ok(Some((snapshots, extra)))
     }
 
+    /// The documents at `keys`, one entry per key as `get_many` answers them, but
+    /// possibly without their write records: for writes that do not send them back whole
+    /// ([`crate::store::Write::Own`]).
+    pub(in crate::mapper) async fn get_values(
+        &self,
+        keys: &[Key],
+    ) -> Result<Vec<Option<Versioned>>> {
+        Ok(self.lookup_together(&[], keys, false).await?.1)
+    }
+
     /// The first reads `firsts` (each as [`first_read`] takes it) and the documents at
     /// `extra` in one lookup (with write records or without, as `records` says): each
     /// read's part of the answer, in order, and the documents at `extra`.
