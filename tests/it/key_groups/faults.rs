@@ -8,6 +8,7 @@ use super::{
 };
 
 use async_trait::async_trait;
+use autoshard::group::KeyGroup;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::{
@@ -183,6 +184,61 @@ async fn fault_at(shape: usize, n: u64, fault: Fault, calls: u64) -> bool {
     };
     check_recovered(&db, &memory, 3, known, &case).await;
     matches!(outcome, Err(Error::GroupLost { .. }))
+}
+
+/// On a store without cross-group commits (the grouping protocol), a transaction of a
+/// live group cut by a fault before or after any of its store calls: the next transaction
+/// through the same group settles what the cut one left in flight and commits at its
+/// first attempt (it never expects a document as that transaction still held it), and the
+/// cut one applied once or not at all.
+#[tokio::test]
+async fn the_next_transaction_of_a_group_settles_a_cut_one_and_commits() {
+    const GROUPING_PROTOCOL: usize = 1;
+    let calls = {
+        let (_, shaped, _) = memory_stores().into_iter().nth(GROUPING_PROTOCOL).unwrap();
+        let store = FaultyStore::new(shaped);
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=2).await;
+        let group = group_of(&db, &[1, 2]).create().await.unwrap();
+        let before = store.calls();
+        move_ten(&group).await.unwrap();
+        store.calls() - before
+    };
+    assert!(calls >= 4, "a group transaction takes {calls} store calls");
+    for n in 0..calls {
+        for fault in [Fault::Before, Fault::After] {
+            let (_, shaped, label) = memory_stores().into_iter().nth(GROUPING_PROTOCOL).unwrap();
+            let store = FaultyStore::new(shaped);
+            let db = Mapper::new(store.clone());
+            open_accounts(&db, 1..=2).await;
+            let group = group_of(&db, &[1, 2]).create().await.unwrap();
+            store.fail_call(n, fault);
+            let cut = move_ten(&group).await;
+            store.clear();
+            let case = format!("{label}, {fault:?} call {n} of {calls}: {cut:?}");
+            let next = move_ten(&group).await;
+            assert!(next.is_ok(), "{case}, then {next:?}");
+            group.dissolve().await.unwrap();
+            let accounts = db.load_many::<Account>(&[1, 2]).await.unwrap();
+            let balances: Vec<i64> = accounts.into_iter().map(|a| a.unwrap().balance).collect();
+            let moved = INITIAL - balances[0];
+            assert_eq!(balances[1], INITIAL + moved, "{case}: the total");
+            let want: &[i64] = if cut.is_ok() { &[20] } else { &[10, 20] };
+            assert!(want.contains(&moved), "{case}: moved {moved}");
+        }
+    }
+}
+
+/// Moves 10 from account 1 to account 2 in a transaction of `group`.
+async fn move_ten<S: DocumentStore>(group: &KeyGroup<'_, S>) -> Result<()> {
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await?;
+    accounts[0].deposit(-10);
+    accounts[1].deposit(10);
+    for account in &mut accounts {
+        txn.save(account)?;
+    }
+    txn.commit().await
 }
 
 /// A store that runs calls until the `at`-th, which it leaves pending forever, before or

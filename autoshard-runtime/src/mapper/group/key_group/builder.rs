@@ -342,6 +342,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                     mapper,
                     id: id.into(),
                     key,
+                    settled: None,
                 };
                 let tried: Vec<Key> = claimed.iter().cloned().collect();
                 steps.abort_create(&tried).await?;
@@ -358,6 +359,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 until_ms: Mutex::new(owner.until_ms),
                 turn: tokio::sync::Mutex::new(()),
                 writers: Pool::default(),
+                settled: Mutex::new(None),
             })),
             Commit::Conflict { key } => Ok(Attempt::Conflict(key)),
         }

@@ -2,14 +2,15 @@
 //! dissolving it), and recovering groups whose lease has passed.
 
 use super::transaction::Holder;
-use super::{GroupTransaction, listed, millis, send};
+use super::{GroupTransaction, listed, listed_in, millis, protocol, send};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
+use crate::mapper::layout;
 use crate::mapper::write::write_ids::Pool;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{DocumentStore, Transaction};
+use crate::store::{DocumentStore, Scan, Transaction};
 use crate::sync::lock;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -47,6 +48,9 @@ pub struct KeyGroup<'m, S> {
     /// transaction reads and rewrites, so the group keeps its own rather than drawing from
     /// the mapper's pool, shared by every concurrent save.
     pub(super) writers: Pool,
+    /// The last transaction this handle settled on a store without cross-group commits
+    /// (see `protocol::Steps::settled`).
+    pub(super) settled: Mutex<Option<String>>,
 }
 
 impl<S> fmt::Debug for KeyGroup<'_, S> {
@@ -198,21 +202,22 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
     /// document.
     async fn rewrite_in_steps(&self, owner: Option<&Owner>) -> Result<()> {
         let steps = self.steps();
-        steps.settle_recorded().await?;
-        if self.mapper.store.get(&self.key).await?.is_none() {
+        let list_key = layout::key_group_members(&self.key);
+        let found = steps.settled_state(std::slice::from_ref(&list_key)).await?;
+        let (Some(Some(state)), Some(list)) = (found.first(), found.get(1)) else {
             return Err(Error::GroupLost {
                 key: self.key.clone(),
                 group: self.id.to_string(),
             });
-        }
-        let mut listed = listed(self.mapper, &self.key).await?;
+        };
+        let mut listed = listed_in(&list_key, list.as_ref())?;
         if owner.is_none() {
             // The list document goes with the group document, still owned.
             listed.retain(|key| key.parent().as_ref() != Some(&self.key));
         }
         steps.rewrite_owned(&listed, owner).await?;
         let Some(owner) = owner else {
-            return steps.delete_group_document().await;
+            return steps.delete_group_document(Some(state.version)).await;
         };
         let mut retrying = self.mapper.retrying("key group");
         loop {
@@ -235,5 +240,62 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
                 return Ok(());
             }
         }
+    }
+}
+
+impl<S: DocumentStore> Mapper<S> {
+    /// Finishes every key group whose lease has passed (by the store's clock), on any
+    /// store: settles the transaction it left in flight (applied whole or not at all),
+    /// takes its owner out of every document it owned, and deletes its group document. Any
+    /// client may call it, at any time; a group whose lease still runs is left alone. How
+    /// many groups it finished.
+    ///
+    /// A group whose client stopped without dissolving it leaves its members owned until
+    /// the lease passes; a document a transaction of it held ([`Error::Grouped`] past the
+    /// lease's end) stays owned until this runs.
+    ///
+    /// ```
+    /// # use autoshard::prelude::*;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let db = Mapper::new(MemoryStore::new());
+    /// assert_eq!(db.recover_key_groups().await?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::Backend`], [`Error::Contention`], [`Error::Malformed`] for a group document
+    /// this crate did not write.
+    pub async fn recover_key_groups(&self) -> Result<usize> {
+        let now = self.store.now_ms().await?;
+        let groups = self
+            .scan_all(Scan::new(layout::key_group_kind(), None))
+            .await?;
+        let mut recovered = 0;
+        for (key, state) in groups {
+            let Some(owner) = Owner::of(&state.doc) else {
+                continue;
+            };
+            if owner.until_ms > now {
+                continue;
+            }
+            let steps = protocol::Steps {
+                mapper: self,
+                id: owner.group.as_str().into(),
+                key: &key,
+                settled: None,
+            };
+            steps.settled_state(&[]).await?;
+            let listed = listed(self, &key).await?;
+            steps.rewrite_owned(&listed, None).await?;
+            steps.delete_group_document(None).await?;
+            tracing::info!(group = %owner.group, "recovered a key group whose lease passed");
+            recovered += 1;
+        }
+        if recovered > 0 {
+            self.released.notify_waiters();
+        }
+        Ok(recovered)
     }
 }

@@ -192,11 +192,17 @@ fn group_documents(
 /// among them), as its list document says; none when it has none.
 async fn listed<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<Vec<Key>> {
     let list_key = layout::key_group_members(key);
-    let mut owned = match mapper.store.get(&list_key).await? {
-        Some(list) => owned_of(&list_key, &list.doc)?,
+    let list = mapper.store.get(&list_key).await?;
+    listed_in(&list_key, list.as_ref())
+}
+
+/// [`listed`] from the list document at `list_key` as read (`None`: absent).
+fn listed_in(list_key: &Key, list: Option<&Versioned>) -> Result<Vec<Key>> {
+    let mut owned = match list {
+        Some(list) => owned_of(list_key, &list.doc)?,
         None => Vec::new(),
     };
-    owned.push(list_key);
+    owned.push(list_key.clone());
     Ok(owned)
 }
 

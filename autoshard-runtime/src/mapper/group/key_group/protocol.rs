@@ -8,14 +8,15 @@
 //! all: the repository's `docs/design/key-groups.md`.
 
 use super::{KeyGroup, send};
-use crate::document::{Document, Value, Versioned};
+use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Scan, Transaction, Write};
+use crate::store::{Commit, DocumentStore, Transaction, Write};
+use crate::sync::lock;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The property of the group document that records the transaction in flight.
 pub(super) const IN_FLIGHT: &str = "pending";
@@ -227,6 +228,9 @@ pub(super) struct Steps<'a, S> {
     pub mapper: &'a Mapper<S>,
     pub id: Arc<str>,
     pub key: &'a Key,
+    /// The last transaction the group's handle settled (its documents, not the group
+    /// document's record of it); `None` for a step that runs without the handle.
+    pub settled: Option<&'a Mutex<Option<String>>>,
 }
 
 impl<S: DocumentStore> Steps<'_, S> {
@@ -301,6 +305,17 @@ impl<S: DocumentStore> Steps<'_, S> {
     /// it holds takes its next content or drops it, then the group document forgets it.
     /// Whether it committed (`None`: someone settled it meanwhile).
     pub(super) async fn settle(&self, in_flight: &InFlight) -> Result<Option<bool>> {
+        let decided = self.settle_documents(in_flight).await?;
+        if decided.is_some() {
+            self.forget(&in_flight.txn).await?;
+        }
+        Ok(decided)
+    }
+
+    /// [`Steps::settle`] without the group document's last step: it goes on recording the
+    /// transaction, decided, whose documents are settled (settling it again writes nothing
+    /// to them, and the next transaction's log replaces it).
+    async fn settle_documents(&self, in_flight: &InFlight) -> Result<Option<bool>> {
         let decided = match in_flight.decided {
             Some(decided) => Some(decided),
             None => self.decide(in_flight, false).await?,
@@ -316,7 +331,9 @@ impl<S: DocumentStore> Steps<'_, S> {
             .values()
             .map(|keys| self.settle_part(keys, &in_flight.txn, commit));
         futures::future::try_join_all(parts).await?;
-        self.forget(&in_flight.txn).await?;
+        if let Some(settled) = self.settled {
+            *lock(settled) = Some(in_flight.txn.clone());
+        }
         Ok(Some(commit))
     }
 
@@ -363,17 +380,27 @@ impl<S: DocumentStore> Steps<'_, S> {
         .await
     }
 
-    /// Settles the transaction the group document records, if any: what every step does
-    /// before it reads members.
-    pub(super) async fn settle_recorded(&self) -> Result<()> {
-        let Some(state) = self.mapper.store.get(self.key).await? else {
-            return Ok(());
+    /// The group document and the documents `also` (one read when the group document
+    /// records no transaction left in flight), after settling the transaction it records,
+    /// if any: what every step does before it reads members. A transaction this handle
+    /// settled itself ([`Steps::settled`]) is not settled again.
+    pub(super) async fn settled_state(&self, also: &[Key]) -> Result<Vec<Option<Versioned>>> {
+        let mut keys = vec![self.key.clone()];
+        keys.extend_from_slice(also);
+        let found = self.mapper.get_exactly(&keys).await?;
+        let Some(Some(state)) = found.first() else {
+            return Ok(found);
         };
-        if let Some(in_flight) = InFlight::of(self.key, &state.doc)? {
-            tracing::debug!(group = %self.id, txn = %in_flight.txn, "settling a transaction left in flight");
-            self.settle(&in_flight).await?;
+        let Some(in_flight) = InFlight::of(self.key, &state.doc)? else {
+            return Ok(found);
+        };
+        let settled = self.settled.and_then(|s| lock(s).clone());
+        if settled.as_deref() == Some(in_flight.txn.as_str()) {
+            return Ok(found);
         }
-        Ok(())
+        tracing::debug!(group = %self.id, txn = %in_flight.txn, "settling a transaction left in flight");
+        self.settle(&in_flight).await?;
+        self.mapper.get_exactly(&keys).await
     }
 
     /// Gives each document of `keys` the group owns `owner` (`None`: no owner), a write of
@@ -422,21 +449,30 @@ impl<S: DocumentStore> Steps<'_, S> {
         // A fence that conflicts or meets another group's owner has done its job: the
         // version it expected is gone.
         let _ = commit_all(self.mapper, &split(&fences)).await;
-        self.delete_group_document().await
+        self.delete_group_document(None).await
     }
 
-    /// Deletes the group document and its list document (one entity group).
-    pub(super) async fn delete_group_document(&self) -> Result<()> {
-        self.until_committed(self.key, true, || async {
-            let Some(state) = self.mapper.store.get(self.key).await? else {
-                return Ok(Next::Done(()));
-            };
-            let write = self
-                .token()
-                .expect(self.key.clone(), Some(state.version))
-                .delete(self.key.clone())
-                .delete(crate::mapper::layout::key_group_members(self.key));
-            Ok(Next::Commit(write, ()))
+    /// Deletes the group document and its list document (one entity group), expecting the
+    /// group document at `read` (its version as the caller read it) before reading it.
+    pub(super) async fn delete_group_document(&self, read: Option<Version>) -> Result<()> {
+        let mut read = read;
+        self.until_committed(self.key, true, || {
+            let known = read.take();
+            async move {
+                let version = match known {
+                    Some(version) => version,
+                    None => match self.mapper.store.get(self.key).await? {
+                        Some(state) => state.version,
+                        None => return Ok(Next::Done(())),
+                    },
+                };
+                let write = self
+                    .token()
+                    .expect(self.key.clone(), Some(version))
+                    .delete(self.key.clone())
+                    .delete(crate::mapper::layout::key_group_members(self.key));
+                Ok(Next::Commit(write, ()))
+            }
         })
         .await
     }
@@ -448,6 +484,7 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
             mapper: self.mapper,
             id: self.id.clone(),
             key: &self.key,
+            settled: Some(&self.settled),
         }
     }
 }
@@ -516,7 +553,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     let commit = matches!(prepared, Ok(Commit::Committed));
     let decided = steps.decide(&in_flight, commit).await?;
     let settled = steps
-        .settle(&InFlight {
+        .settle_documents(&InFlight {
             decided,
             ..in_flight
         })
@@ -529,61 +566,5 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
             key: steps.key.clone(),
             attempts: 1,
         }),
-    }
-}
-
-impl<S: DocumentStore> Mapper<S> {
-    /// Finishes every key group whose lease has passed (by the store's clock), on any
-    /// store: settles the transaction it left in flight (applied whole or not at all),
-    /// takes its owner out of every document it owned, and deletes its group document. Any
-    /// client may call it, at any time; a group whose lease still runs is left alone. How
-    /// many groups it finished.
-    ///
-    /// A group whose client stopped without dissolving it leaves its members owned until
-    /// the lease passes; a document a transaction of it held ([`Error::Grouped`] past the
-    /// lease's end) stays owned until this runs.
-    ///
-    /// ```
-    /// # use autoshard::prelude::*;
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> autoshard::Result<()> {
-    /// let db = Mapper::new(MemoryStore::new());
-    /// assert_eq!(db.recover_key_groups().await?, 0);
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Errors
-    /// [`Error::Backend`], [`Error::Contention`], [`Error::Malformed`] for a group document
-    /// this crate did not write.
-    pub async fn recover_key_groups(&self) -> Result<usize> {
-        let now = self.store.now_ms().await?;
-        let groups = self
-            .scan_all(Scan::new(crate::mapper::layout::key_group_kind(), None))
-            .await?;
-        let mut recovered = 0;
-        for (key, state) in groups {
-            let Some(owner) = Owner::of(&state.doc) else {
-                continue;
-            };
-            if owner.until_ms > now {
-                continue;
-            }
-            let steps = Steps {
-                mapper: self,
-                id: owner.group.as_str().into(),
-                key: &key,
-            };
-            steps.settle_recorded().await?;
-            let listed = super::listed(self, &key).await?;
-            steps.rewrite_owned(&listed, None).await?;
-            steps.delete_group_document().await?;
-            tracing::info!(group = %owner.group, "recovered a key group whose lease passed");
-            recovered += 1;
-        }
-        if recovered > 0 {
-            self.released.notify_waiters();
-        }
-        Ok(recovered)
     }
 }

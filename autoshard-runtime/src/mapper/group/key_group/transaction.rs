@@ -118,11 +118,19 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// Reads the group document (once per transaction): [`Error::GroupLost`] when the
     /// group is gone.
     async fn read_state(group: &KeyGroup<'m, S>) -> Result<Versioned> {
-        if !group.mapper.store.cross_group_transactions() {
+        let state = if group.mapper.store.cross_group_transactions() {
+            group.mapper.store.get(&group.key).await?
+        } else {
             // A transaction of the group left in flight is settled before anything is read.
-            group.steps().settle_recorded().await?;
-        }
-        Self::state_of(group, group.mapper.store.get(&group.key).await?)
+            group
+                .steps()
+                .settled_state(&[])
+                .await?
+                .into_iter()
+                .next()
+                .flatten()
+        };
+        Self::state_of(group, state)
     }
 
     /// Loads the member of kind `E` with this id, as [`Mapper::load`](crate::mapper::Mapper::load) does; the commit
@@ -173,7 +181,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             self.reads_follow_state |= at_once.is_some();
             let (found, state) = match at_once {
                 Some((found, state)) => (found, Some(state)),
-                None => Self::read_grouped(group, self.state.is_none(), reads()).await?,
+                None => Self::read_grouped(group, self.state.is_none(), reads).await?,
             };
             if state.is_some() {
                 self.state = state;
@@ -207,7 +215,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                     let Some(group) = self.form_group().await? else {
                         return Err(e);
                     };
-                    let (found, state) = Self::read_grouped(group, true, reads()).await?;
+                    let (found, state) = Self::read_grouped(group, true, reads).await?;
                     self.state = state;
                     found
                 }
@@ -264,30 +272,35 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     }
 
     /// Reads members of a group (`reads`), and with them the group document when
-    /// `with_state` (the transaction's first read): in one round trip where the store
-    /// commits across entity groups, else the group document first (it settles a
-    /// transaction left in flight).
-    async fn read_grouped<F>(
+    /// `with_state` (the transaction's first read), concurrently. Without cross-group
+    /// commits, reading the group document settles a transaction it left in flight: a
+    /// member read meanwhile that shows a document held by a transaction is read again.
+    async fn read_grouped<I, F>(
         group: &KeyGroup<'m, S>,
         with_state: bool,
-        reads: impl Iterator<Item = F>,
+        reads: impl Fn() -> I,
     ) -> Result<(Vec<Arc<Snapshot>>, Option<Versioned>)>
     where
+        I: Iterator<Item = F>,
         F: Future<Output = Result<Arc<Snapshot>>>,
     {
         if !with_state {
-            return Ok((futures::future::try_join_all(reads).await?, None));
+            return Ok((futures::future::try_join_all(reads()).await?, None));
         }
-        if group.mapper.store.cross_group_transactions() {
-            let (found, state) = futures::try_join!(
-                futures::future::try_join_all(reads),
-                Self::read_state(group)
-            )?;
-            Ok((found, Some(state)))
-        } else {
-            let state = Self::read_state(group).await?;
-            Ok((futures::future::try_join_all(reads).await?, Some(state)))
+        let (mut found, state) = futures::try_join!(
+            futures::future::try_join_all(reads()),
+            Self::read_state(group)
+        )?;
+        let held = |found: &Arc<Snapshot>| {
+            documents_read(found).any(|(_, doc)| {
+                doc.and_then(|doc| Owner::of(&doc.doc))
+                    .is_some_and(|owner| owner.txn.is_some())
+            })
+        };
+        if !group.mapper.store.cross_group_transactions() && found.iter().any(held) {
+            found = futures::future::try_join_all(reads()).await?;
         }
+        Ok((found, Some(state)))
     }
 
     /// For a one-shot transaction without a group that waits and has read nothing yet:
