@@ -403,6 +403,11 @@ impl<S: DocumentStore> Steps<'_, S> {
         self.mapper.get_exactly(&keys).await
     }
 
+    /// The group document, after settling the transaction it records ([`Steps::settled_state`]).
+    pub(super) async fn settled_group_document(&self) -> Result<Option<Versioned>> {
+        Ok(self.settled_state(&[]).await?.into_iter().next().flatten())
+    }
+
     /// Gives each document of `keys` the group owns `owner` (`None`: no owner), a write of
     /// the owner alone (`Write::Own`), one entity group at a time, rereading those that
     /// changed meanwhile.

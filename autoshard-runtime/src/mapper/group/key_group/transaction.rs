@@ -115,20 +115,12 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
     }
 
-    /// Reads the group document (once per transaction): [`Error::GroupLost`] when the
-    /// group is gone.
+    /// Reads the group document (once per transaction); [`Error::GroupLost`] when gone.
     async fn read_state(group: &KeyGroup<'m, S>) -> Result<Versioned> {
         let state = if group.mapper.store.cross_group_transactions() {
             group.mapper.store.get(&group.key).await?
         } else {
-            // A transaction of the group left in flight is settled before anything is read.
-            group
-                .steps()
-                .settled_state(&[])
-                .await?
-                .into_iter()
-                .next()
-                .flatten()
+            group.steps().settled_group_document().await?
         };
         Self::state_of(group, state)
     }
@@ -271,10 +263,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             })
     }
 
-    /// Reads members of a group (`reads`), and with them the group document when
-    /// `with_state` (the transaction's first read), concurrently. Without cross-group
-    /// commits, reading the group document settles a transaction it left in flight: a
-    /// member read meanwhile that shows a document held by a transaction is read again.
+    /// Reads members (`reads`), and concurrently the group document when `with_state` (the
+    /// first read). Reading that settles a transaction left in flight (`protocol`): members
+    /// read meanwhile are read again when they show a document it held.
     async fn read_grouped<I, F>(
         group: &KeyGroup<'m, S>,
         with_state: bool,
@@ -291,13 +282,10 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             futures::future::try_join_all(reads()),
             Self::read_state(group)
         )?;
-        let held = |found: &Arc<Snapshot>| {
-            documents_read(found).any(|(_, doc)| {
-                doc.and_then(|doc| Owner::of(&doc.doc))
-                    .is_some_and(|owner| owner.txn.is_some())
-            })
-        };
-        if !group.mapper.store.cross_group_transactions() && found.iter().any(held) {
+        let held = found
+            .iter()
+            .any(|found| one_shot::holds_a_transaction(found));
+        if held && !group.mapper.store.cross_group_transactions() {
             found = futures::future::try_join_all(reads()).await?;
         }
         Ok((found, Some(state)))
