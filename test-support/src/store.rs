@@ -7,8 +7,8 @@
 
 use async_trait::async_trait;
 use autoshard::store::{
-    Commit, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
-    ScanPage, Transaction, Version, Versioned, fold_lookup,
+    Commit, Committed, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
+    Merged, Scan, ScanPage, Transaction, Version, Versioned, fold_lookup,
 };
 use autoshard::{Key, Result};
 use std::collections::BTreeMap;
@@ -258,6 +258,10 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        Ok(self.commit_versioned(txn).await?.outcome)
+    }
+
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
         if self.knobs.cross_group_transactions == Some(false) && !txn.single_group() {
             // As a Redis Cluster answers a commit across slots.
             return Err(autoshard::Error::Invalid(
@@ -278,11 +282,11 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
                 .next()
                 .cloned()
                 .unwrap_or_else(|| Key::new("None", ""));
-            Commit::Conflict { key }
+            Committed::untold(Commit::Conflict { key })
         } else {
-            self.inner.commit(txn).await?
+            self.inner.commit_versioned(txn).await?
         };
-        if let Commit::Conflict { key } = &outcome {
+        if let Commit::Conflict { key } = &outcome.outcome {
             self.count_conflict(key);
         }
         if let Some(latency) = self.knobs.commit_latency {

@@ -221,6 +221,12 @@ impl DocumentStore for Switch {
     async fn commit(&self, txn: &Transaction) -> autoshard::Result<Commit> {
         self.now().commit(txn).await
     }
+    async fn commit_versioned(
+        &self,
+        txn: &Transaction,
+    ) -> autoshard::Result<autoshard::store::Committed> {
+        self.now().commit_versioned(txn).await
+    }
     async fn merge(&self, merge: &Merge) -> autoshard::Result<Merged> {
         self.now().merge(merge).await
     }

@@ -94,6 +94,7 @@ cases!(
     commit_expecting_absent,
     commit_later_write_wins,
     commit_read_only_and_empty,
+    a_versioned_commit_tells_the_versions_it_gave,
     commit_across_groups,
     scan_roots_and_children,
     scan_pages_cover_every_document_once,

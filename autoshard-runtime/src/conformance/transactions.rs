@@ -153,6 +153,82 @@ pub async fn commit_read_only_and_empty(store: &dyn DocumentStore) {
     assert_eq!(commit(store, &Transaction::new()).await, Commit::Committed);
 }
 
+/// `commit_versioned` commits as `commit` does. Where it tells the versions of a
+/// committed transaction, it tells one per write, in order: the version a read answers
+/// right after for a put or a write of the owner alone, `None` for a delete and for the
+/// owner written to an absent document. It tells none for a conflict.
+pub async fn a_versioned_commit_tells_the_versions_it_gave(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Versioned");
+    let a = Key::new(kind, "a");
+    let (part, gone, absent) = (
+        a.child("Part", "x"),
+        a.child("Part", "gone"),
+        a.child("Part", "absent"),
+    );
+    let va = ok(store.insert(&a, doc(&[("n", 1.into())])).await, "insert a");
+    ok(
+        store.insert(&gone, doc(&[("n", 1.into())])).await,
+        "insert gone",
+    );
+    let txn = Transaction::new()
+        .expect(a.clone(), Some(va))
+        .put(a.clone(), doc(&[("n", 2.into())]))
+        .put(part.clone(), doc(&[("p", true.into())]))
+        .delete(gone.clone())
+        .own(absent.clone(), None);
+    let answer = ok(store.commit_versioned(&txn).await, "commit_versioned");
+    assert_eq!(answer.outcome, Commit::Committed);
+    assert_eq!(must_get(store, &a).await.doc, doc(&[("n", 2.into())]));
+    assert_eq!(get(store, &gone).await, None);
+    assert_eq!(get(store, &absent).await, None);
+    if let Some(versions) = answer.versions {
+        let now = vec![
+            Some(must_get(store, &a).await.version),
+            Some(must_get(store, &part).await.version),
+            None,
+            None,
+        ];
+        assert_eq!(
+            versions, now,
+            "the versions told for put, put, delete, owner of none"
+        );
+        let own = Transaction::new()
+            .expect(a.clone(), now[0])
+            .own(a.clone(), None);
+        let answer = ok(
+            store.commit_versioned(&own).await,
+            "commit_versioned of the owner",
+        );
+        assert_eq!(answer.outcome, Commit::Committed);
+        if let Some(versions) = answer.versions {
+            let version = must_get(store, &a).await.version;
+            assert_eq!(
+                versions,
+                vec![Some(version)],
+                "the version told for the owner"
+            );
+            assert_ne!(
+                Some(version),
+                now[0],
+                "a write of the owner alone kept the version"
+            );
+        }
+    }
+    let stale = Transaction::new()
+        .expect(a.clone(), Some(va))
+        .put(a.clone(), doc(&[("n", 9.into())]));
+    let answer = ok(
+        store.commit_versioned(&stale).await,
+        "stale commit_versioned",
+    );
+    assert!(
+        matches!(answer.outcome, Commit::Conflict { .. }),
+        "{answer:?}"
+    );
+    assert_eq!(answer.versions, None, "versions told for a conflict");
+    assert_eq!(must_get(store, &a).await.doc, doc(&[("n", 2.into())]));
+}
+
 /// A transaction over two entity groups: atomic where the store says it supports them
 /// (`cross_group_transactions`), otherwise rejected with `Error::Invalid` and nothing
 /// applied.

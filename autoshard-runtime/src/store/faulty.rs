@@ -7,8 +7,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan, ScanPage,
-    Transaction,
+    Commit, Committed, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
+    ScanPage, Transaction,
 };
 use async_trait::async_trait;
 use std::fmt;
@@ -227,6 +227,9 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         faulty!(self, "commit", self.inner.commit(txn))
+    }
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+        faulty!(self, "commit", self.inner.commit_versioned(txn))
     }
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         faulty!(self, "merge", self.inner.merge(merge))

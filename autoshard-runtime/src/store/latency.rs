@@ -9,8 +9,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan, ScanPage,
-    Transaction,
+    Commit, Committed, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
+    ScanPage, Transaction,
 };
 use crate::sync::lock;
 use async_trait::async_trait;
@@ -198,9 +198,13 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        Ok(self.commit_versioned(txn).await?.outcome)
+    }
+
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
         if !self.cross_group_transactions() && !txn.single_group() {
             // Let the inner store give its own answer without modelling latency.
-            return self.inner.commit(txn).await;
+            return self.inner.commit_versioned(txn).await;
         }
         let _guards = self.lock_groups(txn.keys()).await;
         // Fail fast when a read is already stale: a conflict costs no write slot.
@@ -210,15 +214,15 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
             for ((key, expected), found) in txn.reads().iter().zip(current) {
                 if found.map(|f| f.version) != *expected {
                     tracing::trace!(key = %key, "latency store: stale read, conflict without latency");
-                    return Ok(Commit::Conflict { key: key.clone() });
+                    return Ok(Committed::untold(Commit::Conflict { key: key.clone() }));
                 }
             }
         }
         if txn.writes().is_empty() {
-            return self.inner.commit(txn).await;
+            return self.inner.commit_versioned(txn).await;
         }
         self.write_delay().await;
-        self.inner.commit(txn).await
+        self.inner.commit_versioned(txn).await
     }
 
     async fn merge(&self, merge: &Merge) -> Result<Merged> {

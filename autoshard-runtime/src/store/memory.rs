@@ -11,7 +11,8 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction, Write, merge,
+    Commit, Committed, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Write, merge,
     ownership::{self, OWNER},
 };
 use crate::sync::lock;
@@ -250,6 +251,10 @@ impl DocumentStore for MemoryStore {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        Ok(self.commit_versioned(txn).await?.outcome)
+    }
+
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
         tracing::trace!(
             reads = txn.reads().len(),
             writes = txn.writes().len(),
@@ -260,33 +265,39 @@ impl DocumentStore for MemoryStore {
             let actual = state.docs.get(key).map(|d| d.version);
             if actual != *expected {
                 tracing::debug!(key = %key, ?expected, ?actual, "memory commit conflict");
-                return Ok(Commit::Conflict { key: key.clone() });
+                return Ok(Committed::untold(Commit::Conflict { key: key.clone() }));
             }
         }
         for key in txn.keys() {
             state.check_owner(key, txn.owner())?;
         }
+        let mut versions = Vec::with_capacity(txn.writes().len());
         for (key, write) in txn.writes() {
-            match write {
-                Write::Put(doc) => {
-                    state.store(key, doc.clone());
-                }
-                Write::Delete => {
-                    state.docs.remove(key);
-                }
-                Write::Own(owner) => {
-                    if let Some(current) = state.docs.get(key) {
-                        let mut doc = current.doc.clone();
-                        match owner {
-                            Some(owner) => doc.insert(OWNER.to_owned(), owner.to_value()),
-                            None => doc.remove(OWNER),
-                        };
-                        state.store(key, doc);
+            let version =
+                match write {
+                    Write::Put(doc) => Some(state.store(key, doc.clone())),
+                    Write::Delete => {
+                        state.docs.remove(key);
+                        None
                     }
-                }
-            }
+                    Write::Own(owner) => state
+                        .docs
+                        .get(key)
+                        .map(|current| current.doc.clone())
+                        .map(|mut doc| {
+                            match owner {
+                                Some(owner) => doc.insert(OWNER.to_owned(), owner.to_value()),
+                                None => doc.remove(OWNER),
+                            };
+                            state.store(key, doc)
+                        }),
+                };
+            versions.push(version);
         }
-        Ok(Commit::Committed)
+        Ok(Committed {
+            outcome: Commit::Committed,
+            versions: Some(versions),
+        })
     }
 
     async fn merge(&self, merge: &Merge) -> Result<Merged> {

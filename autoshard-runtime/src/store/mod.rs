@@ -90,6 +90,9 @@ pub use redis::{RedisOptions, RedisStore};
 /// - A committed [`Write::Own`] changes only the document's [`OWNER`] property and its
 ///   version (the other properties and the write record stay as they were); of an absent
 ///   document it writes nothing.
+/// - [`DocumentStore::commit_versioned`] commits as `commit` does and may tell, for a
+///   committed transaction, the version each write gave its document ([`Committed`]);
+///   a store that tells tells them right, and one that does not answers `None`.
 /// - A transaction whose keys all share one group commits atomically on every store. One
 ///   that spans groups does so only where [`DocumentStore::cross_group_transactions`]
 ///   says so; elsewhere it is rejected with [`Error::Invalid`](crate::Error::Invalid)
@@ -204,6 +207,34 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// Applies `txn` atomically if every read it lists still has the version it expects;
     /// otherwise applies nothing and answers [`Commit::Conflict`].
     async fn commit(&self, txn: &Transaction) -> Result<Commit>;
+
+    /// [`DocumentStore::commit`], telling also the version each write of a committed
+    /// transaction gave its document, where the store knows them ([`Committed`]): a
+    /// caller that writes those documents next can expect them instead of reading them
+    /// again. The default commits with `commit` and tells none.
+    ///
+    /// ```
+    /// use autoshard::Key;
+    /// use autoshard::store::{Commit, DocumentStore, MemoryStore, Transaction};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> autoshard::Result<()> {
+    /// let store = MemoryStore::new();
+    /// let key = Key::new("Counter", "hits");
+    /// let txn = Transaction::new()
+    ///     .expect(key.clone(), None)
+    ///     .put(key.clone(), [("n".to_owned(), 1.into())].into());
+    /// let committed = store.commit_versioned(&txn).await?;
+    /// assert_eq!(committed.outcome, Commit::Committed);
+    /// // The memory store tells the version of each write: what a read answers now.
+    /// let told = committed.versions.unwrap_or_default();
+    /// assert_eq!(told, [store.get(&key).await?.map(|d| d.version)]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+        Ok(Committed::untold(self.commit(txn).await?))
+    }
 
     /// Folds `merge.operand` into one property of one document with a built-in fold,
     /// atomically and at most once per write id (see the contract above and
@@ -479,6 +510,28 @@ impl Transaction {
     }
 }
 
+/// What [`DocumentStore::commit_versioned`] answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct Committed {
+    /// The outcome, as [`DocumentStore::commit`] answers it.
+    pub outcome: Commit,
+    /// For a committed transaction, where the store tells: the version each write gave its
+    /// document, in the order of [`Transaction::writes`] (`None` for a delete, and for a
+    /// write of the owner alone to an absent document, which writes nothing).
+    pub versions: Option<Vec<Option<Version>>>,
+}
+
+impl Committed {
+    /// `outcome`, without versions.
+    pub fn untold(outcome: Commit) -> Self {
+        Committed {
+            outcome,
+            versions: None,
+        }
+    }
+}
+
 /// The outcome of [`DocumentStore::commit`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
@@ -523,6 +576,9 @@ macro_rules! forward_store {
             }
             async fn commit(&self, txn: &Transaction) -> Result<Commit> {
                 (**self).commit(txn).await
+            }
+            async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+                (**self).commit_versioned(txn).await
             }
             async fn merge(&self, merge: &Merge) -> Result<Merged> {
                 (**self).merge(merge).await

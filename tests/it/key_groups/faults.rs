@@ -12,8 +12,8 @@ use autoshard::group::KeyGroup;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::{
-    Commit, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Owner,
-    Scan, ScanPage, Transaction, Version, Versioned,
+    Commit, Committed, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
+    Merged, Owner, Scan, ScanPage, Transaction, Version, Versioned,
 };
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::every_store::Backend;
@@ -295,6 +295,9 @@ impl DocumentStore for DropAt {
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         self.pass(self.inner.commit(txn)).await
     }
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+        self.pass(self.inner.commit_versioned(txn)).await
+    }
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         self.pass(self.inner.merge(merge)).await
     }
@@ -504,6 +507,9 @@ impl DocumentStore for LateJoin {
         self.inner.fold_lookup(lookup).await
     }
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        Ok(self.commit_versioned(txn).await?.outcome)
+    }
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
         let join = txn.writes().iter().any(|(key, write)| {
             *key == self.key
                 && match write {
@@ -524,7 +530,7 @@ impl DocumentStore for LateJoin {
                 "the reply was lost; the request is on its way",
             ));
         }
-        self.inner.commit(txn).await
+        self.inner.commit_versioned(txn).await
     }
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         self.inner.merge(merge).await

@@ -339,6 +339,12 @@ impl DocumentStore for SlowReplies {
     ) -> Result<autoshard::store::Commit> {
         self.inner.commit(txn).await
     }
+    async fn commit_versioned(
+        &self,
+        txn: &autoshard::store::Transaction,
+    ) -> Result<autoshard::store::Committed> {
+        self.inner.commit_versioned(txn).await
+    }
     async fn merge(&self, merge: &autoshard::store::Merge) -> Result<autoshard::store::Merged> {
         let merged = self.inner.merge(merge).await;
         if self.held.armed.swap(false, Ordering::SeqCst) {

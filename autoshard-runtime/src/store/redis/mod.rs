@@ -38,7 +38,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Commit, Committed, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
 };
 use ::redis::Script;
 use async_trait::async_trait;
@@ -323,9 +323,22 @@ impl DocumentStore for RedisStore {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        Ok(self.commit_versioned(txn).await?.outcome)
+    }
+
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
         match self.run_commit(txn, "commit").await? {
-            Applied::Committed(_) => Ok(Commit::Committed),
-            Applied::Conflict(key) => Ok(Commit::Conflict { key }),
+            Applied::Committed(outcomes) => Ok(Committed {
+                outcome: Commit::Committed,
+                // The script answers 0 for a write that leaves no document.
+                versions: Some(
+                    outcomes
+                        .iter()
+                        .map(|w| (w.version > 0).then_some(Version(w.version)))
+                        .collect(),
+                ),
+            }),
+            Applied::Conflict(key) => Ok(Committed::untold(Commit::Conflict { key })),
         }
     }
 

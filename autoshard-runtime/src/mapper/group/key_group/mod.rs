@@ -13,11 +13,13 @@
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
 //! `transaction.rs`, [`GroupTransaction`]; `protocol.rs`, the steps on a store whose
-//! commits stay within one entity group; `one_shot.rs`, the one-shot transaction that
-//! needs no group; `queue.rs`, waiting for members, fairly.
+//! commits stay within one entity group, and `in_steps.rs`, a transaction's commit in
+//! those steps; `one_shot.rs`, the one-shot transaction that needs no group; `queue.rs`,
+//! waiting for members, fairly.
 
 mod builder;
 mod handle;
+mod in_steps;
 pub(in crate::mapper) mod one_shot;
 mod protocol;
 mod queue;
@@ -36,7 +38,7 @@ use crate::mapper::layout::{self};
 use crate::mapper::read::load::{first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Found, Lookup, Transaction};
+use crate::store::{Commit, Committed, DocumentStore, Found, Lookup, Transaction};
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -237,10 +239,21 @@ async fn send<S: DocumentStore>(
     key: &Key,
     landed: impl Fn(Option<&Versioned>) -> bool,
 ) -> Result<Commit> {
+    Ok(send_versioned(mapper, txn, key, landed).await?.outcome)
+}
+
+/// [`send`], with the versions its writes gave where the store tells them (none for a copy
+/// found landed by a read).
+async fn send_versioned<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    txn: &Transaction,
+    key: &Key,
+    landed: impl Fn(Option<&Versioned>) -> bool,
+) -> Result<Committed> {
     let mut unknown = None;
     for _ in 0..RESENDS {
-        match mapper.store.commit(txn).await {
-            Ok(Commit::Committed) => return Ok(Commit::Committed),
+        match mapper.store.commit_versioned(txn).await {
+            Ok(committed) if committed.outcome == Commit::Committed => return Ok(committed),
             Ok(conflict) if unknown.is_none() => return Ok(conflict),
             Ok(conflict) => {
                 // An earlier copy may have landed: the group document says.
@@ -268,7 +281,7 @@ async fn send<S: DocumentStore>(
 /// `Committed` for a copy of a step that a read of the group document at `key` found
 /// landed, once that read is durable: the copy that landed was answered with an error,
 /// so nothing made it durable (`DocumentStore::make_durable`).
-async fn durable_landing<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<Commit> {
+async fn durable_landing<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<Committed> {
     mapper.store.make_durable(std::slice::from_ref(key)).await?;
-    Ok(Commit::Committed)
+    Ok(Committed::untold(Commit::Committed))
 }

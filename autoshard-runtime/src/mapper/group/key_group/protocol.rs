@@ -7,7 +7,7 @@
 //! Each step and why a crash at any point leaves a transaction applied whole or not at
 //! all: the repository's `docs/design/key-groups.md`.
 
-use super::{KeyGroup, send};
+use super::KeyGroup;
 use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
@@ -110,18 +110,35 @@ pub(super) async fn commit_all<S: DocumentStore>(
     mapper: &Mapper<S>,
     parts: &[Transaction],
 ) -> Result<Commit> {
-    let answers = futures::future::join_all(parts.iter().map(|t| mapper.store.commit(t))).await;
+    Ok(commit_all_versioned(mapper, parts).await?.0)
+}
+
+/// [`commit_all`], with the version each put of a committed part gave its document,
+/// where the store tells ([`DocumentStore::commit_versioned`]).
+pub(super) async fn commit_all_versioned<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    parts: &[Transaction],
+) -> Result<(Commit, BTreeMap<Key, Version>)> {
+    let answers = parts.iter().map(|t| mapper.store.commit_versioned(t));
+    let answers = futures::future::join_all(answers).await;
     let mut outcome = Ok(Commit::Committed);
-    for answer in answers {
+    let mut versions = BTreeMap::new();
+    for (part, answer) in parts.iter().zip(answers) {
         match (answer, &outcome) {
             (Err(e), Ok(_)) => outcome = Err(e),
-            (Ok(conflict @ Commit::Conflict { .. }), Ok(Commit::Committed)) => {
-                outcome = Ok(conflict);
+            (Ok(committed), _) if committed.outcome == Commit::Committed => {
+                let told = committed.versions.unwrap_or_default();
+                for ((key, _), version) in part.writes().iter().zip(told) {
+                    if let Some(version) = version {
+                        versions.insert(key.clone(), version);
+                    }
+                }
             }
+            (Ok(conflict), Ok(Commit::Committed)) => outcome = Ok(conflict.outcome),
             _ => {}
         }
     }
-    outcome
+    Ok((outcome?, versions))
 }
 
 /// Commits `txn` with its owner token, or without one when the token is refused because
@@ -234,7 +251,7 @@ pub(super) struct Steps<'a, S> {
 }
 
 impl<S: DocumentStore> Steps<'_, S> {
-    fn token(&self) -> Transaction {
+    pub(super) fn token(&self) -> Transaction {
         Transaction::new().owned_by(self.id.clone())
     }
 
@@ -271,32 +288,47 @@ impl<S: DocumentStore> Steps<'_, S> {
 
     /// The decision on transaction `in_flight`, made `commit` unless it was made already:
     /// `None` when the group document no longer records it (it was settled).
-    pub(super) async fn decide(&self, in_flight: &InFlight, commit: bool) -> Result<Option<bool>> {
-        self.until_committed(self.key, true, || async {
-            let Some(state) = self.mapper.store.get(self.key).await? else {
-                return Ok(Next::Done(None));
-            };
-            let recorded = InFlight::of(self.key, &state.doc)?;
-            let Some(recorded) = recorded.filter(|p| p.txn == in_flight.txn) else {
-                return Ok(Next::Done(None));
-            };
-            if let Some(decided) = recorded.decided {
-                // Another run's decision, which may have been answered with an error.
-                let read = std::slice::from_ref(self.key);
-                self.mapper.store.make_durable(read).await?;
-                return Ok(Next::Done(Some(decided)));
+    /// `logged`: the group document as the transaction's log wrote it, when known, read in
+    /// place of the store's at the first try.
+    pub(super) async fn decide(
+        &self,
+        in_flight: &InFlight,
+        commit: bool,
+        logged: Option<Versioned>,
+    ) -> Result<Option<bool>> {
+        let mut logged = logged;
+        self.until_committed(self.key, true, || {
+            let known = logged.take();
+            async move {
+                let state = match known {
+                    Some(state) => state,
+                    None => match self.mapper.store.get(self.key).await? {
+                        Some(state) => state,
+                        None => return Ok(Next::Done(None)),
+                    },
+                };
+                let recorded = InFlight::of(self.key, &state.doc)?;
+                let Some(recorded) = recorded.filter(|p| p.txn == in_flight.txn) else {
+                    return Ok(Next::Done(None));
+                };
+                if let Some(decided) = recorded.decided {
+                    // Another run's decision, which may have been answered with an error.
+                    let read = std::slice::from_ref(self.key);
+                    self.mapper.store.make_durable(read).await?;
+                    return Ok(Next::Done(Some(decided)));
+                }
+                let mut doc = state.doc;
+                let decided = InFlight {
+                    decided: Some(commit),
+                    ..recorded
+                };
+                doc.insert(IN_FLIGHT.to_owned(), decided.to_value());
+                let txn = self
+                    .token()
+                    .expect(self.key.clone(), Some(state.version))
+                    .put(self.key.clone(), doc);
+                Ok(Next::Commit(txn, Some(commit)))
             }
-            let mut doc = state.doc;
-            let decided = InFlight {
-                decided: Some(commit),
-                ..recorded
-            };
-            doc.insert(IN_FLIGHT.to_owned(), decided.to_value());
-            let txn = self
-                .token()
-                .expect(self.key.clone(), Some(state.version))
-                .put(self.key.clone(), doc);
-            Ok(Next::Commit(txn, Some(commit)))
         })
         .await
     }
@@ -305,7 +337,7 @@ impl<S: DocumentStore> Steps<'_, S> {
     /// it holds takes its next content or drops it, then the group document forgets it.
     /// Whether it committed (`None`: someone settled it meanwhile).
     pub(super) async fn settle(&self, in_flight: &InFlight) -> Result<Option<bool>> {
-        let decided = self.settle_documents(in_flight).await?;
+        let decided = self.settle_documents(in_flight, &BTreeMap::new()).await?;
         if decided.is_some() {
             self.forget(&in_flight.txn).await?;
         }
@@ -314,11 +346,17 @@ impl<S: DocumentStore> Steps<'_, S> {
 
     /// [`Steps::settle`] without the group document's last step: it goes on recording the
     /// transaction, decided, whose documents are settled (settling it again writes nothing
-    /// to them, and the next transaction's log replaces it).
-    async fn settle_documents(&self, in_flight: &InFlight) -> Result<Option<bool>> {
+    /// to them, and the next transaction's log replaces it). `prepared`: documents as the
+    /// transaction's prepare wrote them, where known, read in place of the store's at the
+    /// first try.
+    pub(super) async fn settle_documents(
+        &self,
+        in_flight: &InFlight,
+        prepared: &BTreeMap<Key, Versioned>,
+    ) -> Result<Option<bool>> {
         let decided = match in_flight.decided {
             Some(decided) => Some(decided),
-            None => self.decide(in_flight, false).await?,
+            None => self.decide(in_flight, false, None).await?,
         };
         let Some(commit) = decided else {
             return Ok(None);
@@ -329,7 +367,7 @@ impl<S: DocumentStore> Steps<'_, S> {
         }
         let parts = by_group
             .values()
-            .map(|keys| self.settle_part(keys, &in_flight.txn, commit));
+            .map(|keys| self.settle_part(keys, &in_flight.txn, commit, prepared));
         futures::future::try_join_all(parts).await?;
         if let Some(settled) = self.settled {
             *lock(settled) = Some(in_flight.txn.clone());
@@ -338,24 +376,42 @@ impl<S: DocumentStore> Steps<'_, S> {
     }
 
     /// Settles the documents `keys` of one entity group that transaction `txn` holds.
-    async fn settle_part(&self, keys: &[Key], txn: &str, commit: bool) -> Result<()> {
-        self.until_committed(&keys[0], false, || async {
-            let docs = self.mapper.get_exactly(keys).await?;
-            let mut write = self.token();
-            for (key, doc) in keys.iter().zip(docs) {
-                let Some(doc) = doc else { continue };
-                let Some(owner) = Owner::of(&doc.doc) else {
-                    continue;
+    /// Those in `prepared` (all of them) are taken as written there at the first try.
+    async fn settle_part(
+        &self,
+        keys: &[Key],
+        txn: &str,
+        commit: bool,
+        prepared: &BTreeMap<Key, Versioned>,
+    ) -> Result<()> {
+        let known: Option<Vec<Option<Versioned>>> = keys
+            .iter()
+            .map(|k| prepared.get(k).cloned().map(Some))
+            .collect();
+        let mut known = known;
+        self.until_committed(&keys[0], false, || {
+            let known = known.take();
+            async move {
+                let docs = match known {
+                    Some(docs) => docs,
+                    None => self.mapper.get_exactly(keys).await?,
                 };
-                if owner.txn.as_deref() != Some(txn) || *owner.group != *self.id {
-                    continue;
+                let mut write = self.token();
+                for (key, doc) in keys.iter().zip(docs) {
+                    let Some(doc) = doc else { continue };
+                    let Some(owner) = Owner::of(&doc.doc) else {
+                        continue;
+                    };
+                    if owner.txn.as_deref() != Some(txn) || *owner.group != *self.id {
+                        continue;
+                    }
+                    let settled = settled(key, &doc.doc, &owner, commit)?;
+                    write = write
+                        .expect(key.clone(), Some(doc.version))
+                        .put(key.clone(), settled);
                 }
-                let settled = settled(key, &doc.doc, &owner, commit)?;
-                write = write
-                    .expect(key.clone(), Some(doc.version))
-                    .put(key.clone(), settled);
+                Ok(Next::commit_unless_empty(write))
             }
-            Ok(Next::commit_unless_empty(write))
         })
         .await
     }
@@ -491,85 +547,5 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
             key: &self.key,
             settled: Some(&self.settled),
         }
-    }
-}
-
-/// What a transaction of a group commits.
-pub(super) struct Changes<'a> {
-    /// The group as owner (its lease).
-    pub owner: &'a Owner,
-    /// The group document as the transaction read it.
-    pub stored: &'a Versioned,
-    /// The group document's next state (with the transaction's write id).
-    pub state: Document,
-    /// Every document written, as it will be.
-    pub writes: &'a BTreeMap<Key, Document>,
-    /// Every document written, as read: its version and content (`None`: absent).
-    pub current: &'a BTreeMap<Key, (Option<crate::document::Version>, Option<Document>)>,
-    /// The transaction's id.
-    pub txn_id: &'a str,
-    /// The group's list document, when the transaction creates documents.
-    pub list: Option<Document>,
-}
-
-/// The transaction of a group on a store without cross-group commits: log, prepare,
-/// decide, settle (module docs). `landed` tells from the group document whether the log
-/// committed (for a reply that was lost).
-pub(super) async fn commit_in_steps<S: DocumentStore>(
-    steps: &Steps<'_, S>,
-    changes: Changes<'_>,
-    landed: impl Fn(Option<&Versioned>) -> bool,
-) -> Result<()> {
-    let Changes {
-        owner,
-        stored,
-        state,
-        writes,
-        current,
-        txn_id,
-        list,
-    } = changes;
-    let in_flight = InFlight {
-        txn: txn_id.to_owned(),
-        keys: writes.keys().cloned().collect(),
-        decided: None,
-    };
-    let mut logged = state;
-    logged.insert(IN_FLIGHT.to_owned(), in_flight.to_value());
-    let mut log = steps
-        .token()
-        .expect(steps.key.clone(), Some(stored.version))
-        .put(steps.key.clone(), logged);
-    if let Some(list) = list {
-        log = log.put(crate::mapper::layout::key_group_members(steps.key), list);
-    }
-    if let Commit::Conflict { key } = send(steps.mapper, &log, steps.key, landed).await? {
-        return Err(Error::Contention { key, attempts: 1 });
-    }
-    let mut prepare = steps.token();
-    for (key, next) in writes {
-        let (version, doc) = current.get(key).cloned().unwrap_or_default();
-        prepare = prepare.expect(key.clone(), version).put(
-            key.clone(),
-            prepared(doc.as_ref(), owner, txn_id, next.clone()),
-        );
-    }
-    let prepared = commit_all(steps.mapper, &split(&prepare)).await;
-    let commit = matches!(prepared, Ok(Commit::Committed));
-    let decided = steps.decide(&in_flight, commit).await?;
-    let settled = steps
-        .settle_documents(&InFlight {
-            decided,
-            ..in_flight
-        })
-        .await?;
-    match (settled.or(decided), prepared) {
-        (Some(true), _) => Ok(()),
-        (_, Err(e)) => Err(e),
-        (_, Ok(Commit::Conflict { key })) => Err(Error::Contention { key, attempts: 1 }),
-        (_, Ok(Commit::Committed)) => Err(Error::Contention {
-            key: steps.key.clone(),
-            attempts: 1,
-        }),
     }
 }

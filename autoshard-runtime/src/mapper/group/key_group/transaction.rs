@@ -4,7 +4,7 @@
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot::{self, documents_read};
-use super::{KeyGroup, KeyGroupBuilder, group_documents, protocol, send};
+use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, send};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
@@ -573,7 +573,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                     _ => None,
                 })
                 .unwrap_or_default();
-            let changes = protocol::Changes {
+            let changes = in_steps::Changes {
                 owner: &group_owner,
                 stored: &stored,
                 state,
@@ -582,7 +582,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 txn_id: &txn_id,
                 list,
             };
-            protocol::commit_in_steps(&group.steps(), changes, landed)
+            in_steps::commit_in_steps(&group.steps(), changes, landed)
                 .await
                 .map(|()| Commit::Committed)
         };
