@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use autoshard::store::{
-    Commit, Committed, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
+    Commit, CommitReply, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
     Merged, Scan, ScanPage, Transaction, Version, Versioned, fold_lookup,
 };
 use autoshard::{Key, Result};
@@ -261,7 +261,7 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
         Ok(self.commit_versioned(txn).await?.outcome)
     }
 
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         if self.knobs.cross_group_transactions == Some(false) && !txn.single_group() {
             // As a Redis Cluster answers a commit across slots.
             return Err(autoshard::Error::Invalid(
@@ -282,7 +282,7 @@ impl<S: DocumentStore> DocumentStore for TestStore<S> {
                 .next()
                 .cloned()
                 .unwrap_or_else(|| Key::new("None", ""));
-            Committed::untold(Commit::Conflict { key })
+            CommitReply::untold(Commit::Conflict { key })
         } else {
             self.inner.commit_versioned(txn).await?
         };

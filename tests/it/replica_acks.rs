@@ -224,7 +224,7 @@ impl DocumentStore for Switch {
     async fn commit_versioned(
         &self,
         txn: &Transaction,
-    ) -> autoshard::Result<autoshard::store::Committed> {
+    ) -> autoshard::Result<autoshard::store::CommitReply> {
         self.now().commit_versioned(txn).await
     }
     async fn merge(&self, merge: &Merge) -> autoshard::Result<Merged> {

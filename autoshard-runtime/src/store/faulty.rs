@@ -7,7 +7,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, Committed, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
+    Commit, CommitReply, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
     ScanPage, Transaction,
 };
 use async_trait::async_trait;
@@ -228,7 +228,7 @@ impl<S: DocumentStore> DocumentStore for FaultyStore<S> {
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         faulty!(self, "commit", self.inner.commit(txn))
     }
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         faulty!(self, "commit", self.inner.commit_versioned(txn))
     }
     async fn merge(&self, merge: &Merge) -> Result<Merged> {

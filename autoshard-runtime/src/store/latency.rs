@@ -9,7 +9,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, Committed, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
+    Commit, CommitReply, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge, Merged, Scan,
     ScanPage, Transaction,
 };
 use crate::sync::lock;
@@ -201,7 +201,7 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
         Ok(self.commit_versioned(txn).await?.outcome)
     }
 
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         if !self.cross_group_transactions() && !txn.single_group() {
             // Let the inner store give its own answer without modelling latency.
             return self.inner.commit_versioned(txn).await;
@@ -214,7 +214,7 @@ impl<S: DocumentStore> DocumentStore for LatencyStore<S> {
             for ((key, expected), found) in txn.reads().iter().zip(current) {
                 if found.map(|f| f.version) != *expected {
                     tracing::trace!(key = %key, "latency store: stale read, conflict without latency");
-                    return Ok(Committed::untold(Commit::Conflict { key: key.clone() }));
+                    return Ok(CommitReply::untold(Commit::Conflict { key: key.clone() }));
                 }
             }
         }

@@ -11,7 +11,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, Committed, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Commit, CommitReply, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
     Write, merge,
     ownership::{self, OWNER},
 };
@@ -254,7 +254,7 @@ impl DocumentStore for MemoryStore {
         Ok(self.commit_versioned(txn).await?.outcome)
     }
 
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         tracing::trace!(
             reads = txn.reads().len(),
             writes = txn.writes().len(),
@@ -265,7 +265,7 @@ impl DocumentStore for MemoryStore {
             let actual = state.docs.get(key).map(|d| d.version);
             if actual != *expected {
                 tracing::debug!(key = %key, ?expected, ?actual, "memory commit conflict");
-                return Ok(Committed::untold(Commit::Conflict { key: key.clone() }));
+                return Ok(CommitReply::untold(Commit::Conflict { key: key.clone() }));
             }
         }
         for key in txn.keys() {
@@ -294,7 +294,7 @@ impl DocumentStore for MemoryStore {
                 };
             versions.push(version);
         }
-        Ok(Committed {
+        Ok(CommitReply {
             outcome: Commit::Committed,
             versions: Some(versions),
         })

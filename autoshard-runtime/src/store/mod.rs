@@ -91,7 +91,7 @@ pub use redis::{RedisOptions, RedisStore};
 ///   version (the other properties and the write record stay as they were); of an absent
 ///   document it writes nothing.
 /// - [`DocumentStore::commit_versioned`] commits as `commit` does and may tell, for a
-///   committed transaction, the version each write gave its document ([`Committed`]);
+///   committed transaction, the version each write gave its document ([`CommitReply`]);
 ///   a store that tells tells them right, and one that does not answers `None`.
 /// - A transaction whose keys all share one group commits atomically on every store. One
 ///   that spans groups does so only where [`DocumentStore::cross_group_transactions`]
@@ -209,7 +209,7 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     async fn commit(&self, txn: &Transaction) -> Result<Commit>;
 
     /// [`DocumentStore::commit`], telling also the version each write of a committed
-    /// transaction gave its document, where the store knows them ([`Committed`]): a
+    /// transaction gave its document, where the store knows them ([`CommitReply`]): a
     /// caller that writes those documents next can expect them instead of reading them
     /// again. The default commits with `commit` and tells none.
     ///
@@ -232,8 +232,8 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     /// # Ok(())
     /// # }
     /// ```
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
-        Ok(Committed::untold(self.commit(txn).await?))
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
+        Ok(CommitReply::untold(self.commit(txn).await?))
     }
 
     /// Folds `merge.operand` into one property of one document with a built-in fold,
@@ -513,7 +513,7 @@ impl Transaction {
 /// What [`DocumentStore::commit_versioned`] answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use]
-pub struct Committed {
+pub struct CommitReply {
     /// The outcome, as [`DocumentStore::commit`] answers it.
     pub outcome: Commit,
     /// For a committed transaction, where the store tells: the version each write gave its
@@ -522,10 +522,10 @@ pub struct Committed {
     pub versions: Option<Vec<Option<Version>>>,
 }
 
-impl Committed {
+impl CommitReply {
     /// `outcome`, without versions.
     pub fn untold(outcome: Commit) -> Self {
-        Committed {
+        CommitReply {
             outcome,
             versions: None,
         }
@@ -577,7 +577,7 @@ macro_rules! forward_store {
             async fn commit(&self, txn: &Transaction) -> Result<Commit> {
                 (**self).commit(txn).await
             }
-            async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+            async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
                 (**self).commit_versioned(txn).await
             }
             async fn merge(&self, merge: &Merge) -> Result<Merged> {

@@ -12,7 +12,7 @@ use autoshard::group::KeyGroup;
 use autoshard::prelude::*;
 use autoshard::store::faulty::{Fault, FaultyStore};
 use autoshard::store::{
-    Commit, Committed, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
+    Commit, CommitReply, Document, DocumentStore, FoldFound, FoldLookup, Found, Lookup, Merge,
     Merged, Owner, Scan, ScanPage, Transaction, Version, Versioned,
 };
 use autoshard_test_support::entities::Account;
@@ -295,7 +295,7 @@ impl DocumentStore for DropAt {
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         self.pass(self.inner.commit(txn)).await
     }
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         self.pass(self.inner.commit_versioned(txn)).await
     }
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
@@ -509,7 +509,7 @@ impl DocumentStore for LateJoin {
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
         Ok(self.commit_versioned(txn).await?.outcome)
     }
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         let join = txn.writes().iter().any(|(key, write)| {
             *key == self.key
                 && match write {

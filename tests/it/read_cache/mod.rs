@@ -342,7 +342,7 @@ impl DocumentStore for SlowReplies {
     async fn commit_versioned(
         &self,
         txn: &autoshard::store::Transaction,
-    ) -> Result<autoshard::store::Committed> {
+    ) -> Result<autoshard::store::CommitReply> {
         self.inner.commit_versioned(txn).await
     }
     async fn merge(&self, merge: &autoshard::store::Merge) -> Result<autoshard::store::Merged> {

@@ -38,7 +38,7 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
-    Commit, Committed, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
+    Commit, CommitReply, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
 };
 use ::redis::Script;
 use async_trait::async_trait;
@@ -326,9 +326,9 @@ impl DocumentStore for RedisStore {
         Ok(self.commit_versioned(txn).await?.outcome)
     }
 
-    async fn commit_versioned(&self, txn: &Transaction) -> Result<Committed> {
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         match self.run_commit(txn, "commit").await? {
-            Applied::Committed(outcomes) => Ok(Committed {
+            Applied::Committed(outcomes) => Ok(CommitReply {
                 outcome: Commit::Committed,
                 // The script answers 0 for a write that leaves no document.
                 versions: Some(
@@ -338,7 +338,7 @@ impl DocumentStore for RedisStore {
                         .collect(),
                 ),
             }),
-            Applied::Conflict(key) => Ok(Committed::untold(Commit::Conflict { key })),
+            Applied::Conflict(key) => Ok(CommitReply::untold(Commit::Conflict { key })),
         }
     }
 

@@ -38,7 +38,7 @@ use crate::mapper::layout::{self};
 use crate::mapper::read::load::{first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, Committed, DocumentStore, Found, Lookup, Transaction};
+use crate::store::{Commit, CommitReply, DocumentStore, Found, Lookup, Transaction};
 use futures::future::BoxFuture;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -249,7 +249,7 @@ async fn send_versioned<S: DocumentStore>(
     txn: &Transaction,
     key: &Key,
     landed: impl Fn(Option<&Versioned>) -> bool,
-) -> Result<Committed> {
+) -> Result<CommitReply> {
     let mut unknown = None;
     for _ in 0..RESENDS {
         match mapper.store.commit_versioned(txn).await {
@@ -281,7 +281,7 @@ async fn send_versioned<S: DocumentStore>(
 /// `Committed` for a copy of a step that a read of the group document at `key` found
 /// landed, once that read is durable: the copy that landed was answered with an error,
 /// so nothing made it durable (`DocumentStore::make_durable`).
-async fn durable_landing<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<Committed> {
+async fn durable_landing<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<CommitReply> {
     mapper.store.make_durable(std::slice::from_ref(key)).await?;
-    Ok(Committed::untold(Commit::Committed))
+    Ok(CommitReply::untold(Commit::Committed))
 }
