@@ -226,7 +226,6 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
     ///     .put(key.clone(), [("n".to_owned(), 1.into())].into());
     /// let committed = store.commit_versioned(&txn).await?;
     /// assert_eq!(committed.outcome, Commit::Committed);
-    /// // The memory store tells the version of each write: what a read answers now.
     /// let told = committed.versions.unwrap_or_default();
     /// assert_eq!(told, [store.get(&key).await?.map(|d| d.version)]);
     /// # Ok(())
