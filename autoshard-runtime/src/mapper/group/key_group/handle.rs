@@ -217,7 +217,7 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
         }
         steps.rewrite_owned(&listed, owner).await?;
         let Some(owner) = owner else {
-            return steps.delete_group_document(Some(state.version)).await;
+            return steps.delete_group_document(Some(state.clone())).await;
         };
         let mut retrying = self.mapper.retrying("key group");
         loop {

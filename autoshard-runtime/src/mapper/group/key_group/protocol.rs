@@ -286,6 +286,15 @@ impl<S: DocumentStore> Steps<'_, S> {
         })
     }
 
+    /// The group document: `known` (as this step's caller wrote or read it) at a step's
+    /// first try, else as the store has it now.
+    async fn group_document(&self, known: Option<Versioned>) -> Result<Option<Versioned>> {
+        match known {
+            Some(state) => Ok(Some(state)),
+            None => self.mapper.store.get(self.key).await,
+        }
+    }
+
     /// The decision on transaction `in_flight`, made `commit` unless it was made already:
     /// `None` when the group document no longer records it (it was settled).
     /// `logged`: the group document as the transaction's log wrote it, when known, read in
@@ -300,12 +309,8 @@ impl<S: DocumentStore> Steps<'_, S> {
         self.until_committed(self.key, true, || {
             let known = logged.take();
             async move {
-                let state = match known {
-                    Some(state) => state,
-                    None => match self.mapper.store.get(self.key).await? {
-                        Some(state) => state,
-                        None => return Ok(Next::Done(None)),
-                    },
+                let Some(state) = self.group_document(known).await? else {
+                    return Ok(Next::Done(None));
                 };
                 let recorded = InFlight::of(self.key, &state.doc)?;
                 let Some(recorded) = recorded.filter(|p| p.txn == in_flight.txn) else {
@@ -514,22 +519,18 @@ impl<S: DocumentStore> Steps<'_, S> {
     }
 
     /// Deletes the group document and its list document (one entity group), expecting the
-    /// group document at `read` (its version as the caller read it) before reading it.
-    pub(super) async fn delete_group_document(&self, read: Option<Version>) -> Result<()> {
+    /// group document as `read` (as the caller read it) before reading it.
+    pub(super) async fn delete_group_document(&self, read: Option<Versioned>) -> Result<()> {
         let mut read = read;
         self.until_committed(self.key, true, || {
             let known = read.take();
             async move {
-                let version = match known {
-                    Some(version) => version,
-                    None => match self.mapper.store.get(self.key).await? {
-                        Some(state) => state.version,
-                        None => return Ok(Next::Done(())),
-                    },
+                let Some(state) = self.group_document(known).await? else {
+                    return Ok(Next::Done(()));
                 };
                 let write = self
                     .token()
-                    .expect(self.key.clone(), Some(version))
+                    .expect(self.key.clone(), Some(state.version))
                     .delete(self.key.clone())
                     .delete(crate::mapper::layout::key_group_members(self.key));
                 Ok(Next::Commit(write, ()))
