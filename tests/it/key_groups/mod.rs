@@ -97,13 +97,14 @@ fn contended(e: &Error) -> bool {
 }
 
 /// A random pause after one more refusal in a row (`in_a_row` counts them): up to 2 ms
-/// doubled per refusal, at most about half a second. Without waiting, groups that keep
+/// doubled per refusal, at most about four seconds. Without waiting, groups that keep
 /// refusing each other (on a cluster a create owns its members one entity group at a
 /// time) get out of each other's way only if they back off further each time, however
-/// fast the machine is.
+/// fast the machine is: on a slow, busy machine 32 clients that paused up to half a
+/// second still kept enough creates in flight to refuse each other for minutes.
 fn backoff(rng: &mut rand::rngs::StdRng, in_a_row: &mut u32) -> Duration {
     *in_a_row += 1;
-    Duration::from_millis(rng.random_range(1..=2u64 << (*in_a_row).min(8)))
+    Duration::from_millis(rng.random_range(1..=2u64 << (*in_a_row).min(11)))
 }
 
 mod bank {
