@@ -1,11 +1,12 @@
 //! [`KeyGroupBuilder`]: naming a group's members, and creating the group (or running one
 //! transaction on a group formed for it).
 
+use super::memo::Memo;
 use super::queue::{Intent, MAX_BACKOFF, Ticket, intent_in};
 use super::transaction::Holder;
 use super::{
     DEFAULT_LEASE, GroupTransaction, KeyGroup, Member, MemberKind, group_documents, millis,
-    protocol, read_members, send,
+    protocol, read_members, send, send_versioned,
 };
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -319,35 +320,21 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
             "create key group"
         );
         let landed = |doc: Option<&Versioned>| doc.is_some();
-        let created = if mapper.store.cross_group_transactions() {
+        let (created, memo) = if mapper.store.cross_group_transactions() {
             let txn = joins
                 .expect(key.clone(), None)
                 .put(key.clone(), state)
                 .expect(list_key.clone(), None)
                 .put(list_key, list);
-            send(mapper, &txn, key, landed).await?
+            (send(mapper, &txn, key, landed).await?, Memo::default())
         } else {
-            // The grouping protocol (`protocol`): the group document, then the joins.
             let insert = Transaction::new()
                 .expect(key.clone(), None)
                 .put(key.clone(), state)
                 .expect(list_key.clone(), None)
                 .put(list_key, list);
-            if let Commit::Conflict { key } = send(mapper, &insert, key, landed).await? {
-                return Ok(Attempt::Conflict(key));
-            }
-            let joined = protocol::commit_all(mapper, &protocol::split(&joins)).await;
-            if !matches!(joined, Ok(Commit::Committed)) {
-                let steps = protocol::Steps {
-                    mapper,
-                    id: id.into(),
-                    key,
-                    settled: None,
-                };
-                let tried: Vec<Key> = claimed.iter().cloned().collect();
-                steps.abort_create(&tried).await?;
-            }
-            joined?
+            let joined = (&joins, &claimed);
+            create_in_steps(mapper, id, key, &insert, joined).await?
         };
         match created {
             Commit::Committed => Ok(Attempt::Committed(KeyGroup {
@@ -359,7 +346,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 until_ms: Mutex::new(owner.until_ms),
                 turn: tokio::sync::Mutex::new(()),
                 writers: Pool::default(),
-                settled: Mutex::new(None),
+                memo: Mutex::new(memo),
             })),
             Commit::Conflict { key } => Ok(Attempt::Conflict(key)),
         }
@@ -510,4 +497,45 @@ fn joins(
         }
     }
     (joins, claimed)
+}
+
+/// Forms a group on a store whose commits stay within one entity group (`protocol`): the
+/// group document inserted (`insert`) while the members join (`joins`, which claim the
+/// documents `claimed`), concurrently; when either does not commit, what joined is released ([`protocol::Steps::abort_create`]) and
+/// the insert's error or conflict answered, else the joins'. With what the group's memo
+/// learns from both.
+async fn create_in_steps<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    id: &str,
+    key: &Key,
+    insert: &Transaction,
+    (joins, claimed): (&Transaction, &BTreeSet<Key>),
+) -> Result<(Commit, Memo)> {
+    let landed = |doc: Option<&Versioned>| doc.is_some();
+    let split = protocol::split(joins);
+    let (inserted, joined) = futures::join!(
+        send_versioned(mapper, insert, key, landed),
+        protocol::commit_all_versioned(mapper, &split)
+    );
+    if let (Ok(told), Ok((Commit::Committed, versions))) = (&inserted, &joined)
+        && told.outcome == Commit::Committed
+    {
+        let mut memo = Memo::default();
+        memo.committed(key, insert, told);
+        memo.versions(versions);
+        return Ok((Commit::Committed, memo));
+    }
+    let steps = protocol::Steps {
+        mapper,
+        id: id.into(),
+        key,
+        memo: None,
+    };
+    let tried: Vec<Key> = claimed.iter().cloned().collect();
+    steps.abort_create(&tried).await?;
+    let outcome = match inserted?.outcome {
+        Commit::Committed => joined?.0,
+        conflict @ Commit::Conflict { .. } => conflict,
+    };
+    Ok((outcome, Memo::default()))
 }

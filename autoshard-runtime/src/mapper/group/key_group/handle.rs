@@ -1,6 +1,7 @@
 //! [`KeyGroup`]: the handle of a live group (its transactions, renewing its lease,
 //! dissolving it), and recovering groups whose lease has passed.
 
+use super::memo::Memo;
 use super::transaction::Holder;
 use super::{GroupTransaction, listed, listed_in, millis, protocol, send};
 use crate::document::Versioned;
@@ -48,9 +49,9 @@ pub struct KeyGroup<'m, S> {
     /// transaction reads and rewrites, so the group keeps its own rather than drawing from
     /// the mapper's pool, shared by every concurrent save.
     pub(super) writers: Pool,
-    /// The last transaction this handle settled on a store without cross-group commits
-    /// (see `protocol::Steps::settled`).
-    pub(super) settled: Mutex<Option<String>>,
+    /// What this handle knows from its own commits on a store without cross-group
+    /// commits (`memo.rs`).
+    pub(super) memo: Mutex<Memo>,
 }
 
 impl<S> fmt::Debug for KeyGroup<'_, S> {
@@ -202,6 +203,15 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
     /// document.
     async fn rewrite_in_steps(&self, owner: Option<&Owner>) -> Result<()> {
         let steps = self.steps();
+        if owner.is_none() {
+            let documents = lock(&self.owned).clone();
+            if steps.release_known(&documents).await? {
+                return Ok(());
+            }
+        } else {
+            // The renewal rewrites the group document apart from the steps.
+            lock(&self.memo).state = None;
+        }
         let list_key = layout::key_group_members(&self.key);
         let found = steps.settled_state(std::slice::from_ref(&list_key)).await?;
         let (Some(Some(state)), Some(list)) = (found.first(), found.get(1)) else {
@@ -284,7 +294,7 @@ impl<S: DocumentStore> Mapper<S> {
                 mapper: self,
                 id: owner.group.as_str().into(),
                 key: &key,
-                settled: None,
+                memo: None,
             };
             steps.settled_state(&[]).await?;
             let listed = listed(self, &key).await?;

@@ -73,6 +73,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     if let Commit::Conflict { key } = logged_at.outcome {
         return Err(Error::Contention { key, attempts: 1 });
     }
+    steps.remember(&log, &logged_at);
     // The log's first write is the group document's.
     let logged_at = logged_at
         .versions
@@ -86,7 +87,10 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
         );
     }
     let (prepared, at) = match commit_all_versioned(steps.mapper, &split(&prepare)).await {
-        Ok((outcome, at)) => (Ok(outcome), at),
+        Ok((outcome, at)) => {
+            steps.remember_versions(&at);
+            (Ok(outcome), at)
+        }
         Err(e) => (Err(e), BTreeMap::new()),
     };
     let commit = matches!(prepared, Ok(Commit::Committed));

@@ -13,13 +13,14 @@
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
 //! `transaction.rs`, [`GroupTransaction`]; `protocol.rs`, the steps on a store whose
-//! commits stay within one entity group, and `in_steps.rs`, a transaction's commit in
-//! those steps; `one_shot.rs`, the one-shot transaction that needs no group; `queue.rs`,
-//! waiting for members, fairly.
+//! commits stay within one entity group, `in_steps.rs`, a transaction's commit in those
+//! steps, and `memo.rs`, what a handle knows from its own commits there; `one_shot.rs`,
+//! the one-shot transaction that needs no group; `queue.rs`, waiting for members, fairly.
 
 mod builder;
 mod handle;
 mod in_steps;
+mod memo;
 pub(in crate::mapper) mod one_shot;
 mod protocol;
 mod queue;

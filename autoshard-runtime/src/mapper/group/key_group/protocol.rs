@@ -8,12 +8,13 @@
 //! all: the repository's `docs/design/key-groups.md`.
 
 use super::KeyGroup;
+use super::memo::Memo;
 use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Transaction, Write};
+use crate::store::{Commit, CommitReply, DocumentStore, Transaction, Write};
 use crate::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -142,14 +143,15 @@ pub(super) async fn commit_all_versioned<S: DocumentStore>(
 }
 
 /// Commits `txn` with its owner token, or without one when the token is refused because
-/// the lease has passed (documents a passed lease left free take writes without it).
-pub(super) async fn commit_either<S: DocumentStore>(
+/// the lease has passed (documents a passed lease left free take writes without it),
+/// telling the versions its writes gave where the store tells them.
+pub(super) async fn commit_either_versioned<S: DocumentStore>(
     mapper: &Mapper<S>,
     txn: &Transaction,
-) -> Result<Commit> {
-    match mapper.store.commit(txn).await {
+) -> Result<CommitReply> {
+    match mapper.store.commit_versioned(txn).await {
         Err(Error::GroupLost { .. }) if txn.owner().is_some() => {
-            mapper.store.commit(&without_owner(txn)).await
+            mapper.store.commit_versioned(&without_owner(txn)).await
         }
         other => other,
     }
@@ -245,9 +247,10 @@ pub(super) struct Steps<'a, S> {
     pub mapper: &'a Mapper<S>,
     pub id: Arc<str>,
     pub key: &'a Key,
-    /// The last transaction the group's handle settled (its documents, not the group
-    /// document's record of it); `None` for a step that runs without the handle.
-    pub settled: Option<&'a Mutex<Option<String>>>,
+    /// What the group's handle knows from its own commits (`memo.rs`): among it, the
+    /// last transaction it settled (its documents, not the group document's record of
+    /// it); `None` for a step that runs without the handle.
+    pub memo: Option<&'a Mutex<Memo>>,
 }
 
 impl<S: DocumentStore> Steps<'_, S> {
@@ -258,7 +261,7 @@ impl<S: DocumentStore> Steps<'_, S> {
     /// Runs `step` until the commit it asks for commits: each run reads what it needs and
     /// answers [`Next`]; after a conflict or an unknown outcome it runs again (so a commit
     /// that landed shows up as nothing left to do), at most [`REREADS`] times. `either`:
-    /// commit as [`commit_either`] does (for documents a passed lease may have freed).
+    /// commit as [`commit_either_versioned`] does (for documents a passed lease may have freed).
     async fn until_committed<T, F, Fut>(&self, key: &Key, either: bool, mut step: F) -> Result<T>
     where
         F: FnMut() -> Fut,
@@ -270,13 +273,16 @@ impl<S: DocumentStore> Steps<'_, S> {
                 Next::Commit(txn, value) => (txn, value),
             };
             let answer = if either {
-                commit_either(self.mapper, &txn).await
+                commit_either_versioned(self.mapper, &txn).await
             } else {
-                self.mapper.store.commit(&txn).await
+                self.mapper.store.commit_versioned(&txn).await
             };
             match answer {
-                Ok(Commit::Committed) => return Ok(value),
-                Ok(Commit::Conflict { .. }) | Err(Error::Backend { .. }) => {}
+                Ok(reply) if reply.outcome == Commit::Committed => {
+                    self.remember(&txn, &reply);
+                    return Ok(value);
+                }
+                Ok(_) | Err(Error::Backend { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -374,8 +380,8 @@ impl<S: DocumentStore> Steps<'_, S> {
             .values()
             .map(|keys| self.settle_part(keys, &in_flight.txn, commit, prepared));
         futures::future::try_join_all(parts).await?;
-        if let Some(settled) = self.settled {
-            *lock(settled) = Some(in_flight.txn.clone());
+        if let Some(memo) = self.memo {
+            lock(memo).settled = Some(in_flight.txn.clone());
         }
         Ok(Some(commit))
     }
@@ -455,7 +461,7 @@ impl<S: DocumentStore> Steps<'_, S> {
         let Some(in_flight) = InFlight::of(self.key, &state.doc)? else {
             return Ok(found);
         };
-        let settled = self.settled.and_then(|s| lock(s).clone());
+        let settled = self.memo.and_then(|memo| lock(memo).settled.clone());
         if settled.as_deref() == Some(in_flight.txn.as_str()) {
             return Ok(found);
         }
@@ -546,7 +552,7 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
             mapper: self.mapper,
             id: self.id.clone(),
             key: &self.key,
-            settled: Some(&self.settled),
+            memo: Some(&self.memo),
         }
     }
 }
