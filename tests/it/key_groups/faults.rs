@@ -230,21 +230,26 @@ async fn the_next_transaction_of_a_group_settles_a_cut_one_and_commits() {
 }
 
 /// On the grouping protocol, a transaction of a live group whose future is dropped before
-/// or after any of its store calls, then the group dissolved through the same handle:
-/// nothing stays owned or held (the accounts take writes at once, long before the lease
-/// passes), and the dropped transaction applied once or not at all.
+/// or after any of its store calls; then, through the same handle, the group dissolved at
+/// once, or after one more transaction (which commits at its first attempt): nothing stays
+/// owned or held (the accounts take writes at once, long before the lease passes, and no
+/// owner or next content is left in them), and the dropped transaction applied once or not at
+/// all.
 #[tokio::test]
 async fn a_group_dissolved_after_a_dropped_transaction_owns_nothing() {
     const GROUPING_PROTOCOL: usize = 1;
-    let (_, shaped, label) = memory_stores().into_iter().nth(GROUPING_PROTOCOL).unwrap();
-    let gate = DropAt {
-        inner: shaped,
-        calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
-        at: u64::MAX,
-        fault: Fault::Before,
-        hit: Arc::new(tokio::sync::Notify::new()),
+    let gate = |at, fault| {
+        let (_, shaped, _) = memory_stores().into_iter().nth(GROUPING_PROTOCOL).unwrap();
+        DropAt {
+            inner: shaped,
+            calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+            at,
+            fault,
+            hit: Arc::new(tokio::sync::Notify::new()),
+        }
     };
     let calls = {
+        let gate = gate(u64::MAX, Fault::Before);
         let db = Mapper::new(gate.clone());
         open_accounts(&db, 1..=2).await;
         let group = group_of(&db, &[1, 2]).create().await.unwrap();
@@ -255,37 +260,63 @@ async fn a_group_dissolved_after_a_dropped_transaction_owns_nothing() {
     assert!(calls >= 4, "a group transaction takes {calls} store calls");
     for at in 0..calls {
         for fault in [Fault::Before, Fault::After] {
-            let (_, shaped, _) = memory_stores().into_iter().nth(GROUPING_PROTOCOL).unwrap();
-            let gate = DropAt {
-                inner: shaped,
-                calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
-                at,
-                fault,
-                hit: Arc::new(tokio::sync::Notify::new()),
-            };
-            let db = Mapper::new(gate.clone());
-            open_accounts(&db, 1..=2).await;
-            let group = group_of(&db, &[1, 2]).create().await.unwrap();
-            gate.calls.store(0, Ordering::SeqCst);
-            let case = format!("{label}, dropped {fault:?} call {at} of {calls}");
-            tokio::select! {
-                outcome = move_ten(&group) => panic!("{case}: not dropped: {outcome:?}"),
-                () = gate.hit.notified() => {}
-            }
-            gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
-            group.dissolve().await.unwrap();
-            for id in [1, 2] {
-                let deposit = db.apply(&id, |a: &mut Account| a.deposit(1)).await;
+            for next in [false, true] {
+                let gate = gate(at, fault);
+                let db = Mapper::new(gate.clone());
+                open_accounts(&db, 1..=2).await;
+                let group = group_of(&db, &[1, 2]).create().await.unwrap();
+                gate.calls.store(0, Ordering::SeqCst);
+                let case = format!("dropped {fault:?} call {at} of {calls}, next: {next}");
+                tokio::select! {
+                    outcome = move_ten(&group) => panic!("{case}: not dropped: {outcome:?}"),
+                    () = gate.hit.notified() => {}
+                }
+                gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
+                if next {
+                    let moved = move_ten(&group).await;
+                    assert!(moved.is_ok(), "{case}: the next transaction: {moved:?}");
+                }
+                group.dissolve().await.unwrap();
+                for id in [1u64, 2] {
+                    let main = autoshard::Key::new("Account", id.to_string());
+                    let mut keys = vec![main.clone()];
+                    keys.extend(
+                        (0..4).map(|i| autoshard::layout::static_shard(&main, "balance", i)),
+                    );
+                    for found in gate
+                        .inner
+                        .get_many(&keys)
+                        .await
+                        .unwrap()
+                        .into_iter()
+                        .flatten()
+                    {
+                        let left: Vec<&String> = found
+                            .doc
+                            .keys()
+                            .filter(|p| ["~own", "~next"].contains(&p.as_str()))
+                            .collect();
+                        assert!(
+                            left.is_empty(),
+                            "{case}: left behind in account {id}: {left:?}"
+                        );
+                    }
+                    let deposit = db.apply(&id, |a: &mut Account| a.deposit(1)).await;
+                    assert!(
+                        deposit.is_ok(),
+                        "{case}: account {id} after dissolve: {deposit:?}"
+                    );
+                }
+                let accounts = db.load_many::<Account>(&[1, 2]).await.unwrap();
+                let balances: Vec<i64> = accounts.into_iter().map(|a| a.unwrap().balance).collect();
+                let moved = INITIAL + 1 - balances[0];
+                assert_eq!(balances[1], INITIAL + 1 + moved, "{case}: the total");
+                let by_next = if next { 10 } else { 0 };
                 assert!(
-                    deposit.is_ok(),
-                    "{case}: account {id} after dissolve: {deposit:?}"
+                    [by_next, by_next + 10].contains(&moved),
+                    "{case}: moved {moved}"
                 );
             }
-            let accounts = db.load_many::<Account>(&[1, 2]).await.unwrap();
-            let balances: Vec<i64> = accounts.into_iter().map(|a| a.unwrap().balance).collect();
-            let moved = INITIAL + 1 - balances[0];
-            assert_eq!(balances[1], INITIAL + 1 + moved, "{case}: the total");
-            assert!([0, 10].contains(&moved), "{case}: moved {moved}");
         }
     }
 }

@@ -1,24 +1,53 @@
 //! A transaction of a key group on a store whose commits stay within one entity group (a
-//! Redis Cluster), in the grouping protocol's steps (`protocol`): log, prepare, decide,
-//! settle.
+//! Redis Cluster), in the grouping protocol's steps (`protocol`): prepare, then log and
+//! decision in one, then settle.
 //!
-//! The decision and the settling each write documents this transaction wrote just before
-//! (the group document at its log, the held documents at their prepare). Where the store
-//! tells the version a write gave ([`DocumentStore::commit_versioned`]), the step's first
-//! try takes the document as written at that version instead of reading it: the same
-//! content and version a read would answer, since a version is never handed out again.
-//! The step's commit expects that version, so a document someone changed meanwhile (a
+//! 1. *Prepare*: each document the transaction writes is held by it (`~own.txn`) with its
+//!    new content beside the old (`NEXT`), expecting the version read, one commit per
+//!    entity group, concurrently. A document the transaction creates is first added to the
+//!    group's list document (which recovery and dissolve release from), in a commit that
+//!    expects the group document as the transaction read it.
+//! 2. *Log and decision*: once every prepare committed, one compare-and-set of the group
+//!    document records the transaction as committed (its id, the documents it writes and
+//!    its write id), expecting the version the transaction began with. That commit is the
+//!    transaction's commit point: before it nothing is visible, after it the transaction
+//!    applies whole, whoever settles it.
+//! 3. *Settle*: each held document takes its new content and is held no more.
+//!
+//! A prepare that does not commit, or a log that conflicts, drops what was prepared (the
+//! held documents settled as an abort settles them): the log expects a version the group
+//! document no longer has, so the transaction can never be recorded. A transaction cut
+//! between its prepare and its log leaves documents held by a transaction the group
+//! document does not record. Whoever meets them next handles them before anything else:
+//! the group's next transaction rewrites the group document first (so that the cut log,
+//! expecting an older version, can never land) and then drops them ([`drop_unlogged`]);
+//! dissolve, renew and recovery drop them while they release the documents, before the
+//! group document is deleted or rewritten (`Steps::rewrite_owned`), and a cut log that
+//! lands in between only records a transaction none of whose documents it still holds.
+//!
+//! The settling writes documents this transaction wrote just before, at their prepare.
+//! Where the store tells the version a write gave ([`DocumentStore::commit_versioned`]),
+//! the first try takes the document as written at that version instead of reading it:
+//! the same content and version a read would answer, since a version is never handed out
+//! again. The commit expects that version, so a document someone changed meanwhile (a
 //! recoverer, once the lease has passed) makes it conflict, and the step reads it and
 //! tries again as it does after any conflict.
 
-use super::protocol::{IN_FLIGHT, InFlight, Steps, commit_all_versioned, prepared, split};
-use super::send_versioned;
+use super::protocol::{IN_FLIGHT, InFlight, Steps, gathered, prepared, split};
+use super::{RESENDS, send, send_versioned};
 use crate::document::{Document, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::mapper::layout;
+use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::Owner;
-use crate::store::{Commit, DocumentStore, Write};
+use crate::store::{Commit, CommitReply, DocumentStore, Transaction, Write};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// How many times [`drop_unlogged`] reads the group document again when it changed under
+/// the rewrite.
+const REWRITES: u32 = 4;
 
 /// What a transaction of a group commits.
 pub(super) struct Changes<'a> {
@@ -38,8 +67,8 @@ pub(super) struct Changes<'a> {
     pub list: Option<Document>,
 }
 
-/// The transaction of a group on a store without cross-group commits: log, prepare,
-/// decide, settle (module docs). `landed` tells from the group document whether the log
+/// The transaction of a group on a store without cross-group commits: prepare, log and
+/// decision, settle (module docs). `landed` tells from the group document whether the log
 /// committed (for a reply that was lost).
 pub(super) async fn commit_in_steps<S: DocumentStore>(
     steps: &Steps<'_, S>,
@@ -55,29 +84,17 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
         txn_id,
         list,
     } = changes;
-    let in_flight = InFlight {
-        txn: txn_id.to_owned(),
-        keys: writes.keys().cloned().collect(),
-        decided: None,
-    };
-    let mut logged = state;
-    logged.insert(IN_FLIGHT.to_owned(), in_flight.to_value());
-    let mut log = steps
-        .token()
-        .expect(steps.key.clone(), Some(stored.version))
-        .put(steps.key.clone(), logged.clone());
     if let Some(list) = list {
-        log = log.put(crate::mapper::layout::key_group_members(steps.key), list);
+        let list_key = layout::key_group_members(steps.key);
+        let listing = steps
+            .token()
+            .expect(steps.key.clone(), Some(stored.version))
+            .put(list_key.clone(), list.clone());
+        let listed = |doc: Option<&Versioned>| doc.is_some_and(|d| d.doc == list);
+        if let Commit::Conflict { key } = send(steps.mapper, &listing, &list_key, listed).await? {
+            return Err(Error::Contention { key, attempts: 1 });
+        }
     }
-    let logged_at = send_versioned(steps.mapper, &log, steps.key, landed).await?;
-    if let Commit::Conflict { key } = logged_at.outcome {
-        return Err(Error::Contention { key, attempts: 1 });
-    }
-    steps.remember(&log, &logged_at);
-    // The log's first write is the group document's.
-    let logged_at = logged_at
-        .versions
-        .and_then(|v| v.first().copied().flatten());
     let mut prepare = steps.token();
     for (key, next) in writes {
         let (version, doc) = current.get(key).cloned().unwrap_or_default();
@@ -86,19 +103,10 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
             prepared(doc.as_ref(), owner, txn_id, next.clone()),
         );
     }
-    let (prepared, at) = match commit_all_versioned(steps.mapper, &split(&prepare)).await {
-        Ok((outcome, at)) => {
-            steps.remember_versions(&at);
-            (Ok(outcome), at)
-        }
+    let (prepared, at) = match prepare_all(steps, &split(&prepare), txn_id).await {
+        Ok((outcome, at)) => (Ok(outcome), at),
         Err(e) => (Err(e), BTreeMap::new()),
     };
-    let commit = matches!(prepared, Ok(Commit::Committed));
-    let logged = logged_at.map(|version| Versioned {
-        doc: logged,
-        version,
-    });
-    let decided = steps.decide(&in_flight, commit, logged).await?;
     // What the prepare wrote, where the store told the version it gave.
     let written = prepare
         .writes()
@@ -111,22 +119,163 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
             _ => None,
         });
     let written: BTreeMap<Key, Versioned> = written.collect();
-    let settled = steps
-        .settle_documents(
-            &InFlight {
-                decided,
-                ..in_flight
-            },
-            &written,
-        )
-        .await?;
-    match (settled.or(decided), prepared) {
-        (Some(true), _) => Ok(()),
-        (_, Err(e)) => Err(e),
-        (_, Ok(Commit::Conflict { key })) => Err(Error::Contention { key, attempts: 1 }),
-        (_, Ok(Commit::Committed)) => Err(Error::Contention {
-            key: steps.key.clone(),
-            attempts: 1,
-        }),
+    let in_flight = InFlight {
+        txn: txn_id.to_owned(),
+        keys: writes.keys().cloned().collect(),
+        decided: Some(true),
+    };
+    let aborted = InFlight {
+        decided: Some(false),
+        ..in_flight.clone()
+    };
+    match prepared {
+        Ok(Commit::Committed) => {}
+        Ok(Commit::Conflict { key }) => {
+            steps.settle_documents(&aborted, &written).await?;
+            return Err(Error::Contention { key, attempts: 1 });
+        }
+        Err(e) => {
+            steps.settle_documents(&aborted, &written).await?;
+            return Err(e);
+        }
     }
+    let mut logged = state;
+    logged.insert(IN_FLIGHT.to_owned(), in_flight.to_value());
+    let log = steps
+        .token()
+        .expect(steps.key.clone(), Some(stored.version))
+        .put(steps.key.clone(), logged);
+    // An error here leaves the outcome unknown: the group document says, to whoever reads
+    // it next (module docs).
+    let logged_at = send_versioned(steps.mapper, &log, steps.key, landed).await?;
+    if let Commit::Conflict { key } = logged_at.outcome {
+        steps.settle_documents(&aborted, &written).await?;
+        return Err(Error::Contention { key, attempts: 1 });
+    }
+    steps.remember(&log, &logged_at);
+    steps.settle_documents(&in_flight, &written).await?;
+    Ok(())
+}
+
+/// Commits every part of the prepare of transaction `txn` concurrently: `Committed` when
+/// all did (with the version each put gave, where told), else the first conflict or error.
+async fn prepare_all<S: DocumentStore>(
+    steps: &Steps<'_, S>,
+    parts: &[Transaction],
+    txn: &str,
+) -> Result<(Commit, BTreeMap<Key, crate::document::Version>)> {
+    let answers = parts.iter().map(|part| prepare_part(steps, part, txn));
+    gathered(parts, futures::future::join_all(answers).await)
+}
+
+/// Commits `part` of the prepare of transaction `txn`; when the store leaves the outcome
+/// unknown, or a resend conflicts, its documents say: all held by `txn` means a copy
+/// landed (answered once durable), as nothing else writes that hold. A resend expects the
+/// same versions, so at most one copy applies.
+async fn prepare_part<S: DocumentStore>(
+    steps: &Steps<'_, S>,
+    part: &Transaction,
+    txn: &str,
+) -> Result<CommitReply> {
+    let keys: Vec<Key> = part.writes().iter().map(|(key, _)| key.clone()).collect();
+    let landed = || async {
+        let docs = steps.mapper.get_exactly(&keys).await?;
+        let held = docs.iter().all(|doc| {
+            doc.as_ref()
+                .and_then(|d| Owner::of(&d.doc))
+                .is_some_and(|o| o.txn.as_deref() == Some(txn))
+        });
+        if held {
+            steps.mapper.store.make_durable(&keys).await?;
+        }
+        Ok::<_, Error>(held)
+    };
+    let mut unknown = None;
+    for _ in 0..RESENDS {
+        match steps.mapper.store.commit_versioned(part).await {
+            Ok(reply) if reply.outcome == Commit::Committed => return Ok(reply),
+            Ok(conflict) if unknown.is_none() => return Ok(conflict),
+            Ok(conflict) => {
+                return if landed().await? {
+                    Ok(CommitReply::untold(Commit::Committed))
+                } else {
+                    Ok(conflict)
+                };
+            }
+            Err(e @ Error::Backend { .. }) => {
+                if landed().await.unwrap_or(false) {
+                    return Ok(CommitReply::untold(Commit::Committed));
+                }
+                unknown = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(unknown.unwrap_or_else(|| Error::backend("key group prepare", "no answer")))
+}
+
+/// The documents among `found` (members as read) that a transaction holds, by
+/// transaction.
+pub(super) fn held(found: &[Arc<Snapshot>]) -> BTreeMap<String, Vec<Key>> {
+    let mut held: BTreeMap<String, Vec<Key>> = BTreeMap::new();
+    for snapshot in found {
+        for (key, doc) in snapshot.documents() {
+            if let Some(txn) = Owner::of(&doc.doc).and_then(|o| o.txn) {
+                held.entry(txn).or_default().push(key.clone());
+            }
+        }
+    }
+    held
+}
+
+/// Drops what transactions the group document does not record hold (`held`, by
+/// transaction: a transaction cut between its prepare and its log, module docs): the
+/// group document is rewritten first, unchanged but for its version, so that no such log
+/// can land afterwards, then each document is settled as an abort settles it. A
+/// transaction the group document records by then (its log landed before the rewrite) is
+/// settled as recorded instead.
+pub(super) async fn drop_unlogged<S: DocumentStore>(
+    steps: &Steps<'_, S>,
+    held: &BTreeMap<String, Vec<Key>>,
+) -> Result<()> {
+    let mut rewritten = false;
+    for _ in 0..REWRITES {
+        let Some(state) = steps.mapper.store.get(steps.key).await? else {
+            return Ok(());
+        };
+        if let Some(recorded) = InFlight::of(steps.key, &state.doc)?
+            && held.contains_key(&recorded.txn)
+        {
+            steps.settle(&recorded).await?;
+            return Ok(());
+        }
+        let rewrite = steps
+            .token()
+            .expect(steps.key.clone(), Some(state.version))
+            .put(steps.key.clone(), state.doc);
+        let reply = steps.mapper.store.commit_versioned(&rewrite).await?;
+        steps.remember(&rewrite, &reply);
+        if reply.outcome == Commit::Committed {
+            rewritten = true;
+            break;
+        }
+    }
+    if !rewritten {
+        return Err(Error::Contention {
+            key: steps.key.clone(),
+            attempts: REWRITES,
+        });
+    }
+    let none = BTreeMap::new();
+    for (txn, keys) in held {
+        let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+        for key in keys {
+            by_group.entry(key.group()).or_default().push(key.clone());
+        }
+        let parts = by_group
+            .values()
+            .map(|keys| steps.settle_part(keys, txn, false, &none));
+        futures::future::try_join_all(parts).await?;
+    }
+    Ok(())
 }

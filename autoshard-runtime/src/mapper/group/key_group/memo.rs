@@ -14,14 +14,18 @@
 //! memo holds, instead of reading the group document, its list and every owned document
 //! first and deleting the group document after the release. That is exact because:
 //! - the group document is deleted only at the version the memo holds, whose content
-//!   records no transaction, or one this handle decided and settled: no transaction is
-//!   left holding a document (one logged since changed that version);
+//!   records no transaction, or one this handle decided and settled: no recorded
+//!   transaction is left holding a document (one logged since changed that version);
 //! - a document is released only at the version the memo holds, which is the one this
-//!   handle's last write gave it: nothing the group holds or changed since is released;
+//!   handle's last write gave it: nothing the group holds or changed since is released. A
+//!   prepare's versions are not noted, so a document a transaction cut before its log
+//!   still holds is not released here, and once the group document is gone that log can
+//!   never land;
 //! - once the group document is gone, what the release missed is released as the full
-//!   path releases it (read, then written expecting the version read), with the group's
-//!   token while the lease runs; a client that stops in between leaves those documents
-//!   owned until the lease passes, as one that stops before dissolving does.
+//!   path releases it (read, then written expecting the version read, a held document
+//!   without its next content), with the group's token while the lease runs; a client
+//!   that stops in between leaves those documents owned until the lease passes, as one
+//!   that stops before dissolving does.
 
 use super::protocol::{InFlight, Steps, commit_all, split};
 use crate::document::{Version, Versioned};
@@ -95,13 +99,6 @@ impl<S: DocumentStore> Steps<'_, S> {
     pub(super) fn remember(&self, txn: &Transaction, reply: &CommitReply) {
         if let Some(memo) = self.memo {
             lock(memo).committed(self.key, txn, reply);
-        }
-    }
-
-    /// Notes documents written at the versions told, in the handle's memo.
-    pub(super) fn remember_versions(&self, versions: &BTreeMap<Key, Version>) {
-        if let Some(memo) = self.memo {
-            lock(memo).versions(versions);
         }
     }
 

@@ -68,15 +68,6 @@ const RECOVERIES: u32 = 3;
 /// ([`Error::Contention`]).
 const SNAPSHOT_READS: u32 = 4;
 
-/// Whether a document a member's read found is held by a transaction of a group (the
-/// grouping protocol's prepared state, see `protocol`).
-pub(super) fn holds_a_transaction(found: &Snapshot) -> bool {
-    documents_read(found).any(|(_, doc)| {
-        doc.and_then(|doc| Owner::of(&doc.doc))
-            .is_some_and(|owner| owner.txn.is_some())
-    })
-}
-
 /// Every document a member's read found, with its key (`None`: absent).
 pub(super) fn documents_read(found: &Snapshot) -> impl Iterator<Item = (&Key, Option<&Versioned>)> {
     let Snapshot {

@@ -1,6 +1,7 @@
 //! The grouping protocol, for a store whose commits stay within one entity group (a Redis
 //! Cluster: members live in different slots and no script spans them): join (create),
-//! a transaction's log, prepare, decision and settling, release, and recovery. Each step
+//! a transaction's prepare, log (its decision) and settling (`in_steps.rs`), release, and
+//! recovery. Each step
 //! is one or more commits of one entity group each; the group document (in a slot of its
 //! own, the leader's) orders them and records what is in flight, so that any client can
 //! finish a step a crashed one left (see [`NEXT`] for a prepared document's new content).
@@ -121,7 +122,16 @@ pub(super) async fn commit_all_versioned<S: DocumentStore>(
     parts: &[Transaction],
 ) -> Result<(Commit, BTreeMap<Key, Version>)> {
     let answers = parts.iter().map(|t| mapper.store.commit_versioned(t));
-    let answers = futures::future::join_all(answers).await;
+    gathered(parts, futures::future::join_all(answers).await)
+}
+
+/// The outcome of `parts` committed concurrently, from their `answers` (in order):
+/// `Committed` when all did, with the version each put of a part gave its document where
+/// told, else the first conflict or error.
+pub(super) fn gathered(
+    parts: &[Transaction],
+    answers: Vec<Result<CommitReply>>,
+) -> Result<(Commit, BTreeMap<Key, Version>)> {
     let mut outcome = Ok(Commit::Committed);
     let mut versions = BTreeMap::new();
     for (part, answer) in parts.iter().zip(answers) {
@@ -204,23 +214,32 @@ fn settled(key: &Key, doc: &Document, owner: &Owner, commit: bool) -> Result<Doc
         txn: None,
         ..owner.clone()
     };
-    let mut doc = if commit {
-        match doc.get(NEXT) {
-            Some(Value::Object(next)) => next.clone().into_iter().collect(),
-            _ => {
-                return Err(Error::malformed(
-                    key,
-                    FieldError::new(NEXT, "a held document without its next content"),
-                ));
-            }
+    if !commit {
+        return Ok(dropped(doc, Some(&released)));
+    }
+    let mut doc = match doc.get(NEXT) {
+        Some(Value::Object(next)) => next.clone().into_iter().collect::<Document>(),
+        _ => {
+            return Err(Error::malformed(
+                key,
+                FieldError::new(NEXT, "a held document without its next content"),
+            ));
         }
-    } else {
-        let mut doc = doc.clone();
-        doc.remove(NEXT);
-        doc
     };
     doc.insert(OWNER.to_owned(), released.to_value());
     Ok(doc)
+}
+
+/// The held document `doc` as it is without the transaction's change: its next content
+/// dropped, `owner` its owner (`None`: no owner).
+fn dropped(doc: &Document, owner: Option<&Owner>) -> Document {
+    let mut doc = doc.clone();
+    doc.remove(NEXT);
+    match owner {
+        Some(owner) => doc.insert(OWNER.to_owned(), owner.to_value()),
+        None => doc.remove(OWNER),
+    };
+    doc
 }
 
 /// What one run of a step found to do ([`Steps::until_committed`]).
@@ -388,7 +407,7 @@ impl<S: DocumentStore> Steps<'_, S> {
 
     /// Settles the documents `keys` of one entity group that transaction `txn` holds.
     /// Those in `prepared` (all of them) are taken as written there at the first try.
-    async fn settle_part(
+    pub(super) async fn settle_part(
         &self,
         keys: &[Key],
         txn: &str,
@@ -477,7 +496,9 @@ impl<S: DocumentStore> Steps<'_, S> {
 
     /// Gives each document of `keys` the group owns `owner` (`None`: no owner), a write of
     /// the owner alone (`Write::Own`), one entity group at a time, rereading those that
-    /// changed meanwhile.
+    /// changed meanwhile. A document a transaction still holds (one whose log never
+    /// landed: the caller settled the one the group document records) is written whole
+    /// without that transaction's change.
     pub(super) async fn rewrite_owned(&self, keys: &[Key], owner: Option<&Owner>) -> Result<()> {
         let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
         for key in keys {
@@ -485,16 +506,29 @@ impl<S: DocumentStore> Steps<'_, S> {
         }
         let parts = by_group.values().map(|keys| {
             self.until_committed(&keys[0], true, move || async move {
-                let docs = self.mapper.get_values(keys).await?;
+                let mut docs = self.mapper.get_values(keys).await?;
+                let ours = |doc: &Versioned| Owner::of(&doc.doc).filter(|o| *o.group == *self.id);
+                if docs
+                    .iter()
+                    .flatten()
+                    .any(|d| ours(d).is_some_and(|o| o.txn.is_some()))
+                {
+                    // A held document is written whole, write records included.
+                    docs = self.mapper.get_exactly(keys).await?;
+                }
                 let mut write = self.token();
                 for (key, doc) in keys.iter().zip(docs) {
                     let Some(doc) = doc else { continue };
-                    if Owner::of(&doc.doc).is_none_or(|o| *o.group != *self.id) {
-                        continue;
-                    }
-                    write = write
-                        .expect(key.clone(), Some(doc.version))
-                        .own(key.clone(), owner.cloned());
+                    let Some(current) = ours(&doc) else { continue };
+                    write = write.expect(key.clone(), Some(doc.version));
+                    write = if current.txn.is_some() {
+                        // Held by a transaction the group document does not record (every
+                        // step settles the one it records first): one whose log never
+                        // landed, its change dropped as an abort drops it.
+                        write.put(key.clone(), dropped(&doc.doc, owner))
+                    } else {
+                        write.own(key.clone(), owner.cloned())
+                    };
                 }
                 Ok(Next::commit_unless_empty(write))
             })

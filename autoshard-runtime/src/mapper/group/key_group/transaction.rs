@@ -278,15 +278,22 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         if !with_state {
             return Ok((futures::future::try_join_all(reads()).await?, None));
         }
-        let (mut found, state) = futures::try_join!(
+        let (mut found, mut state) = futures::try_join!(
             futures::future::try_join_all(reads()),
             Self::read_state(group)
         )?;
-        let held = found
-            .iter()
-            .any(|found| one_shot::holds_a_transaction(found));
-        if held && !group.mapper.store.cross_group_transactions() {
+        if !group.mapper.store.cross_group_transactions() && !in_steps::held(&found).is_empty() {
+            // Read after the recorded transaction was settled: what is held still, a
+            // transaction whose log never landed holds (`in_steps`).
             found = futures::future::try_join_all(reads()).await?;
+            let unlogged = in_steps::held(&found);
+            if !unlogged.is_empty() {
+                in_steps::drop_unlogged(&group.steps(), &unlogged).await?;
+                (found, state) = futures::try_join!(
+                    futures::future::try_join_all(reads()),
+                    Self::read_state(group)
+                )?;
+            }
         }
         Ok((found, Some(state)))
     }
