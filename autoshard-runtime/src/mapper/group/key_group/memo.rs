@@ -1,7 +1,8 @@
 //! What a group's handle knows from its own commits on a store whose commits stay within
 //! one entity group (`protocol`): the last transaction whose documents it settled, the
 //! group document as it last wrote it, and the version each document it owns got from
-//! its last write there, where the store told it ([`DocumentStore::commit_versioned`]).
+//! its last write there, where the store told it
+//! ([`DocumentStore::commit_versioned`](crate::store::DocumentStore::commit_versioned)).
 //!
 //! The memo saves reads; it never decides an outcome. A step takes a document as the memo
 //! knows it only in a commit that expects the version the memo holds, and a version is
@@ -9,32 +10,12 @@
 //! commit whose reply was lost landed) makes that commit conflict, and the step reads the
 //! store instead, as it does after any conflict.
 //!
-//! Dissolving from the memo ([`Steps::release_known`]) takes the owner out of every
-//! document and deletes the group document concurrently, each expecting the version the
-//! memo holds, instead of reading the group document, its list and every owned document
-//! first and deleting the group document after the release. That is exact because:
-//! - the group document is deleted only at the version the memo holds, whose content
-//!   records no transaction, or one this handle decided and settled: no recorded
-//!   transaction is left holding a document (one logged since changed that version);
-//! - a document is released only at the version the memo holds, which is the one this
-//!   handle's last write gave it: nothing the group holds or changed since is released. A
-//!   prepare's versions are not noted, so a document a transaction cut before its log
-//!   still holds is not released here, and once the group document is gone that log can
-//!   never land;
-//! - once the group document is gone, what the release missed is released as the full
-//!   path releases it (read, then written expecting the version read, a held document
-//!   without its next content), with the group's token while the lease runs; a client
-//!   that stops in between leaves those documents owned until the lease passes, as one
-//!   that stops before dissolving does.
+//! Dissolving from the memo: `release.rs`.
 
-use super::protocol::{InFlight, Steps, commit_all, split};
 use crate::document::{Version, Versioned};
-use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::mapper::layout;
-use crate::store::{Commit, CommitReply, DocumentStore, Transaction, Write};
-use crate::sync::lock;
-use std::collections::{BTreeMap, BTreeSet};
+use crate::store::{Commit, CommitReply, Transaction, Write};
+use std::collections::BTreeMap;
 
 /// What a group's handle knows from its own commits (module docs).
 #[derive(Debug, Default)]
@@ -91,82 +72,5 @@ impl Memo {
                 self.versions.insert(key.clone(), version);
             }
         }
-    }
-}
-
-impl<S: DocumentStore> Steps<'_, S> {
-    /// Notes a committed `txn` in the handle's memo, if the step has one.
-    pub(super) fn remember(&self, txn: &Transaction, reply: &CommitReply) {
-        if let Some(memo) = self.memo {
-            lock(memo).committed(self.key, txn, reply);
-        }
-    }
-
-    /// Dissolves the group from the memo (module docs): the owner out of every document of
-    /// `owned` and the group document deleted, concurrently. `false` when the memo does not
-    /// know all of them, records a transaction this handle has not settled, or the group
-    /// document changed since: nothing was deleted then (what was released stays
-    /// released), and the full path dissolves the group.
-    pub(super) async fn release_known(&self, owned: &BTreeSet<Key>) -> Result<bool> {
-        let Some((state, release)) = self.known_release(owned)? else {
-            return Ok(false);
-        };
-        let delete = self
-            .token()
-            .expect(self.key.clone(), Some(state.version))
-            .delete(self.key.clone())
-            .delete(layout::key_group_members(self.key));
-        let parts = split(&release);
-        let (released, deleted) = futures::join!(
-            commit_all(self.mapper, &parts),
-            self.mapper.store.commit(&delete)
-        );
-        let deleted = match deleted {
-            Ok(outcome) => outcome == Commit::Committed,
-            // The lease passed: the full path releases without the token.
-            Err(Error::GroupLost { .. }) => false,
-            Err(Error::Backend { .. }) => self.mapper.store.get(self.key).await?.is_none(),
-            Err(e) => return Err(e),
-        };
-        if !deleted {
-            return Ok(false);
-        }
-        if let Some(memo) = self.memo {
-            *lock(memo) = Memo::default();
-        }
-        if !matches!(released, Ok(Commit::Committed)) {
-            let owned: Vec<Key> = owned.iter().cloned().collect();
-            self.rewrite_owned(&owned, None).await?;
-        }
-        Ok(true)
-    }
-
-    /// The group document as the memo knows it and the release of `owned` at the versions
-    /// it knows; `None` when it does not know them all, or the group document records a
-    /// transaction this handle has not settled.
-    fn known_release(&self, owned: &BTreeSet<Key>) -> Result<Option<(Versioned, Transaction)>> {
-        let Some(memo) = self.memo else {
-            return Ok(None);
-        };
-        let memo = lock(memo);
-        let Some(state) = memo.state.clone() else {
-            return Ok(None);
-        };
-        if let Some(in_flight) = InFlight::of(self.key, &state.doc)?
-            && (in_flight.decided.is_none()
-                || memo.settled.as_deref() != Some(in_flight.txn.as_str()))
-        {
-            return Ok(None);
-        }
-        let mut release = self.token();
-        for key in owned {
-            let Some(version) = memo.versions.get(key) else {
-                return Ok(None);
-            };
-            release = release
-                .expect(key.clone(), Some(*version))
-                .own(key.clone(), None);
-        }
-        Ok(Some((state, release)))
     }
 }

@@ -14,7 +14,8 @@
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
 //! `transaction.rs`, [`GroupTransaction`]; `protocol.rs`, the steps on a store whose
 //! commits stay within one entity group, `in_steps.rs`, a transaction's commit in those
-//! steps, and `memo.rs`, what a handle knows from its own commits there; `one_shot.rs`,
+//! steps, `memo.rs`, what a handle knows from its own commits there, and `release.rs`,
+//! dissolving from it; `one_shot.rs`,
 //! the one-shot transaction that needs no group; `queue.rs`, waiting for members, fairly.
 
 mod builder;
@@ -24,6 +25,7 @@ mod memo;
 pub(in crate::mapper) mod one_shot;
 mod protocol;
 mod queue;
+mod release;
 mod transaction;
 
 pub use builder::KeyGroupBuilder;

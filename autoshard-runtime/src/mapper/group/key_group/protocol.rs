@@ -277,6 +277,13 @@ impl<S: DocumentStore> Steps<'_, S> {
         Transaction::new().owned_by(self.id.clone())
     }
 
+    /// Notes a committed `txn` in the handle's memo, if the step has one.
+    pub(super) fn remember(&self, txn: &Transaction, reply: &CommitReply) {
+        if let Some(memo) = self.memo {
+            lock(memo).committed(self.key, txn, reply);
+        }
+    }
+
     /// Runs `step` until the commit it asks for commits: each run reads what it needs and
     /// answers [`Next`]; after a conflict or an unknown outcome it runs again (so a commit
     /// that landed shows up as nothing left to do), at most [`REREADS`] times. `either`:
@@ -469,7 +476,7 @@ impl<S: DocumentStore> Steps<'_, S> {
     /// The group document and the documents `also` (one read when the group document
     /// records no transaction left in flight), after settling the transaction it records,
     /// if any: what every step does before it reads members. A transaction this handle
-    /// settled itself ([`Steps::settled`]) is not settled again.
+    /// settled itself (its memo, [`Steps::memo`]) is not settled again.
     pub(super) async fn settled_state(&self, also: &[Key]) -> Result<Vec<Option<Versioned>>> {
         let mut keys = vec![self.key.clone()];
         keys.extend_from_slice(also);

@@ -11,16 +11,14 @@ use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
-use crate::mapper::codec::Folds;
-use crate::mapper::codec::malformed;
+use crate::mapper::codec::{Folds, malformed};
 use crate::mapper::layout::{self, static_properties};
-use crate::mapper::read::snapshot::Snapshot;
-use crate::mapper::read::snapshot::assemble;
+use crate::mapper::read::snapshot::{Snapshot, assemble};
 use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, stage};
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Transaction, Write, WriteId};
+use crate::store::{Commit, DocumentStore, Transaction, WriteId};
 use crate::sync::lock;
 use rand::RngExt;
 use std::collections::BTreeMap;
@@ -265,7 +263,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
 
     /// Reads members (`reads`), and concurrently the group document when `with_state` (the
     /// first read). Reading that settles a transaction left in flight (`protocol`): members
-    /// read meanwhile are read again when they show a document it held.
+    /// read meanwhile are read again when they show a document it held; what is held
+    /// after that, a transaction whose log never landed holds, and it is dropped first
+    /// (`in_steps`).
     async fn read_grouped<I, F>(
         group: &KeyGroup<'m, S>,
         with_state: bool,
@@ -275,24 +275,18 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         I: Iterator<Item = F>,
         F: Future<Output = Result<Arc<Snapshot>>>,
     {
+        let members = || futures::future::try_join_all(reads());
         if !with_state {
-            return Ok((futures::future::try_join_all(reads()).await?, None));
+            return Ok((members().await?, None));
         }
-        let (mut found, mut state) = futures::try_join!(
-            futures::future::try_join_all(reads()),
-            Self::read_state(group)
-        )?;
+        let both = || async { futures::try_join!(members(), Self::read_state(group)) };
+        let (mut found, mut state) = both().await?;
         if !group.mapper.store.cross_group_transactions() && !in_steps::held(&found).is_empty() {
-            // Read after the recorded transaction was settled: what is held still, a
-            // transaction whose log never landed holds (`in_steps`).
-            found = futures::future::try_join_all(reads()).await?;
+            found = members().await?;
             let unlogged = in_steps::held(&found);
             if !unlogged.is_empty() {
                 in_steps::drop_unlogged(&group.steps(), &unlogged).await?;
-                (found, state) = futures::try_join!(
-                    futures::future::try_join_all(reads()),
-                    Self::read_state(group)
-                )?;
+                (found, state) = both().await?;
             }
         }
         Ok((found, Some(state)))
@@ -549,7 +543,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         txn = txn
             .expect(group.key.clone(), Some(stored.version))
-            .put(group.key.clone(), state);
+            .put(group.key.clone(), state.clone());
         if let Some(list) = &list {
             txn = txn.put(layout::key_group_members(&group.key), list.clone());
         }
@@ -572,14 +566,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 })
                 .collect();
             let txn_id = write_ids::dynamic_name(&write);
-            let state = txn
-                .writes()
-                .iter()
-                .find_map(|(key, write)| match write {
-                    Write::Put(state) if *key == group.key => Some(state.clone()),
-                    _ => None,
-                })
-                .unwrap_or_default();
             let changes = in_steps::Changes {
                 owner: &group_owner,
                 stored: &stored,
