@@ -107,6 +107,13 @@ fn backoff(rng: &mut rand::rngs::StdRng, in_a_row: &mut u32) -> Duration {
     Duration::from_millis(rng.random_range(1..=2u64 << (*in_a_row).min(11)))
 }
 
+/// A random pause of up to 50 ms after an audit, which ends the refusals in a row
+/// (`in_a_row`): an audit owns every account, and the pause lets the clients in between.
+fn after_audit(rng: &mut rand::rngs::StdRng, in_a_row: &mut u32) -> Duration {
+    *in_a_row = 0;
+    Duration::from_millis(rng.random_range(1..=50))
+}
+
 mod bank {
     use super::*;
 
@@ -183,7 +190,7 @@ mod bank {
                         "{label}: a snapshot's total"
                     );
                     audits += 1;
-                    in_a_row = 0;
+                    tokio::time::sleep(after_audit(&mut rng, &mut in_a_row)).await;
                 }
                 Err(e) if contended(&e) => {
                     tokio::time::sleep(backoff(&mut rng, &mut in_a_row)).await;

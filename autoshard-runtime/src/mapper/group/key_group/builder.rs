@@ -31,6 +31,10 @@ pub struct KeyGroupBuilder<'m, S> {
     lease: Duration,
     /// How long `create` waits for members other groups own (`None`: it does not).
     wait: Option<Duration>,
+    /// Whether create reads the members with their write records and keeps them, as the
+    /// joins left them, for the group's first transaction (a one-shot transaction's
+    /// group on a store whose commits stay within one entity group: `memo.rs`).
+    first_reads: bool,
 }
 
 impl<S> fmt::Debug for KeyGroupBuilder<'_, S> {
@@ -110,6 +114,7 @@ impl<S: DocumentStore> Mapper<S> {
             members: Vec::new(),
             lease: DEFAULT_LEASE,
             wait: None,
+            first_reads: false,
         }
     }
 }
@@ -274,7 +279,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         let intent_keys = self.intent_keys();
         let (now, (read, intents)) = futures::try_join!(
             mapper.store.now_ms(),
-            read_members(mapper, &self.members, &intent_keys)
+            read_members(mapper, &self.members, &intent_keys, self.first_reads)
         )?;
         let owner = Owner {
             group: id.to_owned(),
@@ -334,7 +339,11 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 .expect(list_key.clone(), None)
                 .put(list_key, list);
             let joined = (&joins, &claimed);
-            create_in_steps(mapper, id, key, &insert, joined).await?
+            let (created, mut memo) = create_in_steps(mapper, id, key, &insert, joined).await?;
+            if self.first_reads {
+                memo.joined(&members, &read, &owner);
+            }
+            (created, memo)
         };
         match created {
             Commit::Committed => Ok(Attempt::Committed(KeyGroup {
@@ -454,7 +463,11 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 waiting: self.wait.is_some().then_some(self),
             }));
         }
-        let group = self.create().await?;
+        let group = KeyGroupBuilder {
+            first_reads: true,
+            ..self
+        };
+        let group = group.create().await?;
         Ok(GroupTransaction::begin(Holder::Once(Box::new(group))))
     }
 }

@@ -10,12 +10,22 @@
 //! commit whose reply was lost landed) makes that commit conflict, and the step reads the
 //! store instead, as it does after any conflict.
 //!
+//! A one-shot transaction's group also notes its members as create read them and as its
+//! joins left them ([`Memo::joined`]): a join writes the owner alone, expecting the
+//! version create read, so each document is as read with the owner added, at the version
+//! the join got; from then on only the group's transactions change them, and the first
+//! one takes them from here ([`Memo::first_read`]) instead of reading them again.
+//!
 //! Dissolving from the memo: `release.rs`.
 
-use crate::document::{Version, Versioned};
+use super::Member;
+use crate::document::{Document, Version, Versioned};
 use crate::key::Key;
+use crate::mapper::read::snapshot::Snapshot;
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, Transaction, Write};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// What a group's handle knows from its own commits (module docs).
 #[derive(Debug, Default)]
@@ -27,6 +37,10 @@ pub(super) struct Memo {
     pub state: Option<Versioned>,
     /// The version each other document got from the handle's last write of it.
     pub versions: BTreeMap<Key, Version>,
+    /// The members as create read them, with their write records, as its joins left them
+    /// (stamped with the owner, at the versions the joins got), by main document: what
+    /// the group's first transaction reads in place of the store (`joined`).
+    pub members: BTreeMap<Key, Arc<Snapshot>>,
 }
 
 impl Memo {
@@ -51,6 +65,66 @@ impl Memo {
                 .iter()
                 .map(|(key, version)| (key.clone(), *version)),
         );
+    }
+
+    /// Notes the members `read` (at `mains`, with their write records) as the joins that
+    /// stamped them with `owner` left them, at the versions the memo holds: each document
+    /// read with the owner added, and each missing one as created. A member with a
+    /// document whose version the memo does not hold is left out (its first transaction
+    /// reads it from the store).
+    pub(super) fn joined(&mut self, mains: &[Key], read: &[Member], owner: &Owner) {
+        let stamp = |doc: &Document| {
+            let mut doc = doc.clone();
+            doc.insert(OWNER.to_owned(), owner.to_value());
+            doc
+        };
+        let at = |key: &Key, doc: &Document| {
+            let version = *self.versions.get(key)?;
+            Some(Versioned {
+                doc: stamp(doc),
+                version,
+            })
+        };
+        for (main, member) in mains.iter().zip(read) {
+            let found = &member.found;
+            let created = |key: &Key| member.missing.iter().find(|(k, _)| k == key);
+            let docs: Option<Vec<Option<Versioned>>> = found
+                .keys
+                .iter()
+                .zip(&found.docs)
+                .map(|(key, doc)| match (doc, created(key)) {
+                    (Some(doc), _) => at(key, &doc.doc).map(Some),
+                    (None, Some((_, new))) => at(key, new).map(Some),
+                    (None, None) => Some(None),
+                })
+                .collect();
+            let scanned: Option<Vec<(Key, Versioned)>> = found
+                .scanned
+                .iter()
+                .map(|(key, doc)| Some((key.clone(), at(key, &doc.doc)?)))
+                .collect();
+            if let (Some(docs), Some(scanned)) = (docs, scanned) {
+                let snapshot = Snapshot {
+                    keys: found.keys.clone(),
+                    docs,
+                    scanned,
+                    folded: found.folded.clone(),
+                };
+                self.members.insert(main.clone(), Arc::new(snapshot));
+            }
+        }
+    }
+
+    /// The members at `mains` as [`Memo::joined`] noted them, and the group document as
+    /// the memo holds it, taken out of the memo (a first transaction's read); `None` when
+    /// it does not hold them all.
+    pub(super) fn first_read(&mut self, mains: &[Key]) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
+        let state = self.state.clone()?;
+        if !mains.iter().all(|main| self.members.contains_key(main)) {
+            return None;
+        }
+        let found = mains.iter().filter_map(|main| self.members.remove(main));
+        Some((found.collect(), state))
     }
 
     fn wrote(&mut self, group: &Key, key: &Key, write: &Write, version: Option<Version>) {

@@ -100,19 +100,20 @@ impl<S: DocumentStore> MemberKind<S> {
 }
 
 /// Every member of `members` (each as [`MemberKind`] reads it alone) and the documents at
-/// `extra`, in one lookup; a member that needs more than its first read is then read
-/// alone. Not one snapshot unless the store reads one: what a step writes expects the
-/// versions read.
+/// `extra`, in one lookup (with write records when `records`); a member that needs more
+/// than its first read is then read alone. Not one snapshot unless the store reads one:
+/// what a step writes expects the versions read.
 pub(super) async fn read_members<S: DocumentStore>(
     mapper: &Mapper<S>,
     members: &[(Key, MemberKind<S>)],
     extra: &[Key],
+    records: bool,
 ) -> Result<(Vec<Member>, Vec<Option<Versioned>>)> {
     let firsts: Vec<Lookup> = members
         .iter()
         .map(|(main, kind)| (kind.first)(main))
         .collect();
-    let (parts, extra) = mapper.lookup_together(&firsts, extra, false).await?;
+    let (parts, extra) = mapper.lookup_together(&firsts, extra, records).await?;
     let mut read = Vec::with_capacity(members.len());
     for (((main, kind), first), one) in members.iter().zip(firsts).zip(parts) {
         match (kind.from_first)(main, first, one)? {

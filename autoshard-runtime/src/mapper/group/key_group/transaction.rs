@@ -164,12 +164,18 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 .map(|main| mapper.read_entity_with::<E>(main, true))
         };
         let found = if let Some(group) = self.holder.group() {
-            let at_once = match self.state {
-                None => Self::read_grouped_at_once::<E>(group, &mains).await?,
+            // The first load: as create left the members (`memo.rs`), or in one lookup
+            // with the group document, or beside it.
+            let known = match self.state {
+                None => lock(&group.memo).first_read(&mains),
                 Some(_) => None,
             };
+            let at_once = match (&self.state, &known) {
+                (None, None) => Self::read_grouped_at_once::<E>(group, &mains).await?,
+                _ => None,
+            };
             self.reads_follow_state |= at_once.is_some();
-            let (found, state) = match at_once {
+            let (found, state) = match known.or(at_once) {
                 Some((found, state)) => (found, Some(state)),
                 None => Self::read_grouped(group, self.state.is_none(), reads).await?,
             };
