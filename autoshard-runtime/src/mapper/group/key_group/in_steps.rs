@@ -34,7 +34,7 @@
 //! tries again as it does after any conflict.
 
 use super::protocol::{IN_FLIGHT, InFlight, Steps, gathered, prepared, split};
-use super::{RESENDS, send, send_versioned};
+use super::{resend, send, send_versioned};
 use crate::document::{Document, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -168,50 +168,23 @@ async fn prepare_all<S: DocumentStore>(
     gathered(parts, futures::future::join_all(answers).await)
 }
 
-/// Commits `part` of the prepare of transaction `txn`; when the store leaves the outcome
-/// unknown, or a resend conflicts, its documents say: all held by `txn` means a copy
-/// landed (answered once durable), as nothing else writes that hold. A resend expects the
-/// same versions, so at most one copy applies.
+/// Commits `part` of the prepare of transaction `txn`, resent while its outcome is unknown
+/// ([`resend`]): all its documents held by `txn` means a copy landed, as nothing else
+/// writes that hold.
 async fn prepare_part<S: DocumentStore>(
     steps: &Steps<'_, S>,
     part: &Transaction,
     txn: &str,
 ) -> Result<CommitReply> {
     let keys: Vec<Key> = part.writes().iter().map(|(key, _)| key.clone()).collect();
-    let landed = || async {
-        let docs = steps.mapper.get_exactly(&keys).await?;
-        let held = docs.iter().all(|doc| {
+    let held = |docs: &[Option<Versioned>]| {
+        docs.iter().all(|doc| {
             doc.as_ref()
                 .and_then(|d| Owner::of(&d.doc))
                 .is_some_and(|o| o.txn.as_deref() == Some(txn))
-        });
-        if held {
-            steps.mapper.store.make_durable(&keys).await?;
-        }
-        Ok::<_, Error>(held)
+        })
     };
-    let mut unknown = None;
-    for _ in 0..RESENDS {
-        match steps.mapper.store.commit_versioned(part).await {
-            Ok(reply) if reply.outcome == Commit::Committed => return Ok(reply),
-            Ok(conflict) if unknown.is_none() => return Ok(conflict),
-            Ok(conflict) => {
-                return if landed().await? {
-                    Ok(CommitReply::untold(Commit::Committed))
-                } else {
-                    Ok(conflict)
-                };
-            }
-            Err(e @ Error::Backend { .. }) => {
-                if landed().await.unwrap_or(false) {
-                    return Ok(CommitReply::untold(Commit::Committed));
-                }
-                unknown = Some(e);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    Err(unknown.unwrap_or_else(|| Error::backend("key group prepare", "no answer")))
+    resend(steps.mapper, part, &keys, held).await
 }
 
 /// The documents among `found` (members as read) that a transaction holds, by

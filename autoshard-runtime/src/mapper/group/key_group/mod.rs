@@ -254,25 +254,46 @@ async fn send_versioned<S: DocumentStore>(
     key: &Key,
     landed: impl Fn(Option<&Versioned>) -> bool,
 ) -> Result<CommitReply> {
+    let found = |docs: &[Option<Versioned>]| landed(docs.first().and_then(Option::as_ref));
+    resend(mapper, txn, std::slice::from_ref(key), found).await
+}
+
+/// Commits `txn`, one step whose outcome shows in the documents at `keys`: when the store
+/// leaves it unknown, or a resend conflicts, reads them and asks `landed`, sending `txn`
+/// again while it did not (a resend expects the same versions, so at most one copy
+/// applies). A copy found landed is answered once that read is durable: the copy was
+/// answered with an error, so nothing made it durable (`DocumentStore::make_durable`).
+async fn resend<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    txn: &Transaction,
+    keys: &[Key],
+    landed: impl Fn(&[Option<Versioned>]) -> bool,
+) -> Result<CommitReply> {
+    let found_landed = || async {
+        if !landed(&mapper.get_exactly(keys).await?) {
+            return Ok(false);
+        }
+        mapper.store.make_durable(keys).await?;
+        Ok::<_, Error>(true)
+    };
+    let landing = || CommitReply::untold(Commit::Committed);
     let mut unknown = None;
     for _ in 0..RESENDS {
         match mapper.store.commit_versioned(txn).await {
             Ok(committed) if committed.outcome == Commit::Committed => return Ok(committed),
             Ok(conflict) if unknown.is_none() => return Ok(conflict),
+            // An earlier copy may have landed: its documents say.
             Ok(conflict) => {
-                // An earlier copy may have landed: the group document says.
-                return match mapper.store.get(key).await {
-                    Ok(doc) if landed(doc.as_ref()) => durable_landing(mapper, key).await,
-                    Ok(_) => Ok(conflict),
-                    Err(e) => Err(e),
-                };
+                return Ok(if found_landed().await? {
+                    landing()
+                } else {
+                    conflict
+                });
             }
             Err(e @ Error::Backend { .. }) => {
-                tracing::debug!(key = %key, error = %e, "key group step: outcome unknown");
-                if let Ok(doc) = mapper.store.get(key).await
-                    && landed(doc.as_ref())
-                {
-                    return durable_landing(mapper, key).await;
+                tracing::debug!(keys = ?keys, error = %e, "key group step: outcome unknown");
+                if found_landed().await.unwrap_or(false) {
+                    return Ok(landing());
                 }
                 unknown = Some(e);
             }
@@ -280,12 +301,4 @@ async fn send_versioned<S: DocumentStore>(
         }
     }
     Err(unknown.unwrap_or_else(|| Error::backend("key group step", "no answer")))
-}
-
-/// `Committed` for a copy of a step that a read of the group document at `key` found
-/// landed, once that read is durable: the copy that landed was answered with an error,
-/// so nothing made it durable (`DocumentStore::make_durable`).
-async fn durable_landing<S: DocumentStore>(mapper: &Mapper<S>, key: &Key) -> Result<CommitReply> {
-    mapper.store.make_durable(std::slice::from_ref(key)).await?;
-    Ok(CommitReply::untold(Commit::Committed))
 }
