@@ -338,8 +338,8 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 .put(key.clone(), state)
                 .expect(list_key.clone(), None)
                 .put(list_key, list);
-            let joined = (&joins, &claimed);
-            let (created, mut memo) = create_in_steps(mapper, id, key, &insert, joined).await?;
+            let (created, mut memo) =
+                create_in_steps(mapper, id, key, &insert, &joins, &claimed).await?;
             if self.first_reads {
                 memo.joined(&members, &read, &owner);
             }
@@ -522,7 +522,8 @@ async fn create_in_steps<S: DocumentStore>(
     id: &str,
     key: &Key,
     insert: &Transaction,
-    (joins, claimed): (&Transaction, &BTreeSet<Key>),
+    joins: &Transaction,
+    claimed: &BTreeSet<Key>,
 ) -> Result<(Commit, Memo)> {
     let landed = |doc: Option<&Versioned>| doc.is_some();
     let split = protocol::split(joins);

@@ -33,14 +33,14 @@
 //! recoverer, once the lease has passed) makes it conflict, and the step reads it and
 //! tries again as it does after any conflict.
 
-use super::protocol::{IN_FLIGHT, InFlight, Steps, gathered, prepared, split};
+use super::protocol::{IN_FLIGHT, InFlight, NEXT, Steps, gathered, split};
 use super::{resend, send, send_versioned};
-use crate::document::{Document, Versioned};
+use crate::document::{Document, Value, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::mapper::layout;
 use crate::mapper::read::snapshot::Snapshot;
-use crate::store::ownership::Owner;
+use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, DocumentStore, Transaction, Write};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -187,6 +187,19 @@ async fn prepare_part<S: DocumentStore>(
     resend(steps.mapper, part, &keys, held).await
 }
 
+/// The document `doc` prepared for transaction `txn` of the group `owner` names: as it is,
+/// held by the transaction, with `next` beside it.
+fn prepared(current: Option<&Document>, owner: &Owner, txn: &str, next: Document) -> Document {
+    let mut doc = current.cloned().unwrap_or_default();
+    let held = Owner {
+        txn: Some(txn.to_owned()),
+        ..owner.clone()
+    };
+    doc.insert(OWNER.to_owned(), held.to_value());
+    doc.insert(NEXT.to_owned(), Value::Object(next.into_iter().collect()));
+    doc
+}
+
 /// The documents among `found` (members as read) that a transaction holds, by
 /// transaction.
 pub(super) fn held(found: &[Arc<Snapshot>]) -> BTreeMap<String, Vec<Key>> {
@@ -239,16 +252,10 @@ pub(super) async fn drop_unlogged<S: DocumentStore>(
             attempts: REWRITES,
         });
     }
-    let none = BTreeMap::new();
     for (txn, keys) in held {
-        let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
-        for key in keys {
-            by_group.entry(key.group()).or_default().push(key.clone());
-        }
-        let parts = by_group
-            .values()
-            .map(|keys| steps.settle_part(keys, txn, false, &none));
-        futures::future::try_join_all(parts).await?;
+        steps
+            .settle_held(keys, txn, false, &BTreeMap::new())
+            .await?;
     }
     Ok(())
 }

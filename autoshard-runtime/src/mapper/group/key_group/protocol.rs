@@ -188,24 +188,6 @@ fn with_write(txn: Transaction, key: &Key, write: &Write) -> Transaction {
     }
 }
 
-/// The document `doc` prepared for transaction `txn` of the group `owner` names: as it is,
-/// held by the transaction, with `next` beside it.
-pub(super) fn prepared(
-    current: Option<&Document>,
-    owner: &Owner,
-    txn: &str,
-    next: Document,
-) -> Document {
-    let mut doc = current.cloned().unwrap_or_default();
-    let held = Owner {
-        txn: Some(txn.to_owned()),
-        ..owner.clone()
-    };
-    doc.insert(OWNER.to_owned(), held.to_value());
-    doc.insert(NEXT.to_owned(), Value::Object(next.into_iter().collect()));
-    doc
-}
-
 /// What the document `doc` at `key`, held by a transaction, becomes once it is settled:
 /// its next content when the transaction committed, else itself; owned by the group, held
 /// no more.
@@ -240,6 +222,15 @@ fn dropped(doc: &Document, owner: Option<&Owner>) -> Document {
         None => doc.remove(OWNER),
     };
     doc
+}
+
+/// `keys` by entity group.
+fn by_group(keys: &[Key]) -> BTreeMap<Key, Vec<Key>> {
+    let mut groups: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
+    for key in keys {
+        groups.entry(key.group()).or_default().push(key.clone());
+    }
+    groups
 }
 
 /// What one run of a step found to do ([`Steps::until_committed`]).
@@ -398,23 +389,34 @@ impl<S: DocumentStore> Steps<'_, S> {
         let Some(commit) = decided else {
             return Ok(None);
         };
-        let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
-        for key in &in_flight.keys {
-            by_group.entry(key.group()).or_default().push(key.clone());
-        }
-        let parts = by_group
-            .values()
-            .map(|keys| self.settle_part(keys, &in_flight.txn, commit, prepared));
-        futures::future::try_join_all(parts).await?;
+        self.settle_held(&in_flight.keys, &in_flight.txn, commit, prepared)
+            .await?;
         if let Some(memo) = self.memo {
             lock(memo).settled = Some(in_flight.txn.clone());
         }
         Ok(Some(commit))
     }
 
+    /// Settles the documents of `keys` that transaction `txn` holds, each entity group's
+    /// in one commit, concurrently ([`Steps::settle_part`]).
+    pub(super) async fn settle_held(
+        &self,
+        keys: &[Key],
+        txn: &str,
+        commit: bool,
+        prepared: &BTreeMap<Key, Versioned>,
+    ) -> Result<()> {
+        let parts = by_group(keys);
+        let parts = parts
+            .values()
+            .map(|keys| self.settle_part(keys, txn, commit, prepared));
+        futures::future::try_join_all(parts).await?;
+        Ok(())
+    }
+
     /// Settles the documents `keys` of one entity group that transaction `txn` holds.
     /// Those in `prepared` (all of them) are taken as written there at the first try.
-    pub(super) async fn settle_part(
+    async fn settle_part(
         &self,
         keys: &[Key],
         txn: &str,
@@ -507,11 +509,8 @@ impl<S: DocumentStore> Steps<'_, S> {
     /// landed: the caller settled the one the group document records) is written whole
     /// without that transaction's change.
     pub(super) async fn rewrite_owned(&self, keys: &[Key], owner: Option<&Owner>) -> Result<()> {
-        let mut by_group: BTreeMap<Key, Vec<Key>> = BTreeMap::new();
-        for key in keys {
-            by_group.entry(key.group()).or_default().push(key.clone());
-        }
-        let parts = by_group.values().map(|keys| {
+        let groups = by_group(keys);
+        let parts = groups.values().map(|keys| {
             self.until_committed(&keys[0], true, move || async move {
                 let mut docs = self.mapper.get_values(keys).await?;
                 let ours = |doc: &Versioned| Owner::of(&doc.doc).filter(|o| *o.group == *self.id);
