@@ -124,6 +124,7 @@ cases!(
     a_held_document_stays_owned_past_its_lease,
     malformed_owners_own_nothing,
     the_owner_alone_changes_only_the_owner,
+    owner_writes_never_bring_a_version_back,
 );
 
 /// The names of all cases, in order.

@@ -3,7 +3,7 @@
 
 use super::merges::{SUM_I64, merge_ok, write_id};
 use super::{commit, doc, fresh_kind, get, must_get, ok};
-use crate::document::Document;
+use crate::document::{Document, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::merge::{Merge, Merged};
@@ -319,4 +319,94 @@ pub async fn a_held_document_stays_owned_past_its_lease(store: &dyn DocumentStor
         store.put(&odd, doc(&[("n", 1.into())])).await,
         "a txn that is no string",
     );
+}
+
+/// Writes of the owner alone never bring a version back: not several in one commit, not
+/// beside a put or a delete of the same document, not across a delete and a new insert,
+/// nor while other documents of its entity group are written. Each commit gives the
+/// document a version it never had, and a commit expecting any earlier one conflicts.
+pub async fn owner_writes_never_bring_a_version_back(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("OwnVersions"), "1");
+    let sibling = key.child("Part", "s");
+    let owner = Owner {
+        group: "g".to_owned(),
+        until_ms: ok(store.now_ms().await, "now_ms") + 600_000,
+        txn: None,
+    };
+    // A commit of `txn` as the document now stands: with the group's token when it owns
+    // the document (its own writes), without one when nobody does.
+    let as_found = |txn: Transaction, found: &Versioned| {
+        if Owner::of(&found.doc).is_some() {
+            txn.owned_by("g")
+        } else {
+            txn
+        }
+    };
+    ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    let mut found = must_get(store, &key).await;
+    let mut seen = vec![found.version];
+    type Writes = fn(Transaction, &Key, &Owner) -> Transaction;
+    let rounds: [(&str, Writes); 5] = [
+        ("the owner twice", |t, k, o| {
+            t.own(k.clone(), Some(o.clone())).own(k.clone(), None)
+        }),
+        ("the owner, then a put", |t, k, o| {
+            t.own(k.clone(), Some(o.clone()))
+                .put(k.clone(), doc(&[("n", 2.into())]))
+        }),
+        ("a put, then the owner", |t, k, o| {
+            t.put(k.clone(), doc(&[("n", 3.into())]))
+                .own(k.clone(), Some(o.clone()))
+        }),
+        ("the owner taken out, then set", |t, k, o| {
+            t.own(k.clone(), None).own(k.clone(), Some(o.clone()))
+        }),
+        ("the owner, then a delete", |t, k, o| {
+            t.own(k.clone(), Some(o.clone())).delete(k.clone())
+        }),
+    ];
+    for (what, writes) in rounds {
+        for round in 0..3 {
+            let set = (round % 2 == 0).then(|| owner.clone());
+            let txn = Transaction::new()
+                .expect(key.clone(), Some(found.version))
+                .own(key.clone(), set);
+            let txn = as_found(txn, &found);
+            assert_eq!(commit(store, &txn).await, Commit::Committed, "{what}: own");
+            found = must_get(store, &key).await;
+            let version = found.version;
+            assert!(
+                !seen.contains(&version),
+                "{what}: the owner alone reused {version:?}"
+            );
+            seen.push(version);
+        }
+        ok(
+            store.put(&sibling, doc(&[("n", 0.into())])).await,
+            "put sibling",
+        );
+        let txn = Transaction::new().expect(key.clone(), Some(found.version));
+        let txn = as_found(writes(txn, &key, &owner), &found);
+        assert_eq!(commit(store, &txn).await, Commit::Committed, "{what}");
+        if get(store, &key).await.is_none() {
+            ok(
+                store.insert(&key, doc(&[("n", 4.into())])).await,
+                "insert again",
+            );
+        }
+        found = must_get(store, &key).await;
+        let version = found.version;
+        assert!(!seen.contains(&version), "{what}: reused {version:?}");
+        for stale in &seen {
+            let txn = Transaction::new()
+                .expect(key.clone(), Some(*stale))
+                .put(key.clone(), doc(&[("n", 99.into())]));
+            assert_eq!(
+                commit(store, &as_found(txn, &found)).await,
+                Commit::Conflict { key: key.clone() },
+                "{what}: a commit expecting the earlier {stale:?}"
+            );
+        }
+        seen.push(version);
+    }
 }

@@ -4,6 +4,7 @@
 
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
+use super::names::Names;
 use super::{RedisStore, reply};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
@@ -89,6 +90,22 @@ struct Call {
 }
 
 impl Call {
+    /// The 1-based KEYS position of the document at `key`, adding it when new (`docs`
+    /// remembers the positions of documents, so that each name is formatted once).
+    fn doc<'t>(
+        &mut self,
+        names: &Names,
+        docs: &mut HashMap<&'t Key, usize>,
+        key: &'t Key,
+    ) -> usize {
+        if let Some(&pos) = docs.get(key) {
+            return pos;
+        }
+        let pos = self.key(names.doc(key), Role::Doc(key.clone()));
+        docs.insert(key, pos);
+        pos
+    }
+
     /// The 1-based KEYS position of `name`, adding it when new.
     fn key(&mut self, name: String, role: Role) -> usize {
         if let Some(&pos) = self.positions.get(&name) {
@@ -127,11 +144,12 @@ impl RedisStore {
     fn plan(&self, txn: &Transaction) -> Result<(Call, Vec<OutOfSlotIndex>)> {
         let cluster = self.is_cluster();
         let mut call = Call::default();
+        let mut docs = HashMap::new();
         let mut checked = HashSet::new();
         let mut expects_existing = HashSet::new();
         let mut checks = Vec::new();
         for (key, expected) in txn.reads() {
-            let pos = call.key(self.names.doc(key), Role::Doc(key.clone()));
+            let pos = call.doc(&self.names, &mut docs, key);
             checked.insert(pos);
             if expected.is_some() {
                 expects_existing.insert(key);
@@ -142,7 +160,7 @@ impl RedisStore {
             ));
         }
         for (key, _) in txn.writes() {
-            let pos = call.key(self.names.doc(key), Role::Doc(key.clone()));
+            let pos = call.doc(&self.names, &mut docs, key);
             if checked.insert(pos) {
                 checks.push((pos, "*".to_owned()));
             }
@@ -156,15 +174,19 @@ impl RedisStore {
         let mut out_of_slot = Vec::new();
         let mut last_owner = None;
         for (i, (key, write)) in txn.writes().iter().enumerate() {
-            let doc = self.names.doc(key);
-            let pos = call.key(doc.clone(), Role::Doc(key.clone()));
-            let counter = call.key(self.names.counter(key), Role::Counter(key.group()));
+            let pos = call.doc(&self.names, &mut docs, key);
             let (op, props) = match write {
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
                 Write::Own(owner) => (Op::Own, encode_owner(owner.as_ref(), &mut last_owner)),
             };
-            // The owner alone neither creates nor deletes: no index entry changes.
+            // The owner alone neither creates nor deletes (no index entry changes), and
+            // counts the document's version up by itself (no counter).
+            let counter = if op == Op::Own {
+                0
+            } else {
+                call.key(self.names.counter(key), Role::Counter(key.group()))
+            };
             let index_pos = if op == Op::Own {
                 0
             } else {
@@ -174,7 +196,7 @@ impl RedisStore {
                         write: i,
                         index,
                         member: key.encode(),
-                        doc,
+                        doc: call.keys[pos - 1].clone(),
                         put: op == Op::Put,
                         may_create: !expects_existing.contains(key),
                     });

@@ -14,8 +14,9 @@
 --                key position, expectation: '-' must be absent, '*' only has to be
 --                ours (or absent), anything else: the version it must have.
 -- ARGV[next]   number of writes W, then W groups:
---                key position, counter position, op ('p' put | 'd' delete | 'o' owner
---                alone), index position (0: none here), number of fields P (0 for a
+--                key position, counter position (0 for 'o', which takes no version
+--                from the counter), op ('p' put | 'd' delete | 'o' owner alone), index
+--                position (0: none here), number of fields P (0 for a
 --                delete; for 'o', 1: the pair `p:~own`, its JSON, or 0: no owner), then
 --                P pairs: field name (`p:...` or `w:...`), its JSON.
 --              A `w:` field goes to the document's record hash, which the script names
@@ -25,8 +26,9 @@
 --              Redis key without the namespace (its `Key::encode()`).
 --
 -- Versions: a put gives a document the next value of its entity group's counter, or one
--- more than the version it replaces if that is larger (merges count a document's version
--- up by themselves, `merge.lua`); a delete raises the counter to the version it deletes.
+-- more than the version it replaces if that is larger; an owner write, like a merge
+-- (`merge.lua`), counts the document's version up by itself (it never creates one); a
+-- delete raises the counter to the version it deletes.
 -- So every version a key gets is larger than every version it had, across deletes too,
 -- and none comes back (the store contract). Versions stay far below 2^53, where Lua
 -- numbers are exact.
@@ -134,7 +136,6 @@ for w = 1, count do
   writes[w] = {
     at = at,
     key = KEYS[at],
-    had = had[at] and tonumber(had[at]),
     counter_at = tonumber(ARGV[pos + 1]),
     op = ARGV[pos + 2],
     index = tonumber(ARGV[pos + 3]),
@@ -148,7 +149,7 @@ local ns_len = tonumber(ARGV[#ARGV])
 -- counter checked once: the writes of one entity group share it).
 local counters = {}
 for _, w in ipairs(writes) do
-  if not counters[w.counter_at] then
+  if w.counter_at > 0 and not counters[w.counter_at] then
     counters[w.counter_at] = true
     local value = redis.pcall('GET', KEYS[w.counter_at])
     if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
@@ -165,20 +166,21 @@ local function next_version(counter, had)
   end
   return version
 end
--- Whether each written document is there (by key position): as checked, then as the
--- writes before leave it.
-local present = {}
+-- The version each written document has (by key position; false: absent): as checked,
+-- then as the writes before leave it.
+local current = {}
 for _, w in ipairs(writes) do
-  present[w.at] = had[w.at] and true or false
+  current[w.at] = had[w.at] and tonumber(had[w.at]) or false
 end
 -- Write `w` of op 'o': the owner alone, `p:~own` set (one field pair) or taken out (none),
--- with a new version; nothing for an absent document. Its version (0: none) and whether
--- the document existed.
-local function own(w, counter)
-  if not present[w.at] then
+-- with the next version of the document's own; nothing for an absent document. Its
+-- version (0: none) and whether the document existed.
+local function own(w)
+  if not current[w.at] then
     return 0, 0
   end
-  local version = next_version(counter, w.had)
+  local version = current[w.at] + 1
+  current[w.at] = version
   if w.props > 0 then
     redis.call('HSET', w.key, 'v', version, ARGV[w.first], ARGV[w.first + 1])
   else
@@ -191,20 +193,22 @@ end
 -- delete) and whether the document existed.
 local function replace(w, counter)
   local existed = redis.call('DEL', w.key)
-  present[w.at] = w.op == 'p'
+  local had = current[w.at]
+  current[w.at] = false
   local record = w.key .. '/~w'
   redis.call('DEL', record)
   local member = string.sub(w.key, ns_len + 1)
   if w.op == 'd' then
-    if w.had and w.had > (tonumber(redis.call('GET', counter)) or 0) then
-      redis.call('SET', counter, w.had)
+    if had and had > (tonumber(redis.call('GET', counter)) or 0) then
+      redis.call('SET', counter, had)
     end
     if w.index > 0 then
       redis.call('ZREM', KEYS[w.index], member)
     end
     return 0, existed
   end
-  local version = next_version(counter, w.had)
+  local version = next_version(counter, had)
+  current[w.at] = version
   -- In slices, so that no call gets more arguments than Lua's stack allows; `w:` fields
   -- into the record hash; the version with the first slice of values.
   local values, entries = { 'v', version }, {}
@@ -235,12 +239,11 @@ local function replace(w, counter)
 end
 local out = { 'ok' }
 for _, w in ipairs(writes) do
-  local counter = KEYS[w.counter_at]
   local version, existed
   if w.op == 'o' then
-    version, existed = own(w, counter)
+    version, existed = own(w)
   else
-    version, existed = replace(w, counter)
+    version, existed = replace(w, KEYS[w.counter_at])
   end
   out[#out + 1] = version
   out[#out + 1] = existed
