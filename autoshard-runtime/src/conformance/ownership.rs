@@ -321,6 +321,9 @@ pub async fn a_held_document_stays_owned_past_its_lease(store: &dyn DocumentStor
     );
 }
 
+/// The writes a round of [`owner_writes_never_bring_a_version_back`] adds to a commit.
+type Writes = fn(Transaction, &Key, &Owner) -> Transaction;
+
 /// Writes of the owner alone never bring a version back: not several in one commit, not
 /// beside a put or a delete of the same document, not across a delete and a new insert,
 /// nor while other documents of its entity group are written. Each commit gives the
@@ -345,7 +348,6 @@ pub async fn owner_writes_never_bring_a_version_back(store: &dyn DocumentStore) 
     ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
     let mut found = must_get(store, &key).await;
     let mut seen = vec![found.version];
-    type Writes = fn(Transaction, &Key, &Owner) -> Transaction;
     let rounds: [(&str, Writes); 5] = [
         ("the owner twice", |t, k, o| {
             t.own(k.clone(), Some(o.clone())).own(k.clone(), None)

@@ -13,10 +13,20 @@ use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Transaction, Write};
 use ::redis::Value;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// One argument of a commit script call, formatted when the call is written.
+enum Arg<'t> {
+    Num(u64),
+    Text(&'t str),
+    Owned(String),
+    /// A text several arguments share (the owner a key group's writes all name).
+    Shared(Arc<str>),
+}
 
 /// The `field, JSON` argument pairs of `doc` (the layout in `lua/commit.lua`): `p:name`
 /// per property, and `w:<writer>` per entry of the write record.
-fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<String>> {
+fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<Arg<'static>>> {
     let mut args = Vec::with_capacity(2 * doc.len());
     let json = |field: &str, value: &serde_json::Value| {
         serde_json::to_string(value).map_err(|e| Error::Malformed {
@@ -29,13 +39,13 @@ fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<S
         match value {
             serde_json::Value::Object(entries) if name == RECORD => {
                 for (writer, entry) in entries {
-                    args.push(format!("w:{writer}"));
-                    args.push(json(name, entry)?);
+                    args.push(Arg::Owned(format!("w:{writer}")));
+                    args.push(Arg::Owned(json(name, entry)?));
                 }
             }
             _ => {
-                args.push(format!("p:{name}"));
-                args.push(json(name, value)?);
+                args.push(Arg::Owned(format!("p:{name}")));
+                args.push(Arg::Owned(json(name, value)?));
             }
         }
     }
@@ -46,19 +56,22 @@ fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<S
 /// `last` keeps the latest owner encoded, since a key group's writes all name the same.
 fn encode_owner<'t>(
     owner: Option<&'t Owner>,
-    last: &mut Option<(&'t Owner, Vec<String>)>,
-) -> Vec<String> {
+    last: &mut Option<(&'t Owner, [Arc<str>; 2])>,
+) -> Vec<Arg<'static>> {
     let Some(owner) = owner else {
         return Vec::new();
     };
-    match last {
-        Some((encoded, pair)) if *encoded == owner => pair.clone(),
+    let pair = match last {
+        Some((encoded, pair)) if *encoded == owner => pair,
         _ => {
-            let pair = vec![format!("p:{OWNER}"), owner.to_value().to_string()];
-            *last = Some((owner, pair.clone()));
-            pair
+            let pair = [
+                format!("p:{OWNER}").into(),
+                owner.to_value().to_string().into(),
+            ];
+            &mut last.insert((owner, pair)).1
         }
-    }
+    };
+    pair.iter().map(|text| Arg::Shared(text.clone())).collect()
 }
 
 /// What the commit script did to one write.
@@ -74,40 +87,39 @@ pub(super) enum Applied {
 }
 
 /// What a position in a script's KEYS holds, to name it in errors.
-enum Role {
-    Doc(Key),
+enum Role<'t> {
+    Doc(&'t Key),
     Counter(Key),
     Index,
 }
 
-/// The KEYS and ARGV of one commit script call.
+/// The KEYS and ARGV of one commit script call for a transaction borrowed for `'t`.
 #[derive(Default)]
-struct Call {
+struct Call<'t> {
     keys: Vec<String>,
-    roles: Vec<Role>,
+    roles: Vec<Role<'t>>,
+    /// The positions of documents, by key (each name formatted once).
+    docs: HashMap<&'t Key, usize>,
+    /// The positions of the other keys (counters, indexes), by name.
     positions: HashMap<String, usize>,
-    args: Vec<String>,
+    args: Vec<Arg<'t>>,
 }
 
-impl Call {
-    /// The 1-based KEYS position of the document at `key`, adding it when new (`docs`
-    /// remembers the positions of documents, so that each name is formatted once).
-    fn doc<'t>(
-        &mut self,
-        names: &Names,
-        docs: &mut HashMap<&'t Key, usize>,
-        key: &'t Key,
-    ) -> usize {
-        if let Some(&pos) = docs.get(key) {
+impl<'t> Call<'t> {
+    /// The 1-based KEYS position of the document at `key`, adding it when new.
+    fn doc(&mut self, names: &Names, key: &'t Key) -> usize {
+        if let Some(&pos) = self.docs.get(key) {
             return pos;
         }
-        let pos = self.key(names.doc(key), Role::Doc(key.clone()));
-        docs.insert(key, pos);
+        self.keys.push(names.doc(key));
+        self.roles.push(Role::Doc(key));
+        let pos = self.keys.len();
+        self.docs.insert(key, pos);
         pos
     }
 
-    /// The 1-based KEYS position of `name`, adding it when new.
-    fn key(&mut self, name: String, role: Role) -> usize {
+    /// The 1-based KEYS position of the counter or index `name`, adding it when new.
+    fn key(&mut self, name: String, role: Role<'t>) -> usize {
         if let Some(&pos) = self.positions.get(&name) {
             return pos;
         }
@@ -141,40 +153,38 @@ impl Op {
 impl RedisStore {
     /// The commit script call for `txn`, and the index updates it leaves to the caller
     /// (out-of-slot indexes on a cluster).
-    fn plan(&self, txn: &Transaction) -> Result<(Call, Vec<OutOfSlotIndex>)> {
+    fn plan<'t>(&self, txn: &'t Transaction) -> Result<(Call<'t>, Vec<OutOfSlotIndex>)> {
         let cluster = self.is_cluster();
         let mut call = Call::default();
-        let mut docs = HashMap::new();
         let mut checked = HashSet::new();
         let mut expects_existing = HashSet::new();
         let mut checks = Vec::new();
         for (key, expected) in txn.reads() {
-            let pos = call.doc(&self.names, &mut docs, key);
+            let pos = call.doc(&self.names, key);
             checked.insert(pos);
             if expected.is_some() {
                 expects_existing.insert(key);
             }
-            checks.push((
-                pos,
-                expected.map_or_else(|| "-".to_owned(), |v| v.0.to_string()),
-            ));
+            checks.push((pos, expected.map_or(Arg::Text("-"), |v| Arg::Num(v.0))));
         }
         for (key, _) in txn.writes() {
-            let pos = call.doc(&self.names, &mut docs, key);
+            let pos = call.doc(&self.names, key);
             if checked.insert(pos) {
-                checks.push((pos, "*".to_owned()));
+                checks.push((pos, Arg::Text("*")));
             }
         }
-        call.args.push(checks.len().to_string());
+        call.args
+            .reserve(2 * checks.len() + 6 * txn.writes().len() + 4);
+        call.args.push(Arg::Num(checks.len() as u64));
         for (pos, expected) in checks {
-            call.args.push(pos.to_string());
+            call.args.push(Arg::Num(pos as u64));
             call.args.push(expected);
         }
-        call.args.push(txn.writes().len().to_string());
+        call.args.push(Arg::Num(txn.writes().len() as u64));
         let mut out_of_slot = Vec::new();
         let mut last_owner = None;
         for (i, (key, write)) in txn.writes().iter().enumerate() {
-            let pos = call.doc(&self.names, &mut docs, key);
+            let pos = call.doc(&self.names, key);
             let (op, props) = match write {
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
@@ -206,16 +216,16 @@ impl RedisStore {
                 }
             };
             call.args.extend([
-                pos.to_string(),
-                counter.to_string(),
-                op.code().to_owned(),
-                index_pos.to_string(),
-                (props.len() / 2).to_string(),
+                Arg::Num(pos as u64),
+                Arg::Num(counter as u64),
+                Arg::Text(op.code()),
+                Arg::Num(index_pos as u64),
+                Arg::Num((props.len() / 2) as u64),
             ]);
             call.args.extend(props);
         }
-        call.args.push(txn.owner().unwrap_or_default().to_owned());
-        call.args.push(self.names.prefix().len().to_string());
+        call.args.push(Arg::Text(txn.owner().unwrap_or_default()));
+        call.args.push(Arg::Num(self.names.prefix().len() as u64));
         Ok((call, out_of_slot))
     }
 
@@ -243,7 +253,12 @@ impl RedisStore {
 
         let mut script = ScriptCall::new(&self.scripts.commit, &call.keys, call.args.len());
         for arg in &call.args {
-            script.arg(arg);
+            match arg {
+                Arg::Num(n) => script.arg(*n),
+                Arg::Text(text) => script.arg(*text),
+                Arg::Owned(text) => script.arg(text.as_str()),
+                Arg::Shared(text) => script.arg(&**text),
+            };
         }
         let first = &call.keys[0];
         let reply = self
@@ -289,7 +304,7 @@ impl RedisStore {
             Some("conflict") if items.len() == 2 => {
                 let pos = reply::position(&items[1], call.keys.len()).ok_or_else(bad)?;
                 match &call.roles[pos] {
-                    Role::Doc(key) => Ok(Applied::Conflict(key.clone())),
+                    Role::Doc(key) => Ok(Applied::Conflict((*key).clone())),
                     _ => Err(bad()),
                 }
             }
@@ -303,7 +318,7 @@ impl RedisStore {
                     return Err(bad());
                 };
                 Err(Error::Grouped {
-                    key: key.clone(),
+                    key: (*key).clone(),
                     group: group.to_owned(),
                     until_ms: until.parse().map_err(|_| bad())?,
                 })
@@ -315,7 +330,7 @@ impl RedisStore {
                     return Err(bad());
                 };
                 Err(Error::GroupLost {
-                    key: key.clone(),
+                    key: (*key).clone(),
                     group: group.to_owned(),
                 })
             }
@@ -324,7 +339,7 @@ impl RedisStore {
                 let reason = reply::text(&items[2]).unwrap_or("not ours").to_owned();
                 match &call.roles[pos] {
                     Role::Doc(key) => Err(Error::Malformed {
-                        key: key.clone(),
+                        key: (*key).clone(),
                         field: WHOLE_DOCUMENT.to_owned(),
                         reason,
                     }),
