@@ -9,19 +9,16 @@ use super::{RedisStore, reply};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::RECORD;
-use crate::store::ownership::{OWNER, Owner};
+use crate::store::ownership::Owner;
 use crate::store::{Transaction, Write};
 use ::redis::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 /// One argument of a commit script call, formatted when the call is written.
 enum Arg<'t> {
     Num(u64),
     Text(&'t str),
     Owned(String),
-    /// A text several arguments share (the owner a key group's writes all name).
-    Shared(Arc<str>),
 }
 
 /// The `field, JSON` argument pairs of `doc` (the layout in `lua/commit.lua`): `p:name`
@@ -52,26 +49,19 @@ fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<A
     Ok(args)
 }
 
-/// The field pair of a [`Write::Own`] (`p:~own`, the owner's JSON), none for no owner;
-/// `last` keeps the latest owner encoded, since a key group's writes all name the same.
-fn encode_owner<'t>(
-    owner: Option<&'t Owner>,
-    last: &mut Option<(&'t Owner, [Arc<str>; 2])>,
-) -> Vec<Arg<'static>> {
+/// The owner a [`Write::Own`] sets, as its 1-based position among the owner texts of the
+/// call (`owners`, each owner's JSON once: a key group's writes all name the same one, so
+/// the latest is looked at first), or 0 for none.
+fn owner_ref(owner: Option<&Owner>, owners: &mut Vec<(Owner, String)>) -> u64 {
     let Some(owner) = owner else {
-        return Vec::new();
+        return 0;
     };
-    let pair = match last {
-        Some((encoded, pair)) if *encoded == owner => pair,
-        _ => {
-            let pair = [
-                format!("p:{OWNER}").into(),
-                owner.to_value().to_string().into(),
-            ];
-            &mut last.insert((owner, pair)).1
-        }
-    };
-    pair.iter().map(|text| Arg::Shared(text.clone())).collect()
+    let known = owners.iter().rposition(|(known, _)| known == owner);
+    let at = known.unwrap_or_else(|| {
+        owners.push((owner.clone(), owner.to_value().to_string()));
+        owners.len() - 1
+    });
+    at as u64 + 1
 }
 
 /// What the commit script did to one write.
@@ -140,7 +130,7 @@ enum Op {
 }
 
 impl Op {
-    /// The op code `lua/commit.lua` reads.
+    /// The op code `lua/commit.lua` reads (the first argument of a write).
     fn code(self) -> &'static str {
         match self {
             Op::Put => "p",
@@ -180,50 +170,55 @@ impl RedisStore {
             call.args.push(Arg::Num(pos as u64));
             call.args.push(expected);
         }
-        call.args.push(Arg::Num(txn.writes().len() as u64));
+        let mut owners = Vec::new();
+        let mut writes = Vec::with_capacity(6 * txn.writes().len());
         let mut out_of_slot = Vec::new();
-        let mut last_owner = None;
         for (i, (key, write)) in txn.writes().iter().enumerate() {
             let pos = call.doc(&self.names, key);
             let (op, props) = match write {
+                // The owner alone neither creates nor deletes (no index entry changes),
+                // and counts the document's version up by itself (no counter).
+                Write::Own(owner) => {
+                    let owner = owner_ref(owner.as_ref(), &mut owners);
+                    writes.extend([
+                        Arg::Text(Op::Own.code()),
+                        Arg::Num(pos as u64),
+                        Arg::Num(owner),
+                    ]);
+                    continue;
+                }
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
-                Write::Own(owner) => (Op::Own, encode_owner(owner.as_ref(), &mut last_owner)),
             };
-            // The owner alone neither creates nor deletes (no index entry changes), and
-            // counts the document's version up by itself (no counter).
-            let counter = if op == Op::Own {
+            let counter = call.key(self.names.counter(key), Role::Counter(key.group()));
+            let (index, same_group) = self.names.index_of(key);
+            let index_pos = if cluster && !same_group {
+                out_of_slot.push(OutOfSlotIndex {
+                    write: i,
+                    index,
+                    member: key.encode(),
+                    doc: call.keys[pos - 1].clone(),
+                    put: op == Op::Put,
+                    may_create: !expects_existing.contains(key),
+                });
                 0
             } else {
-                call.key(self.names.counter(key), Role::Counter(key.group()))
+                call.key(index, Role::Index)
             };
-            let index_pos = if op == Op::Own {
-                0
-            } else {
-                let (index, same_group) = self.names.index_of(key);
-                if cluster && !same_group {
-                    out_of_slot.push(OutOfSlotIndex {
-                        write: i,
-                        index,
-                        member: key.encode(),
-                        doc: call.keys[pos - 1].clone(),
-                        put: op == Op::Put,
-                        may_create: !expects_existing.contains(key),
-                    });
-                    0
-                } else {
-                    call.key(index, Role::Index)
-                }
-            };
-            call.args.extend([
+            writes.extend([
+                Arg::Text(op.code()),
                 Arg::Num(pos as u64),
                 Arg::Num(counter as u64),
-                Arg::Text(op.code()),
                 Arg::Num(index_pos as u64),
                 Arg::Num((props.len() / 2) as u64),
             ]);
-            call.args.extend(props);
+            writes.extend(props);
         }
+        call.args.push(Arg::Num(owners.len() as u64));
+        call.args
+            .extend(owners.into_iter().map(|(_, text)| Arg::Owned(text)));
+        call.args.push(Arg::Num(txn.writes().len() as u64));
+        call.args.extend(writes);
         call.args.push(Arg::Text(txn.owner().unwrap_or_default()));
         call.args.push(Arg::Num(self.names.prefix().len() as u64));
         Ok((call, out_of_slot))
@@ -257,7 +252,6 @@ impl RedisStore {
                 Arg::Num(n) => script.arg(*n),
                 Arg::Text(text) => script.arg(*text),
                 Arg::Owned(text) => script.arg(text.as_str()),
-                Arg::Shared(text) => script.arg(&**text),
             };
         }
         let first = &call.keys[0];

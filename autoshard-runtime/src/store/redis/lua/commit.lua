@@ -13,12 +13,14 @@
 -- ARGV[1]      number of checks C, then C pairs:
 --                key position, expectation: '-' must be absent, '*' only has to be
 --                ours (or absent), anything else: the version it must have.
--- ARGV[next]   number of writes W, then W groups:
---                key position, counter position (0 for 'o', which takes no version
---                from the counter), op ('p' put | 'd' delete | 'o' owner alone), index
---                position (0: none here), number of fields P (0 for a
---                delete; for 'o', 1: the pair `p:~own`, its JSON, or 0: no owner), then
---                P pairs: field name (`p:...` or `w:...`), its JSON.
+-- ARGV[next]   number of owner texts O, then O texts: the JSON of each owner the writes
+--              of op 'o' set (a key group's writes all name the same one).
+-- ARGV[next]   number of writes W, then W groups, each starting with its op:
+--                'o' (the owner alone): key position, owner (1-based among the owner
+--                  texts; 0: take the owner out);
+--                'p' (put) | 'd' (delete): key position, counter position, index
+--                  position (0: none here), number of fields P (0 for a delete), then
+--                  P pairs: field name (`p:...` or `w:...`), its JSON.
 --              A `w:` field goes to the document's record hash, which the script names
 --              (KEYS[key position] .. '/~w', in the document's slot).
 -- ARGV[#ARGV-1] the owner token: the key group the transaction commits for ('' for none).
@@ -77,10 +79,10 @@ local checked = {}
 local had = {}
 -- The owner field (`p:~own`, false: none) of the checked documents the fast path read.
 local owners = {}
-for _ = 1, checks do
+for c = 1, checks do
   local at = tonumber(ARGV[pos])
   local want = ARGV[pos + 1]
-  checked[#checked + 1] = at
+  checked[c] = at
   pos = pos + 2
   -- Fast path: the version expected is there (a document whose version a read handed
   -- out is ours), read with the owner; anything else gets the full inspection.
@@ -127,34 +129,32 @@ for _, at in ipairs(checked) do
   end
 end
 
-local writes = {}
-local count = tonumber(ARGV[pos])
-pos = pos + 1
-for w = 1, count do
-  local props = tonumber(ARGV[pos + 4])
-  local at = tonumber(ARGV[pos])
-  writes[w] = {
-    at = at,
-    key = KEYS[at],
-    counter_at = tonumber(ARGV[pos + 1]),
-    op = ARGV[pos + 2],
-    index = tonumber(ARGV[pos + 3]),
-    first = pos + 5,
-    props = props,
-  }
-  pos = pos + 5 + 2 * props
+local owner_texts = {}
+for i = 1, tonumber(ARGV[pos]) do
+  owner_texts[i] = ARGV[pos + i]
 end
+pos = pos + 1 + #owner_texts
+local count = tonumber(ARGV[pos])
+local first_write = pos + 1
 local ns_len = tonumber(ARGV[#ARGV])
 -- The version counters must hold integers, or INCR would fail halfway through (each
--- counter checked once: the writes of one entity group share it).
+-- counter checked once: the writes of one entity group share it). No table per write:
+-- the writes are read from ARGV again below.
 local counters = {}
-for _, w in ipairs(writes) do
-  if w.counter_at > 0 and not counters[w.counter_at] then
-    counters[w.counter_at] = true
-    local value = redis.pcall('GET', KEYS[w.counter_at])
-    if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
-      return { 'malformed', w.counter_at, 'a version counter that does not hold an integer' }
+pos = first_write
+for _ = 1, count do
+  if ARGV[pos] == 'o' then
+    pos = pos + 3
+  else
+    local counter_at = tonumber(ARGV[pos + 2])
+    if not counters[counter_at] then
+      counters[counter_at] = true
+      local value = redis.pcall('GET', KEYS[counter_at])
+      if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
+        return { 'malformed', counter_at, 'a version counter that does not hold an integer' }
+      end
     end
+    pos = pos + 5 + 2 * tonumber(ARGV[pos + 4])
   end
 end
 -- The next version of a document that had version `had` (nil: absent), from `counter`.
@@ -166,59 +166,67 @@ local function next_version(counter, had)
   end
   return version
 end
--- The version each written document has (by key position; false: absent): as checked,
--- then as the writes before leave it.
+-- The version each document written so far has (by key position; false: absent);
+-- `version_now` answers it, or the version checked for one not written yet.
 local current = {}
-for _, w in ipairs(writes) do
-  current[w.at] = had[w.at] and tonumber(had[w.at]) or false
+local function version_now(at)
+  local version = current[at]
+  if version == nil then
+    version = had[at] and tonumber(had[at]) or false
+  end
+  return version
 end
--- Write `w` of op 'o': the owner alone, `p:~own` set (one field pair) or taken out (none),
--- with the next version of the document's own; nothing for an absent document. Its
--- version (0: none) and whether the document existed.
-local function own(w)
-  if not current[w.at] then
+-- A write of op 'o' to the document at key position `at`: the owner alone, `p:~own` set
+-- to owner text `owner` or taken out (0), with the next version of the document's own;
+-- nothing for an absent document. Its version (0: none) and whether the document existed.
+local function own(at, owner)
+  local had = version_now(at)
+  if not had then
     return 0, 0
   end
-  local version = current[w.at] + 1
-  current[w.at] = version
-  if w.props > 0 then
-    redis.call('HSET', w.key, 'v', version, ARGV[w.first], ARGV[w.first + 1])
+  local version = had + 1
+  current[at] = version
+  if owner > 0 then
+    redis.call('HSET', KEYS[at], 'v', version, 'p:~own', owner_texts[owner])
   else
-    redis.call('HSET', w.key, 'v', version)
-    redis.call('HDEL', w.key, 'p:~own')
+    redis.call('HSET', KEYS[at], 'v', version)
+    redis.call('HDEL', KEYS[at], 'p:~own')
   end
   return version, 1
 end
--- Write `w` of op 'p' or 'd': the document replaced whole, or deleted. Its version (0 for a
+-- A write of op 'p' or 'd' (`op`) to the document at key position `at`, its group's
+-- counter and scan index at `counter_at` and `index` (0: none), its P = `props` field
+-- pairs from ARGV[first]: the document replaced whole, or deleted. Its version (0 for a
 -- delete) and whether the document existed.
-local function replace(w, counter)
-  local existed = redis.call('DEL', w.key)
-  local had = current[w.at]
-  current[w.at] = false
-  local record = w.key .. '/~w'
+local function replace(op, at, counter_at, index, first, props)
+  local key, counter = KEYS[at], KEYS[counter_at]
+  local had = version_now(at)
+  current[at] = false
+  local existed = redis.call('DEL', key)
+  local record = key .. '/~w'
   redis.call('DEL', record)
-  local member = string.sub(w.key, ns_len + 1)
-  if w.op == 'd' then
+  local member = string.sub(key, ns_len + 1)
+  if op == 'd' then
     if had and had > (tonumber(redis.call('GET', counter)) or 0) then
       redis.call('SET', counter, had)
     end
-    if w.index > 0 then
-      redis.call('ZREM', KEYS[w.index], member)
+    if index > 0 then
+      redis.call('ZREM', KEYS[index], member)
     end
     return 0, existed
   end
   local version = next_version(counter, had)
-  current[w.at] = version
+  current[at] = version
   -- In slices, so that no call gets more arguments than Lua's stack allows; `w:` fields
   -- into the record hash; the version with the first slice of values.
   local values, entries = { 'v', version }, {}
-  for i = 0, w.props - 1 do
-    local field = ARGV[w.first + 2 * i]
+  for i = 0, props - 1 do
+    local field = ARGV[first + 2 * i]
     local batch = string.sub(field, 1, 2) == 'w:' and entries or values
     batch[#batch + 1] = field
-    batch[#batch + 1] = ARGV[w.first + 2 * i + 1]
+    batch[#batch + 1] = ARGV[first + 2 * i + 1]
     if #batch >= 200 then
-      redis.call('HSET', batch == entries and record or w.key, unpack(batch))
+      redis.call('HSET', batch == entries and record or key, unpack(batch))
       if batch == entries then
         entries = {}
       else
@@ -227,25 +235,30 @@ local function replace(w, counter)
     end
   end
   if #values > 0 then
-    redis.call('HSET', w.key, unpack(values))
+    redis.call('HSET', key, unpack(values))
   end
   if #entries > 0 then
     redis.call('HSET', record, unpack(entries))
   end
-  if w.index > 0 and existed == 0 then
-    redis.call('ZADD', KEYS[w.index], 0, member)
+  if index > 0 and existed == 0 then
+    redis.call('ZADD', KEYS[index], 0, member)
   end
   return version, existed
 end
 local out = { 'ok' }
-for _, w in ipairs(writes) do
+pos = first_write
+for w = 1, count do
+  local op, at = ARGV[pos], tonumber(ARGV[pos + 1])
   local version, existed
-  if w.op == 'o' then
-    version, existed = own(w)
+  if op == 'o' then
+    version, existed = own(at, tonumber(ARGV[pos + 2]))
+    pos = pos + 3
   else
-    version, existed = replace(w, KEYS[w.counter_at])
+    local props = tonumber(ARGV[pos + 4])
+    version, existed = replace(op, at, tonumber(ARGV[pos + 2]), tonumber(ARGV[pos + 3]), pos + 5, props)
+    pos = pos + 5 + 2 * props
   end
-  out[#out + 1] = version
-  out[#out + 1] = existed
+  out[2 * w] = version
+  out[2 * w + 1] = existed
 end
 return out

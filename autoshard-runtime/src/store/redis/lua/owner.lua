@@ -11,26 +11,48 @@ local function now_ms()
   return clock
 end
 
--- The live owner of a document whose `p:~own` field holds `text` (see
--- `store/ownership.rs`): its group id and lease end (decimal text), or nil when the field
--- is absent, not of the form `{"group": <string>, "until": <integer>}` (with an optional
--- `"txn": <string>`), or its lease has passed and no transaction holds it.
-local function live_owner(text)
-  if type(text) ~= 'string' or not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
-    return nil
+-- The owners parsed in this call, by the text of their field (a key group's documents
+-- all hold the same text, so a commit over hundreds of them decodes it once): each the
+-- table {group, until_ms, txn}, or false for a text that names no owner.
+local parsed_owners = {}
+
+-- The owner the text of a `p:~own` field names (see `store/ownership.rs`), or false when
+-- it is not of the form `{"group": <string>, "until": <integer>}` (with an optional
+-- `"txn": <string>`).
+local function parse_owner(text)
+  if not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
+    return false
   end
   local ok, owner = pcall(cjson.decode, text)
   if not ok or type(owner) ~= 'table' then
-    return nil
+    return false
   end
   local group, until_ms, txn = owner['group'], owner['until'], owner['txn']
   if type(group) ~= 'string' or type(until_ms) ~= 'number' or until_ms < 0
       or until_ms ~= math.floor(until_ms) or (txn ~= nil and type(txn) ~= 'string') then
+    return false
+  end
+  return { group, until_ms, txn }
+end
+
+-- The live owner of a document whose `p:~own` field holds `text` (see
+-- `store/ownership.rs`): its group id and lease end (decimal text), or nil when the field
+-- is absent, names no owner, or its lease has passed and no transaction holds it.
+local function live_owner(text)
+  if type(text) ~= 'string' then
     return nil
   end
+  local owner = parsed_owners[text]
+  if owner == nil then
+    owner = parse_owner(text)
+    parsed_owners[text] = owner
+  end
+  if not owner then
+    return nil
+  end
+  local group, until_ms, txn = owner[1], owner[2], owner[3]
   if txn == nil and until_ms <= now_ms() then
     return nil
   end
   return group, string.format('%.0f', until_ms)
 end
-
