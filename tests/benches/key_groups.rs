@@ -17,7 +17,9 @@
 //!    then the two deposits, each pair sent concurrently). The table gives the mean
 //!    latency per operation of each, and the ratios to plain (the paper reports 10–30%
 //!    overhead for groups).
-//! 2. Group creation and dissolution latency against group size.
+//! 2. Group creation and dissolution latency against group size; on standalone Redis
+//!    also the server's own time per creation (`INFO commandstats`): in the commit
+//!    script (`EVALSHA`) and in the read of the members (`EXEC`).
 //! 3. A mixed workload: 10 clients move money between 2 to 5 random accounts of 20 in
 //!    one-shot transactions, while one auditor reads all 20 in one one-shot transaction
 //!    and checks the total, for a few seconds; with waiting off (a refused transaction,
@@ -293,7 +295,7 @@ async fn mixed(label: &str, db: &Arc<Mapper>, checked: Option<&Arc<Mapper>>) {
     }
 }
 
-async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
+async fn bench(label: &str, store: Arc<dyn DocumentStore>, server: Option<ServerTime>) {
     // The same store, without snapshot lookups: one-shot transactions check their reads
     // with a commit there, as on a store that does not read atomically across groups.
     let checked: Option<Arc<Mapper>> = store.snapshot_lookups().then(|| {
@@ -315,7 +317,7 @@ async fn bench(label: &str, store: Arc<dyn DocumentStore>) {
         latency(label, &db, checked.as_ref()).await;
     }
     if chosen("KEY_GROUPS_ONLY", "create") {
-        creation(label, &db).await;
+        creation(label, &db, server).await;
     }
 }
 
@@ -351,15 +353,56 @@ async fn latency(label: &str, db: &Arc<Mapper>, checked: Option<&Arc<Mapper>>) {
     }
 }
 
-/// Part 2: group creation and dissolution against group size.
-async fn creation(label: &str, db: &Arc<Mapper>) {
+/// The time a standalone Redis server spends in commands, from `INFO commandstats`.
+struct ServerTime(redis::aio::MultiplexedConnection);
+
+impl ServerTime {
+    async fn connect(url: &str) -> ServerTime {
+        let client = redis::Client::open(url).unwrap();
+        ServerTime(client.get_multiplexed_async_connection().await.unwrap())
+    }
+
+    async fn reset(&mut self) {
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut self.0)
+            .await
+            .unwrap();
+    }
+
+    /// Microseconds spent in each command since the last reset, by name (`evalsha`,
+    /// `exec`, ...; commands a script or a `MULTI` ran are counted in it too).
+    async fn usec(&mut self) -> Vec<(String, u64)> {
+        let text: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.0)
+            .await
+            .unwrap();
+        text.lines()
+            .filter_map(|line| {
+                let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let usec = fields.split(',').find_map(|f| f.strip_prefix("usec="))?;
+                Some((name.to_owned(), usec.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+/// Part 2: group creation and dissolution against group size, and the server's time per
+/// creation where `server` tells it.
+async fn creation(label: &str, db: &Arc<Mapper>, mut server: Option<ServerTime>) {
     println!(
-        "\n{label}: group creation and dissolution against group size (one client, mean of 5)"
+        "\n{label}: group creation and dissolution against group size (one client, mean of 5; \
+         server: its time per creation in the commit script and in the read, where known)"
     );
-    println!("keys/group  create ms  dissolve ms");
+    println!("keys/group  create ms  dissolve ms  server script ms  server read ms");
     for size in [2u64, 10, 50, 100, 200] {
         let (mut create, mut dissolve) = (Duration::ZERO, Duration::ZERO);
+        let (mut script, mut read) = (0, 0);
         for _ in 0..5 {
+            if let Some(server) = &mut server {
+                server.reset().await;
+            }
             let start = Instant::now();
             let group = (1..=size)
                 .fold(db.key_group(), |g, id| g.member::<Account>(&id))
@@ -367,14 +410,36 @@ async fn creation(label: &str, db: &Arc<Mapper>) {
                 .await
                 .unwrap();
             create += start.elapsed();
+            if let Some(server) = &mut server {
+                for (name, usec) in server.usec().await {
+                    match name.as_str() {
+                        "evalsha" => script += usec,
+                        "exec" => read += usec,
+                        _ => {}
+                    }
+                }
+            }
             let start = Instant::now();
             group.dissolve().await.unwrap();
             dissolve += start.elapsed();
         }
+        let server_ms = |usec: u64| {
+            server.as_ref().map_or_else(
+                || "n/a".to_owned(),
+                |_| {
+                    format!(
+                        "{:.2}",
+                        Duration::from_micros(usec).as_secs_f64() * 1e3 / 5.0
+                    )
+                },
+            )
+        };
         println!(
-            "{size:>10}  {:>9.2}  {:>11.2}",
+            "{size:>10}  {:>9.2}  {:>11.2}  {:>16}  {:>14}",
             create.as_secs_f64() * 1e3 / 5.0,
-            dissolve.as_secs_f64() * 1e3 / 5.0
+            dissolve.as_secs_f64() * 1e3 / 5.0,
+            server_ms(script),
+            server_ms(read)
         );
     }
 }
@@ -391,7 +456,8 @@ fn main() {
             let redis = RedisStore::connect_with(&server.url(), options)
                 .await
                 .unwrap();
-            bench("Redis (standalone)", Arc::new(redis)).await;
+            let server_time = ServerTime::connect(&server.url()).await;
+            bench("Redis (standalone)", Arc::new(redis), Some(server_time)).await;
         }
         if chosen("KEY_GROUPS_STORES", "cluster") {
             let cluster = Cluster::start();
@@ -399,11 +465,16 @@ fn main() {
             let redis = RedisStore::connect_cluster_with(&cluster.urls(), options)
                 .await
                 .unwrap();
-            bench("Redis Cluster (3 nodes)", Arc::new(redis)).await;
+            bench("Redis Cluster (3 nodes)", Arc::new(redis), None).await;
         }
         if chosen("KEY_GROUPS_STORES", "postgres") {
             let postgres = Postgres::start();
-            bench("PostgreSQL", postgres.shared_store("bench_keygroups").await).await;
+            bench(
+                "PostgreSQL",
+                postgres.shared_store("bench_keygroups").await,
+                None,
+            )
+            .await;
         }
     });
 }
