@@ -423,11 +423,10 @@ impl<S: DocumentStore> Steps<'_, S> {
         commit: bool,
         prepared: &BTreeMap<Key, Versioned>,
     ) -> Result<()> {
-        let known: Option<Vec<Option<Versioned>>> = keys
+        let mut known: Option<Vec<Option<Versioned>>> = keys
             .iter()
             .map(|k| prepared.get(k).cloned().map(Some))
             .collect();
-        let mut known = known;
         self.until_committed(&keys[0], false, || {
             let known = known.take();
             async move {
