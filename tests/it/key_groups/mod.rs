@@ -4,6 +4,7 @@
 //! passed, in `faults`; waiting for members, fairly and under the same faults, in
 //! `waiting`.
 
+mod bank;
 mod faults;
 mod waiting;
 
@@ -112,122 +113,6 @@ fn backoff(rng: &mut rand::rngs::StdRng, in_a_row: &mut u32) -> Duration {
 fn after_audit(rng: &mut rand::rngs::StdRng, in_a_row: &mut u32) -> Duration {
     *in_a_row = 0;
     Duration::from_millis(rng.random_range(1..=50))
-}
-
-mod bank {
-    use super::*;
-
-    const ACCOUNTS: u64 = 48;
-    const CLIENTS: u64 = 32;
-    const TRANSFERS: u64 = 2;
-
-    /// 32 clients move amounts between random groups of 2 to 20 of 48 accounts, while an
-    /// auditor reads all of them through a group: no snapshot shows another total or a
-    /// negative balance, and the total is unchanged at the end.
-    async fn transfers_keep_the_total(backend: &Backend, label: &str) {
-        let store = backend.store("keygroup_bank").await;
-        let db = Mapper::new(store);
-        open_accounts(&db, 1..=ACCOUNTS).await;
-        let committed = Arc::new(AtomicU64::new(0));
-        // Halfway, every client waits while the auditor reads all accounts through a
-        // group (so at least one snapshot in the middle of the run, by construction).
-        let parties = usize::try_from(CLIENTS).unwrap() + 1;
-        let halfway = Arc::new(tokio::sync::Barrier::new(parties));
-        let resume = Arc::new(tokio::sync::Barrier::new(parties));
-        let clients: Vec<_> = (0..CLIENTS)
-            .map(|c| {
-                let (db, committed) = (db.clone(), committed.clone());
-                let (halfway, resume) = (halfway.clone(), resume.clone());
-                tokio::spawn(async move {
-                    let mut rng = rand::rngs::StdRng::seed_from_u64(c);
-                    let (mut done, mut refused, mut in_a_row) = (0, 0u64, 0);
-                    while done < TRANSFERS {
-                        let ids = random_ids(&mut rng, ACCOUNTS);
-                        match transfer(&db, &ids, &mut rng, Duration::from_secs(30)).await {
-                            Ok(()) => {
-                                in_a_row = 0;
-                                done += 1;
-                                committed.fetch_add(1, Ordering::Relaxed);
-                                if done == TRANSFERS / 2 {
-                                    halfway.wait().await;
-                                    resume.wait().await;
-                                }
-                            }
-                            Err(e) if contended(&e) => {
-                                refused += 1;
-                                assert!(refused < 100_000, "client {c} never got its group");
-                                tokio::time::sleep(backoff(&mut rng, &mut in_a_row)).await;
-                            }
-                            Err(e) => panic!("client {c}: {e}"),
-                        }
-                    }
-                    refused
-                })
-            })
-            .collect();
-        let mut audits = 0;
-        let mut paused = false;
-        let (mut rng, mut in_a_row) = (rand::rngs::StdRng::seed_from_u64(CLIENTS), 0);
-        while committed.load(Ordering::Relaxed) < CLIENTS * TRANSFERS {
-            if !paused && committed.load(Ordering::Relaxed) >= CLIENTS * (TRANSFERS / 2) {
-                halfway.wait().await;
-                let total = audit(&db, ACCOUNTS).await.unwrap();
-                assert_eq!(
-                    total,
-                    INITIAL * i64::try_from(ACCOUNTS).unwrap(),
-                    "{label}: the halfway total"
-                );
-                audits += 1;
-                resume.wait().await;
-                paused = true;
-                continue;
-            }
-            match audit(&db, ACCOUNTS).await {
-                Ok(total) => {
-                    assert_eq!(
-                        total,
-                        INITIAL * i64::try_from(ACCOUNTS).unwrap(),
-                        "{label}: a snapshot's total"
-                    );
-                    audits += 1;
-                    tokio::time::sleep(after_audit(&mut rng, &mut in_a_row)).await;
-                }
-                Err(e) if contended(&e) => {
-                    tokio::time::sleep(backoff(&mut rng, &mut in_a_row)).await;
-                }
-                Err(e) => panic!("auditor: {e}"),
-            }
-        }
-        let mut refused = 0;
-        for client in clients {
-            refused += client.await.unwrap();
-        }
-        let total = audit(&db, ACCOUNTS).await.unwrap();
-        assert_eq!(
-            total,
-            INITIAL * i64::try_from(ACCOUNTS).unwrap(),
-            "{label}: the final total"
-        );
-        let plain: i64 = db
-            .load_many::<Account>(&(1..=ACCOUNTS).collect::<Vec<_>>())
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|a| a.unwrap().balance)
-            .sum();
-        assert_eq!(
-            plain,
-            INITIAL * i64::try_from(ACCOUNTS).unwrap(),
-            "{label}: loads after dissolve"
-        );
-        println!(
-            "{label}: {} transfers by {CLIENTS} clients, {refused} creates refused or \
-             contended, {audits} audits during the run",
-            CLIENTS * TRANSFERS
-        );
-    }
-
-    autoshard_test_support::every_store!(transfers_keep_the_total);
 }
 
 mod isolation {
