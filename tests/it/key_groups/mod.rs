@@ -12,7 +12,7 @@ use autoshard::group::{GroupTransaction, KeyGroupBuilder};
 use autoshard::prelude::*;
 use autoshard::store::DocumentStore;
 use autoshard::store::faulty::{Fault, FaultyStore};
-use autoshard_test_support::entities::Account;
+use autoshard_test_support::entities::{Account, Counter};
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Knobs, TestStore};
 use rand::{RngExt, SeedableRng};
@@ -174,6 +174,70 @@ mod isolation {
     }
 
     autoshard_test_support::every_store!(members_take_no_other_write_while_grouped);
+}
+
+mod owned {
+    use super::*;
+
+    /// A group owns every document a writer of its members could use: the main document
+    /// and static shards of an account, and the compacted document of a dynamically
+    /// sharded counter (where its shards fold); the empty compacted document `insert`
+    /// gives an account, which no writer uses, it leaves alone, and its transactions
+    /// commit beside it. After `dissolve` nothing is owned.
+    async fn a_group_owns_what_writers_use(backend: &Backend, label: &str) {
+        let store = backend.store("keygroup_owns").await;
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, [1]).await;
+        db.insert(&mut Counter::new(1, 0)).await.unwrap();
+        let account = autoshard::Key::new("Account", "1");
+        let counter = autoshard::Key::new("Counter", "1");
+        let mut used = vec![account.clone(), autoshard::layout::compacted(&counter)];
+        used.extend((0..4).map(|i| autoshard::layout::static_shard(&account, "balance", i)));
+        let unused = autoshard::layout::compacted(&account);
+        let owners = async |keys: &[autoshard::Key]| -> Vec<Option<String>> {
+            let found = store.get_many(keys).await.unwrap();
+            let owner = |doc: &Option<autoshard::store::Versioned>| {
+                let doc = doc.as_ref().expect("a member's document is stored");
+                autoshard::store::Owner::of(&doc.doc).map(|o| o.group)
+            };
+            found.iter().map(owner).collect()
+        };
+
+        let group = db
+            .key_group()
+            .member::<Account>(&1)
+            .member::<Counter>(&1)
+            .create()
+            .await
+            .unwrap();
+        let id = Some(group.id().to_owned());
+        for (key, owner) in used.iter().zip(owners(&used).await) {
+            assert_eq!(owner, id, "{label}: {key} is owned");
+        }
+        let left = owners(std::slice::from_ref(&unused)).await;
+        assert_eq!(left, [None], "{label}: an account's compacted document");
+
+        let mut txn = group.transaction().await;
+        let mut one: Account = txn.load(&1).await.unwrap();
+        let mut hits: Counter = txn.load(&1).await.unwrap();
+        one.deposit(-3);
+        hits.hit();
+        txn.save(&mut one).unwrap();
+        txn.save(&mut hits).unwrap();
+        txn.commit().await.unwrap();
+        group.dissolve().await.unwrap();
+
+        let everything: Vec<_> = used.iter().chain([&unused]).cloned().collect();
+        assert!(
+            owners(&everything).await.iter().all(Option::is_none),
+            "{label}: owned after dissolve"
+        );
+        let one: Account = db.load(&1).await.unwrap();
+        let hits: Counter = db.load(&1).await.unwrap();
+        assert_eq!((one.balance, hits.hits), (INITIAL - 3, 1), "{label}");
+    }
+
+    autoshard_test_support::every_store!(a_group_owns_what_writers_use);
 }
 
 /// A transaction loads only members, saves only what it loaded, and a group needs stored

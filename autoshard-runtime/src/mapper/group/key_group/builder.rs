@@ -473,7 +473,8 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
 }
 
 /// What forming a group with `owner` writes, as one transaction, and the documents it
-/// then owns: every document of every member (`read`) given the owner (the owner alone,
+/// then owns: every document of every member (`read`) but the one it leaves alone
+/// ([`Member::owned`]) given the owner (the owner alone,
 /// [`Write::Own`](crate::store::Write::Own)), and the missing ones created with it, each
 /// expected as read; the members' intent documents
 /// (`intent_keys`, read as `intents`) expected as read, so that an intent written after
@@ -494,7 +495,7 @@ fn joins(
     }
     let mut claimed = BTreeSet::new();
     for member in read {
-        for (doc_key, doc) in member.found.documents() {
+        for (doc_key, doc) in member.owned() {
             joins = joins
                 .expect(doc_key.clone(), Some(doc.version))
                 .own(doc_key.clone(), Some(owner.clone()));

@@ -69,9 +69,9 @@ impl Memo {
 
     /// Notes the members `read` (at `mains`, with their write records) as the joins that
     /// stamped them with `owner` left them, at the versions the memo holds: each document
-    /// read with the owner added, and each missing one as created. A member with a
-    /// document whose version the memo does not hold is left out (its first transaction
-    /// reads it from the store).
+    /// read with the owner added, each missing one as created, and the one the group
+    /// leaves alone as read. A member with a stamped document whose version the memo does
+    /// not hold is left out (its first transaction reads it from the store).
     pub(super) fn joined(&mut self, mains: &[Key], read: &[Member], owner: &Owner) {
         let stamp = |doc: &Document| {
             let mut doc = doc.clone();
@@ -88,12 +88,16 @@ impl Memo {
         for (main, member) in mains.iter().zip(read) {
             let found = &member.found;
             let created = |key: &Key| member.missing.iter().find(|(k, _)| k == key);
+            let joined = |key: &Key, doc: &Versioned| match member.unowned.as_ref() {
+                Some(unowned) if unowned == key => Some(doc.clone()),
+                _ => at(key, &doc.doc),
+            };
             let docs: Option<Vec<Option<Versioned>>> = found
                 .keys
                 .iter()
                 .zip(&found.docs)
                 .map(|(key, doc)| match (doc, created(key)) {
-                    (Some(doc), _) => at(key, &doc.doc).map(Some),
+                    (Some(doc), _) => joined(key, doc).map(Some),
                     (None, Some((_, new))) => at(key, new).map(Some),
                     (None, None) => Some(None),
                 })
@@ -101,7 +105,7 @@ impl Memo {
             let scanned: Option<Vec<(Key, Versioned)>> = found
                 .scanned
                 .iter()
-                .map(|(key, doc)| Some((key.clone(), at(key, &doc.doc)?)))
+                .map(|(key, doc)| Some((key.clone(), joined(key, doc)?)))
                 .collect();
             if let (Some(docs), Some(scanned)) = (docs, scanned) {
                 let snapshot = Snapshot {

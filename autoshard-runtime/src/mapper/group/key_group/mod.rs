@@ -55,11 +55,22 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 const RESENDS: u32 = 8;
 
 /// A member as read: its documents (a group writes their owner alone, so their write
-/// records need not be read), and the documents of its layout that are missing, as a
-/// group creates them so that it owns every document a writer could use.
+/// records need not be read), the documents of its layout that are missing, as a group
+/// creates them so that it owns every document a writer could use, and the one document
+/// found that no writer uses while the group lives, which the group leaves alone.
 pub(super) struct Member {
     found: Arc<Snapshot>,
     missing: Vec<(Key, Document)>,
+    unowned: Option<Key>,
+}
+
+impl Member {
+    /// The documents found that the group owns: all but [`Member::unowned`].
+    fn owned(&self) -> impl Iterator<Item = (&Key, &Versioned)> {
+        self.found
+            .documents()
+            .filter(|(key, _)| self.unowned.as_ref() != Some(*key))
+    }
 }
 
 /// Reads one member alone.
@@ -139,7 +150,7 @@ fn read_member<'a, S: DocumentStore, E: Root>(
 /// The member of kind `E` at `main` as read (`found`, with records): with the documents
 /// of its layout that are missing.
 fn member_of<E: Root>(main: &Key, found: Arc<Snapshot>) -> Member {
-    let mut missing = Vec::new();
+    let (mut missing, mut unowned) = (Vec::new(), None);
     let Snapshot {
         keys,
         docs,
@@ -156,20 +167,31 @@ fn member_of<E: Root>(main: &Key, found: Arc<Snapshot>) -> Member {
                 missing.push((key.clone(), shard.clone()));
             }
         }
-        // The compacted document, which only compaction writes: for an entity with a
-        // dynamic property, or with dynamic shards of a former annotation.
+        // The compacted document, which only compaction writes (and the fold of an
+        // adoption into a dynamic property, which moves a value, never changes it):
+        // owned for an entity with a dynamic property, or with dynamic shards of a
+        // former annotation; else there is nothing to fold while the group lives (a
+        // dynamic shard is inserted expecting the main document, which the group owns),
+        // and `insert`'s empty one is left alone.
         let compacted = layout::compacted(main);
         let dynamic = layout::dynamic_group(main);
         let has_dynamic_shards = extra
             .iter()
-            .any(|(k, _)| k.parent().as_ref() == Some(&dynamic));
-        if (layout::has_dynamic::<E>() || has_dynamic_shards)
-            && !extra.iter().any(|(k, _)| *k == compacted)
-        {
-            missing.push((compacted, Document::new()));
+            .any(|(k, _)| k.parent().as_ref() == Some(&dynamic) && *k != compacted);
+        let found_compacted = extra.iter().any(|(k, _)| *k == compacted);
+        if layout::has_dynamic::<E>() || has_dynamic_shards {
+            if !found_compacted {
+                missing.push((compacted, Document::new()));
+            }
+        } else if found_compacted {
+            unowned = Some(compacted);
         }
     }
-    Member { found, missing }
+    Member {
+        found,
+        missing,
+        unowned,
+    }
 }
 
 /// The state document of a group (its lease; later its write records and the

@@ -474,17 +474,14 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// `txn` expecting the documents this transaction read, at the versions read, for a
     /// commit of `group` whose group document was read as `stored`.
     ///
-    /// Where the group document was read in one atomic lookup with the first members, it
-    /// stands for every document read that the group owned with a lease at least as long
-    /// as the group document's: while that lease holds only the group's own writes change
-    /// such a document, and each rewrites the group document; the commit carries the
-    /// group's token, so the store refuses it once the lease has passed, and a lease is
-    /// renewed only before that, by a rewrite of the group document. So an unchanged group
-    /// document at the commit means unchanged documents. Documents it did not own so
-    /// (absent ones included, or stamped with a shorter lease by a handle that missed a
-    /// renewal's answer) are expected as read. Otherwise every document read is expected:
-    /// the group document was read beside the members, not before them, and a commit of an
-    /// earlier transaction whose future was dropped may land between those reads.
+    /// A group document read in one atomic lookup with the first members stands for each
+    /// document read that the group owned with a lease at least as long as its own: only
+    /// the group's writes change it, each rewriting the group document, under a token
+    /// refused once the lease has passed (renewed only before, by such a rewrite). The
+    /// rest is expected as read (absent documents, ones stamped with a shorter lease by a
+    /// handle that missed a renewal's answer, and all when the group document was read
+    /// beside the members: a dropped commit may land between those reads), but the one
+    /// no writer changes, left alone by the group (`Member::owned`) and so never expected.
     fn expect_reads(
         &self,
         mut txn: Transaction,
@@ -492,13 +489,17 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         stored: &Versioned,
     ) -> Transaction {
         let until = Owner::of(&stored.doc).map_or(u64::MAX, |o| o.until_ms);
-        let owned_read = |key: &Key| {
+        let ours = |key: &Key| {
             let doc = self.docs.get(key).and_then(Option::as_ref);
-            doc.and_then(Owner::of)
-                .is_some_and(|o| *o.group == *group.id && o.until_ms >= until)
+            doc.and_then(Owner::of).filter(|o| *o.group == *group.id)
+        };
+        let owned_read = |key: &Key| ours(key).is_some_and(|o| o.until_ms >= until);
+        let claimed = lock(&group.owned);
+        let left_alone = |key: &Key, version: &Option<Version>| {
+            version.is_some() && !claimed.contains(key) && ours(key).is_none()
         };
         for (key, version) in &self.reads {
-            if !(self.reads_follow_state && owned_read(key)) {
+            if !(left_alone(key, version) || self.reads_follow_state && owned_read(key)) {
                 txn = txn.expect(key.clone(), *version);
             }
         }
