@@ -18,6 +18,12 @@
 //! timed-out write is an unknown outcome either way (the store contract), which the
 //! mapper resolves by sending it again under its write id.
 //!
+//! redis-rs enforces the response timeout per attempt, and retries inside the connection
+//! (after a reconnect, a `MOVED`, a `TRYAGAIN`); a request on a connection `connect_cluster`
+//! made is also bounded as a whole, by every attempt's connect and response timeouts and
+//! the waits between them (`ClusterConns::request_bound`): past that it fails as timed
+//! out, whatever the connection is waiting for, so no call waits for ever.
+//!
 //! Nothing here holds per-request server state: the store never uses WATCH, so requests
 //! of many tasks may share a connection safely (see the module docs of the store).
 
@@ -28,8 +34,10 @@ use ::redis::cluster::ClusterClientBuilder;
 use ::redis::cluster_async::ClusterConnection;
 use ::redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 /// One connection handle, cheap to clone.
 #[derive(Clone)]
@@ -46,7 +54,9 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c, generation, conns) => {
                 let (generation, conns) = (*generation, conns.clone());
                 let answer = c.req_packed_command(cmd);
-                Box::pin(async move { conns.watch(generation, answer.await) })
+                Box::pin(async move {
+                    conns.watch(generation, bounded(conns.request_bound, answer).await)
+                })
             }
         }
     }
@@ -62,7 +72,9 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c, generation, conns) => {
                 let (generation, conns) = (*generation, conns.clone());
                 let answer = c.req_packed_commands(pipeline, offset, count);
-                Box::pin(async move { conns.watch(generation, answer.await) })
+                Box::pin(async move {
+                    conns.watch(generation, bounded(conns.request_bound, answer).await)
+                })
             }
         }
     }
@@ -86,7 +98,33 @@ pub(super) struct ClusterConns {
     replaced: AtomicU64,
     /// How long connecting anew may take before it is given up (and tried again at the
     /// next failed request).
-    connect_bound: std::time::Duration,
+    connect_bound: Duration,
+    /// How long one request may take, its retries included, before it fails as timed
+    /// out (module docs); `None` for a client built elsewhere, whose timeouts apply alone.
+    request_bound: Option<Duration>,
+}
+
+/// The waits redis-rs makes between a cluster request's attempts, in milliseconds.
+const RETRY_WAIT_MS: (u64, u64) = (20, 500);
+
+/// `answer`, or a timeout error (which marks the connection stale) once `bound` has
+/// passed; `answer` alone without a bound.
+async fn bounded<T>(
+    bound: Option<Duration>,
+    answer: impl Future<Output = ::redis::RedisResult<T>>,
+) -> ::redis::RedisResult<T> {
+    let Some(bound) = bound else {
+        return answer.await;
+    };
+    tokio::time::timeout(bound, answer)
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {bound:?}, every attempt's timeouts and retries"),
+            )
+            .into())
+        })
 }
 
 impl ClusterConns {
@@ -254,20 +292,24 @@ impl Connections {
             .connection_timeout(options.connect_timeout)
             .response_timeout(options.request_timeout())
             .retries(options.reconnect_retries as u32)
-            .min_retry_wait(20)
-            .max_retry_wait(500)
+            .min_retry_wait(RETRY_WAIT_MS.0)
+            .max_retry_wait(RETRY_WAIT_MS.1)
             .build()
             .map_err(fail)?;
-        let bound = options.connect_timeout + options.request_timeout();
-        Self::cluster_client(&client, endpoint, bound).await
+        let connect = options.connect_timeout + options.request_timeout();
+        let retries = u32::try_from(options.reconnect_retries).unwrap_or(u32::MAX);
+        let request = connect.saturating_mul(retries.saturating_add(1))
+            + Duration::from_millis(RETRY_WAIT_MS.1).saturating_mul(retries);
+        Self::cluster_client(&client, endpoint, connect, Some(request)).await
     }
 
     /// Connects to a cluster through `client`, checking that it answers; `endpoint` names
-    /// it in messages.
+    /// it in messages; `connect_bound` and `request_bound` as in [`ClusterConns`].
     pub(super) async fn cluster_client(
         client: &::redis::cluster::ClusterClient,
         endpoint: String,
-        connect_bound: std::time::Duration,
+        connect_bound: Duration,
+        request_bound: Option<Duration>,
     ) -> Result<Self> {
         let fail = |err| Error::backend(format!("connecting to Redis Cluster at {endpoint}"), err);
         let conn = client.get_async_connection().await.map_err(fail)?;
@@ -277,6 +319,7 @@ impl Connections {
             replacing: AtomicBool::new(false),
             replaced: AtomicU64::new(0),
             connect_bound,
+            request_bound,
         });
         // The client connects lazily to some nodes; make sure the cluster answers now.
         ::redis::cmd("PING")
@@ -309,5 +352,23 @@ impl Connections {
     /// The address(es), for messages.
     pub(super) fn endpoint(&self) -> &str {
         &self.endpoint
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bounded;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_request_past_its_bound_fails_as_timed_out() {
+        let never = std::future::pending::<::redis::RedisResult<()>>();
+        let error = bounded(Some(Duration::from_millis(5)), never)
+            .await
+            .unwrap_err();
+        assert!(error.is_timeout(), "{error}");
+        let answered = bounded(Some(Duration::from_mins(1)), async { Ok(7) }).await;
+        assert_eq!(answered.unwrap(), 7);
+        assert_eq!(bounded(None, async { Ok(8) }).await.unwrap(), 8);
     }
 }

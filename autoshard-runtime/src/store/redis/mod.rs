@@ -222,11 +222,10 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         options: RedisOptions,
     ) -> Result<Self> {
         let names = options.names()?;
-        let conns = Connections::cluster_client(client, "the nodes of the given client".into(), {
-            let defaults = RedisOptions::default();
-            defaults.connect_timeout + defaults.response_timeout
-        })
-        .await?;
+        let defaults = RedisOptions::default();
+        let connect = defaults.connect_timeout + defaults.response_timeout;
+        let endpoint = "the nodes of the given client".into();
+        let conns = Connections::cluster_client(client, endpoint, connect, None).await?;
         Ok(Self::new(conns, names, &options))
     }
 

@@ -31,7 +31,11 @@ pub struct RedisOptions {
     /// [`RedisOptions::wait_for_replicas`], a write's request also waits up to
     /// [`RedisOptions::replica_timeout`] for the replicas on top of this.
     pub response_timeout: Duration,
-    /// Reconnection attempts after a connection drops (and at connect). Default 2.
+    /// Reconnection attempts after a connection drops (and at connect). Default 2. On a
+    /// Redis Cluster, the retries of one request: with them, a request fails as timed
+    /// out after at most `(reconnect_retries + 1) × (connect_timeout + response_timeout)`
+    /// (with the replicas' wait, when writes wait for them) and half a second between
+    /// attempts, 22 s by default, whatever it waits for.
     pub reconnect_retries: usize,
     /// Replicas that must acknowledge each write before it succeeds (`WAIT` after the
     /// write script); 0, the default, waits for none. See
