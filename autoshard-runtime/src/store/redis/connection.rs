@@ -28,6 +28,7 @@
 //! of many tasks may share a connection safely (see the module docs of the store).
 
 use super::RedisOptions;
+use super::options::RETRY_WAIT_MS;
 use crate::error::{Error, Result};
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClientBuilder;
@@ -103,9 +104,6 @@ pub(super) struct ClusterConns {
     /// out (module docs); `None` for a client built elsewhere, whose timeouts apply alone.
     request_bound: Option<Duration>,
 }
-
-/// The waits redis-rs makes between a cluster request's attempts, in milliseconds.
-const RETRY_WAIT_MS: (u64, u64) = (20, 500);
 
 /// `answer`, or a timeout error (which marks the connection stale) once `bound` has
 /// passed; `answer` alone without a bound.
@@ -296,10 +294,7 @@ impl Connections {
             .max_retry_wait(RETRY_WAIT_MS.1)
             .build()
             .map_err(fail)?;
-        let connect = options.connect_timeout + options.request_timeout();
-        let retries = u32::try_from(options.reconnect_retries).unwrap_or(u32::MAX);
-        let request = connect.saturating_mul(retries.saturating_add(1))
-            + Duration::from_millis(RETRY_WAIT_MS.1).saturating_mul(retries);
+        let (connect, request) = options.cluster_bounds();
         Self::cluster_client(&client, endpoint, connect, Some(request)).await
     }
 

@@ -222,8 +222,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
         options: RedisOptions,
     ) -> Result<Self> {
         let names = options.names()?;
-        let defaults = RedisOptions::default();
-        let connect = defaults.connect_timeout + defaults.response_timeout;
+        let (connect, _) = RedisOptions::default().cluster_bounds();
         let endpoint = "the nodes of the given client".into();
         let conns = Connections::cluster_client(client, endpoint, connect, None).await?;
         Ok(Self::new(conns, names, &options))

@@ -46,6 +46,10 @@ pub struct RedisOptions {
     pub replica_timeout: Duration,
 }
 
+/// The least and most a Redis Cluster connection waits between a request's attempts, in
+/// milliseconds.
+pub(super) const RETRY_WAIT_MS: (u64, u64) = (20, 500);
+
 impl Default for RedisOptions {
     fn default() -> Self {
         RedisOptions {
@@ -129,10 +133,23 @@ impl RedisOptions {
     /// answers only once the replicas did or that time ran out).
     pub(super) fn request_timeout(&self) -> Duration {
         if self.wait_for_replicas > 0 {
-            self.response_timeout + self.replica_timeout
+            self.response_timeout.saturating_add(self.replica_timeout)
         } else {
             self.response_timeout
         }
+    }
+
+    /// On a Redis Cluster: how long connecting anew may take (a connect and a first
+    /// answer), and how long one request may take with all its attempts and the waits
+    /// between them ([`RETRY_WAIT_MS`]), past which it fails as timed out.
+    pub(super) fn cluster_bounds(&self) -> (Duration, Duration) {
+        let connect = self.connect_timeout.saturating_add(self.request_timeout());
+        let retries = u32::try_from(self.reconnect_retries).unwrap_or(u32::MAX);
+        let waits = Duration::from_millis(RETRY_WAIT_MS.1).saturating_mul(retries);
+        let request = connect
+            .saturating_mul(retries.saturating_add(1))
+            .saturating_add(waits);
+        (connect, request)
     }
 
     pub(super) fn names(&self) -> Result<Names> {
@@ -147,5 +164,26 @@ impl RedisOptions {
                 self.namespace
             ))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RedisOptions;
+    use std::time::Duration;
+
+    #[test]
+    fn a_cluster_request_is_bounded_by_every_attempt_and_the_waits_between() {
+        let (connect, request) = RedisOptions::default().cluster_bounds();
+        assert_eq!(connect, Duration::from_secs(7));
+        assert_eq!(request, Duration::from_secs(22));
+        let replicas = RedisOptions::default().wait_for_replicas(1, Duration::from_secs(1));
+        assert_eq!(replicas.cluster_bounds().1, Duration::from_secs(25));
+        let mut huge = RedisOptions::default()
+            .connect_timeout(Duration::MAX)
+            .response_timeout(Duration::MAX)
+            .wait_for_replicas(1, Duration::MAX);
+        huge.reconnect_retries = usize::MAX;
+        assert_eq!(huge.cluster_bounds(), (Duration::MAX, Duration::MAX));
     }
 }
