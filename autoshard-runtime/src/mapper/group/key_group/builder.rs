@@ -188,7 +188,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     }
 
     /// Forms the group: one commit that makes it the owner of every document of every
-    /// member, with retries when a member changes meanwhile; with
+    /// member that a writer could use, with retries when a member changes meanwhile; with
     /// [`KeyGroupBuilder::wait`], after waiting its turn for members other groups own.
     ///
     /// # Errors

@@ -1,7 +1,9 @@
 //! Key groups (G-Store): transactions across entity groups. A group is formed at run
 //! time over root entities of any kinds and ids; while it lives it *owns* every document
-//! of its members (the reserved property [`OWNER`] with the group's id and lease, see
-//! [`crate::store::ownership`]), so that only its transactions change them. On a store
+//! of its members that a writer could use (the reserved property [`OWNER`] with the
+//! group's id and lease, see [`crate::store::ownership`]; not the empty compacted
+//! document of an entity without dynamic properties, see [`Member`]), so that only its
+//! transactions change them. On a store
 //! that commits across entity groups (memory, standalone Redis, PostgreSQL) each step
 //! (create, transaction, dissolve) is one atomic commit of the store; on one that does
 //! not (a Redis Cluster) the steps follow G-Store's grouping protocol, in `protocol.rs`.
@@ -148,7 +150,7 @@ fn read_member<'a, S: DocumentStore, E: Root>(
 }
 
 /// The member of kind `E` at `main` as read (`found`, with records): with the documents
-/// of its layout that are missing.
+/// of its layout that are missing, and the one the group leaves alone.
 fn member_of<E: Root>(main: &Key, found: Arc<Snapshot>) -> Member {
     let (mut missing, mut unowned) = (Vec::new(), None);
     let Snapshot {
