@@ -30,6 +30,7 @@ use futures::Stream;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use std::convert::Infallible;
+use std::sync::Arc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::WatchStream;
 
@@ -199,15 +200,30 @@ pub async fn respond<Q: Poll>(
 }
 
 /// `GET /api/events`: the leaderboard now, then each time it changes.
+///
+/// The first event is read when the viewer connects, so it holds every write this server
+/// answered before (the live task may not have read since); the changes the live task
+/// publishes from then on follow it.
 pub async fn events<Q: Poll>(
     State(web): State<Web<Q>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let stream = WatchStream::new(web.board.clone()).map(|board| {
-        Ok(Event::default()
-            .event("leaderboard")
-            .json_data(&*board)
-            .unwrap_or_else(|_| Event::default().comment("unencodable leaderboard")))
-    });
+    let mut changes = web.board.clone();
+    changes.mark_unchanged();
+    let now = match board::leaderboard::<Q, _>(web.db()).await {
+        Ok(now) => Arc::new(now),
+        Err(e) => {
+            tracing::warn!("reading the leaderboard failed: {e}");
+            changes.borrow().clone()
+        }
+    };
+    let stream = tokio_stream::once(now)
+        .chain(WatchStream::from_changes(changes))
+        .map(|board| {
+            Ok(Event::default()
+                .event("leaderboard")
+                .json_data(&*board)
+                .unwrap_or_else(|_| Event::default().comment("unencodable leaderboard")))
+        });
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

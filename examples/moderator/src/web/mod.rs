@@ -8,9 +8,9 @@
 //! - [`page`]: the HTML pages and their forms (they work without JavaScript; a few lines
 //!   of script vote in place and follow the live leaderboard).
 //! - The live leaderboard: one task reads it every [`TICK`] (and at once after a write
-//!   of this server) and publishes it on a `watch` channel; `GET /api/events` streams it
-//!   as server-sent events, so readers cost the store one read per tick, not one per
-//!   viewer.
+//!   of this server) and publishes it on a `watch` channel; `GET /api/events` reads it
+//!   once when a viewer connects and then streams the published changes as server-sent
+//!   events, so viewers cost the store one read per tick, not one per viewer and tick.
 //!
 //! A visitor is a random id in the `visitor` cookie, set on the first request that has
 //! none; a vote is counted once per visitor and question ([`board::vote`]).
