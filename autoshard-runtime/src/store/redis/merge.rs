@@ -12,23 +12,24 @@ use crate::store::{Merge, Merged};
 impl RedisStore {
     pub(super) async fn run_merge(&self, merge: &Merge) -> Result<Merged> {
         let what = || format!("merge into `{}`", merge.key);
-        let (fold, min, max) = merge.fold.name_and_range();
-        let common =
-            matches!(fold, "sum" | "max" | "min") && !merge.write.seq.is_multiple_of(PRUNE_EVERY);
-        if common {
+        if let Some(operand) = common_operand(merge) {
+            let (fold, min, max) = merge.fold.name_and_range();
+            let narrow = (min, max) != (i128::from(i64::MIN), i128::from(i64::MAX));
             let keys: [KeyText; 2] = [
                 &self.names.doc_name(&merge.key),
                 &self.names.record_name(&merge.key),
             ];
-            let mut call = ScriptCall::new(&self.scripts.merge_common, &keys, 10);
+            let mut call = ScriptCall::new(
+                &self.scripts.merge_common,
+                &keys,
+                if narrow { 10 } else { 8 },
+            );
             call.arg_display(format_args!("p:{}", merge.property))
-                .arg(fold)
-                .arg_display(&merge.operand)
-                .arg_display(min)
-                .arg_display(max)
+                .arg(operand)
                 .arg_display(format_args!("w:{}", merge.write.writer))
                 .arg(merge.write.seq)
-                .arg_display(format_args!("[{},{}]", merge.write.seq, merge.write.at_ms));
+                .arg_display(format_args!("[{},{}]", merge.write.seq, merge.write.at_ms))
+                .arg(fold);
             match &merge.guard {
                 None => call.arg("").arg(""),
                 Some((property, expected)) => {
@@ -39,6 +40,9 @@ impl RedisStore {
                     }
                 }
             };
+            if narrow {
+                call.arg_display(min).arg_display(max);
+            }
             let reply = self.run_write(&call, what).await?;
             match reply::text(&reply) {
                 Some("applied") => return Ok(Merged::Applied),
@@ -111,3 +115,22 @@ impl RedisStore {
         }
     }
 }
+
+/// The operand of a merge `lua/merge_common.lua` may take, or `None` when `lua/merge.lua`
+/// decides it: an integer sum, max or min that does not prune the record, whose operand is
+/// an integer below [`COMMON_LIMIT`] in magnitude (where Lua numbers are exact) and, for
+/// max and min, within the property's type (the script checks the stored value and the
+/// result).
+fn common_operand(merge: &Merge) -> Option<i64> {
+    let (fold, min, max) = merge.fold.name_and_range();
+    if !matches!(fold, "sum" | "max" | "min") || merge.write.seq.is_multiple_of(PRUNE_EVERY) {
+        return None;
+    }
+    merge.operand.as_i64().filter(|n| {
+        n.unsigned_abs() < COMMON_LIMIT && (fold == "sum" || (min..=max).contains(&i128::from(*n)))
+    })
+}
+
+/// The magnitude below which `lua/merge_common.lua` takes operands, stored values and
+/// results: 10^14, where Lua's numbers (doubles) are exact.
+const COMMON_LIMIT: u64 = 100_000_000_000_000;
