@@ -376,9 +376,11 @@ async fn run_mapped(
     };
     let ops: Vec<Op> = (0..clients)
         .map(|i| {
-            let db = mappers[i % mappers.len()].clone();
+            // One handle per client, shared by its votes: a vote clones an `Arc`, as a
+            // raw vote clones its connection, not the mapper's fields.
+            let db = Arc::new(mappers[i % mappers.len()].clone());
             let op: Op = Arc::new(move || {
-                let db = db.clone();
+                let db = Arc::clone(&db);
                 Box::pin(async move { vote(&db, target).await })
             });
             op
