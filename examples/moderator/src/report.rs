@@ -150,6 +150,7 @@ pub fn bench_table(results: &[VariantResult]) -> String {
 #[must_use]
 pub fn hotspot_table(rows: &[HotspotRow]) -> String {
     let allocs = rows.iter().any(|r| r.allocs_per_vote.is_some());
+    let cpu = rows.iter().any(|r| r.cpu_us_per_vote.is_some());
     let mut header = vec![
         "clients",
         "target",
@@ -161,6 +162,9 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
         "wr/vote",
         "RSS MiB",
     ];
+    if cpu {
+        header.push("cpu µs/vote");
+    }
     if allocs {
         header.push("allocs/vote");
     }
@@ -177,6 +181,9 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
             or_na(r.writes_per_vote, 2, ""),
             or_na(r.rss_mib, 0, ""),
         ];
+        if cpu {
+            line.push(or_na(r.cpu_us_per_vote, 1, ""));
+        }
         if allocs {
             line.push(or_na(r.allocs_per_vote, 1, ""));
         }
@@ -185,6 +192,9 @@ pub fn hotspot_table(rows: &[HotspotRow]) -> String {
     });
     let mut out = table(&header, &[1, header.len() - 1], lines);
     out.push_str(HOTSPOT_LEGEND);
+    if cpu {
+        out.push_str(HOTSPOT_CPU_LEGEND);
+    }
     if allocs {
         out.push_str(HOTSPOT_ALLOCS_LEGEND);
     }
@@ -248,6 +258,11 @@ votes/s: committed per second    /raw: votes/s over the raw store command's, sam
 conflicts: attempts that conflicted    wr/vote: store writes per committed vote
 RSS MiB: this process's memory after the row
 totals: the counter read back equals the votes committed (ok) or not (MISMATCH)
+";
+
+/// The legend of the CPU column of [`hotspot_table`].
+const HOTSPOT_CPU_LEGEND: &str = "\
+cpu µs/vote: the clients' CPU time (this process's, or its worker processes') per committed vote
 ";
 
 /// The legend of the allocations column of [`hotspot_table`].
@@ -444,6 +459,7 @@ pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
             "total_matches",
             "rss_mib",
             "allocs_per_vote",
+            "cpu_us_per_vote",
             "node_us_per_vote",
         ],
         rows.iter().map(|r| {
@@ -459,6 +475,7 @@ pub fn hotspot_csv(rows: &[HotspotRow]) -> String {
                 r.total_matches.to_string(),
                 or_empty(r.rss_mib, 4),
                 or_empty(r.allocs_per_vote, 4),
+                or_empty(r.cpu_us_per_vote, 4),
                 r.node_us_per_vote
                     .iter()
                     .map(|us| format!("{us:.3}"))

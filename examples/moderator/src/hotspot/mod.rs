@@ -112,6 +112,11 @@ pub struct HotspotRow {
     /// Heap allocations of this process per committed vote while the clients voted
     /// (with [`HotspotConfig::allocations`]; `None` for rows of worker processes).
     pub allocs_per_vote: Option<f64>,
+    /// CPU time of the clients per committed vote while they voted, in microseconds: this
+    /// process's (all its threads, user and system) for an in-process row, the sum of
+    /// every worker's own for a row of worker processes (Linux, from `/proc/self/stat`;
+    /// `None` elsewhere). The client's side of a vote, beside the server's.
+    pub cpu_us_per_vote: Option<f64>,
     /// On a Redis Cluster, each master's CPU time per committed vote in microseconds
     /// (its main thread's, `INFO cpu`; masters in [`ServerClock::nodes`] order; see
     /// [`crate::server_time`]); empty elsewhere.
@@ -328,6 +333,7 @@ async fn run_raw(
         failed,
         per_sec,
         allocs_per_vote,
+        cpu_us_per_vote,
     } = hammer(vec![op; clients], config, bar).await;
     let found = raw.total(key).await?;
     Ok(HotspotRow {
@@ -342,6 +348,7 @@ async fn run_raw(
         total_matches: u64::try_from(found).ok() == Some(committed),
         rss_mib: rss_mib(),
         allocs_per_vote,
+        cpu_us_per_vote,
         node_us_per_vote: Vec::new(),
     })
 }
@@ -391,6 +398,7 @@ async fn run_mapped(
         failed,
         per_sec,
         allocs_per_vote,
+        cpu_us_per_vote,
     } = hammer(ops, config, bar).await;
     let (mut attempts, mut conflicts) = (0, 0);
     for db in &mappers {
@@ -416,6 +424,7 @@ async fn run_mapped(
         total_matches: u64::try_from(found).ok() == Some(committed),
         rss_mib: rss_mib(),
         allocs_per_vote,
+        cpu_us_per_vote,
         node_us_per_vote: Vec::new(),
     })
 }
@@ -484,6 +493,30 @@ pub fn rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// CPU time this process has used so far, all its threads, user and system (Linux:
+/// `utime` and `stime` of `/proc/self/stat`, in the 1/100 s ticks of that file; `None`
+/// elsewhere).
+#[must_use]
+pub fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (in parentheses, which may hold spaces): the
+    // state is field 3 of the file, `utime` field 14 and `stime` field 15.
+    let mut fields = stat
+        .get(stat.rfind(')')? + 1..)?
+        .split_whitespace()
+        .skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis(10 * (utime + stime)))
+}
+
+/// `cpu` per committed vote, in microseconds.
+#[allow(clippy::cast_precision_loss)]
+fn per_vote_us(cpu: Option<Duration>, committed: u64) -> Option<f64> {
+    cpu.filter(|_| committed > 0)
+        .map(|cpu| cpu.as_secs_f64() * 1e6 / committed as f64)
+}
+
 type Op = Arc<dyn Fn() -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
 fn secs(d: Duration) -> u64 {
@@ -496,13 +529,15 @@ struct Hammered {
     failed: u64,
     per_sec: f64,
     allocs_per_vote: Option<f64>,
+    cpu_us_per_vote: Option<f64>,
 }
 
-/// Runs each of `ops` in a closed-loop task for the configured duration, counting the
-/// process's allocations meanwhile when the configuration can.
+/// Runs each of `ops` in a closed-loop task for the configured duration, measuring the
+/// process's CPU time meanwhile and counting its allocations when the configuration can.
 async fn hammer(ops: Vec<Op>, config: &HotspotConfig, bar: &indicatif::ProgressBar) -> Hammered {
     let duration = config.duration;
     let allocations_before = config.allocations.map(|count| count());
+    let cpu_before = cpu_time();
     let ok = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -533,6 +568,9 @@ async fn hammer(ops: Vec<Op>, config: &HotspotConfig, bar: &indicatif::ProgressB
         })
     };
     while tasks.join_next().await.is_some() {}
+    let cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(now, before)| now.saturating_sub(before));
     let allocations = config
         .allocations
         .zip(allocations_before)
@@ -549,5 +587,6 @@ async fn hammer(ops: Vec<Op>, config: &HotspotConfig, bar: &indicatif::ProgressB
         allocs_per_vote: allocations
             .filter(|_| committed > 0)
             .map(|n| n as f64 / committed as f64),
+        cpu_us_per_vote: per_vote_us(cpu, committed),
     }
 }

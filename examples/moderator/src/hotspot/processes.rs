@@ -3,7 +3,9 @@
 //! them runs.
 
 use super::raw::Raw;
-use super::{HotspotConfig, HotspotRow, TARGETS, Target, insert, vote, votes};
+use super::{
+    HotspotConfig, HotspotRow, TARGETS, Target, cpu_time, insert, per_vote_us, vote, votes,
+};
 use crate::backend::Backend;
 use autoshard::prelude::*;
 use std::sync::Arc;
@@ -18,7 +20,7 @@ pub(super) struct Spawn<'a> {
 }
 
 /// What one worker process did: votes committed and failed, attempts and conflicts of
-/// its `Mapper`.
+/// its `Mapper`, and the CPU time it used while it voted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkerTally {
     /// Votes that committed.
@@ -29,27 +31,43 @@ pub struct WorkerTally {
     pub attempts: u64,
     /// Of those, the ones that conflicted.
     pub conflicts: u64,
+    /// The process's CPU time while it voted (see [`cpu_time`]), `None` where unknown.
+    pub cpu: Option<Duration>,
 }
 
 impl WorkerTally {
     /// The line a worker prints.
     #[must_use]
     pub fn line(&self) -> String {
+        let cpu = self
+            .cpu
+            .map_or_else(|| "-".to_owned(), |cpu| cpu.as_micros().to_string());
         format!(
-            "{} {} {} {}",
+            "{} {} {} {} {cpu}",
             self.committed, self.failed, self.attempts, self.conflicts
         )
     }
 
-    fn parse(line: &str) -> Option<Self> {
-        let mut n = line.split_whitespace().map(str::parse::<u64>);
+    /// The tally in a worker's [`WorkerTally::line`]; `None` for any other text.
+    #[must_use]
+    pub fn parse(line: &str) -> Option<Self> {
+        let mut words = line.split_whitespace();
+        let mut n = || words.next()?.parse::<u64>().ok();
         let tally = WorkerTally {
-            committed: n.next()?.ok()?,
-            failed: n.next()?.ok()?,
-            attempts: n.next()?.ok()?,
-            conflicts: n.next()?.ok()?,
+            committed: n()?,
+            failed: n()?,
+            attempts: n()?,
+            conflicts: n()?,
+            cpu: None,
         };
-        n.next().is_none().then_some(tally)
+        let cpu = match words.next()? {
+            "-" => None,
+            us => Some(Duration::from_micros(us.parse().ok()?)),
+        };
+        words
+            .next()
+            .is_none()
+            .then_some(WorkerTally { cpu, ..tally })
     }
 }
 
@@ -92,6 +110,8 @@ pub(super) async fn run_processes(
         children.push(child);
     }
     let mut total = WorkerTally::default();
+    // The workers' CPU time, while every one of them reports it.
+    let mut cpu = Some(Duration::ZERO);
     for child in children {
         let out = child
             .wait_with_output()
@@ -113,6 +133,7 @@ pub(super) async fn run_processes(
         total.failed += tally.failed;
         total.attempts += tally.attempts;
         total.conflicts += tally.conflicts;
+        cpu = cpu.zip(tally.cpu).map(|(sum, one)| sum + one);
     }
     bar.finish_and_clear();
     let found = match &raw {
@@ -143,6 +164,7 @@ pub(super) async fn run_processes(
         total_matches: u64::try_from(found).ok() == Some(total.committed),
         rss_mib: None,
         allocs_per_vote: None,
+        cpu_us_per_vote: per_vote_us(cpu, total.committed),
         node_us_per_vote: Vec::new(),
     })
 }
@@ -173,6 +195,7 @@ pub async fn worker(
             ))
         };
     tokio::time::sleep(Duration::from_millis(start_ms.saturating_sub(now_ms()))).await;
+    let cpu_before = cpu_time();
     let start = Instant::now();
     let mut tally = WorkerTally::default();
     while start.elapsed() < duration {
@@ -188,6 +211,9 @@ pub async fn worker(
             }
         }
     }
+    tally.cpu = cpu_time()
+        .zip(cpu_before)
+        .map(|(now, before)| now.saturating_sub(before));
     if let Voter::Mapped(db) = &voter {
         let m = db.metrics().snapshot();
         tally.attempts = m.attempts;

@@ -6,7 +6,7 @@ use autoshard::prelude::*;
 use autoshard_moderator::app::{self, AppConfig};
 use autoshard_moderator::backend::{Backend, ModelledLatency};
 use autoshard_moderator::bench::{self, BenchConfig, VariantResult};
-use autoshard_moderator::hotspot::{self, HotspotConfig};
+use autoshard_moderator::hotspot::{self, HotspotConfig, WorkerTally};
 use autoshard_moderator::progress::Progress;
 use autoshard_moderator::{chart, report};
 use autoshard_test_support::postgres::Postgres;
@@ -435,6 +435,78 @@ fn passwords_are_never_printed_and_connect_errors_say_what_failed() {
         stderr.contains("DB index") || stderr.contains("out of range"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hotspot_reports_the_clients_cpu_time_per_vote() {
+    let config = HotspotConfig {
+        clients: vec![2],
+        only: vec!["apply sum".to_owned()],
+        ..short_hotspot()
+    };
+    let rows = hotspot::run(&Backend::Memory, "cpu", &config, Progress::hidden())
+        .await
+        .unwrap();
+    let table = report::hotspot_table(&rows);
+    assert!(!rows.is_empty(), "{table}");
+    for row in &rows {
+        assert!(
+            row.cpu_us_per_vote
+                .is_some_and(|us| us.is_finite() && us >= 0.0),
+            "{table}"
+        );
+    }
+    assert!(table.contains("cpu µs/vote"), "{table}");
+    assert!(
+        report::hotspot_csv(&rows)
+            .lines()
+            .next()
+            .is_some_and(|header| header.split(',').any(|column| column == "cpu_us_per_vote")),
+        "{table}"
+    );
+}
+
+#[test]
+fn process_cpu_time_counts_up_while_this_process_computes() {
+    let before = hotspot::cpu_time().expect("/proc/self/stat on Linux");
+    // Computes until the clock has moved two of its 10 ms ticks: 20 ms of this thread's
+    // time, which any machine gives it long before the guard of two minutes.
+    let started = std::time::Instant::now();
+    let mut spins = 0_u64;
+    while hotspot::cpu_time().unwrap() < before + Duration::from_millis(20) {
+        spins = std::hint::black_box(spins + 1);
+        assert!(
+            started.elapsed() < Duration::from_mins(2),
+            "the CPU time did not move while computing: {:?}",
+            hotspot::cpu_time()
+        );
+    }
+    assert!(spins > 0);
+}
+
+#[test]
+fn a_worker_tally_reads_back_from_its_line() {
+    let tally = WorkerTally {
+        committed: 120,
+        failed: 2,
+        attempts: 130,
+        conflicts: 8,
+        cpu: Some(Duration::from_micros(1_234_567)),
+    };
+    assert_eq!(tally.line(), "120 2 130 8 1234567");
+    assert_eq!(WorkerTally::parse(&tally.line()), Some(tally));
+    let unknown = WorkerTally { cpu: None, ..tally };
+    assert_eq!(unknown.line(), "120 2 130 8 -");
+    assert_eq!(WorkerTally::parse(&unknown.line()), Some(unknown));
+    for bad in [
+        "",
+        "120 2 130 8",
+        "120 2 130 8 1 9",
+        "120 2 x 8 1",
+        "120 2 130 8 -1",
+    ] {
+        assert_eq!(WorkerTally::parse(bad), None, "{bad:?}");
+    }
 }
 
 /// A stand-in for the counting allocator of `--features count-allocations`: every call
