@@ -15,8 +15,9 @@ use crate::mapper::Mapper;
 use crate::mapper::codec::{MainState, from_main, from_main_reusing, malformed};
 use crate::store::DocumentStore;
 use std::any::TypeId;
-use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 /// How many main documents a mapper keeps for [`Mapper::apply`].
 pub(in crate::mapper) const MAIN_CACHE_CAPACITY: u64 = 10_000;
@@ -24,8 +25,44 @@ pub(in crate::mapper) const MAIN_CACHE_CAPACITY: u64 = 10_000;
 /// How long a main document stays in that cache.
 pub(in crate::mapper) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
 
-/// The main documents `apply` reuses, shared by a mapper's clones.
-pub(in crate::mapper) type MainCache = moka::sync::Cache<Key, Arc<CachedMain>>;
+/// The main documents `apply` reuses, shared by a mapper's clones: each with the moment
+/// it was read. A lookup is one hash lookup under a read lock (it runs on every `apply`);
+/// a document older than [`MAIN_CACHE_TTL`] is not answered, and when an insert would
+/// pass [`MAIN_CACHE_CAPACITY`] the expired ones go, or all of them if none has expired.
+#[derive(Clone, Default)]
+pub(in crate::mapper) struct MainCache {
+    entries: Arc<RwLock<HashMap<Key, Fetched>>>,
+}
+
+/// A cached main document and when its read started.
+type Fetched = (Instant, Arc<CachedMain>);
+
+impl MainCache {
+    fn get(&self, main: &Key) -> Option<Arc<CachedMain>> {
+        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
+        let (read_at, stored) = entries.get(main)?;
+        (read_at.elapsed() < MAIN_CACHE_TTL).then(|| stored.clone())
+    }
+
+    fn insert(&self, main: Key, stored: Arc<CachedMain>, read_at: Instant) {
+        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
+        let capacity = usize::try_from(MAIN_CACHE_CAPACITY).unwrap_or(usize::MAX);
+        if entries.len() >= capacity && !entries.contains_key(&main) {
+            entries.retain(|_, (at, _)| at.elapsed() < MAIN_CACHE_TTL);
+            if entries.len() >= capacity {
+                entries.clear();
+            }
+        }
+        entries.insert(main, (read_at, stored));
+    }
+
+    pub(in crate::mapper) fn invalidate(&self, main: &Key) {
+        self.entries
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(main);
+    }
+}
 
 /// A cached main document, and what the first `apply` of it derived for its type.
 pub(in crate::mapper) struct CachedMain {
@@ -34,10 +71,7 @@ pub(in crate::mapper) struct CachedMain {
 }
 
 pub(in crate::mapper) fn main_cache() -> MainCache {
-    moka::sync::Cache::builder()
-        .max_capacity(MAIN_CACHE_CAPACITY)
-        .time_to_live(MAIN_CACHE_TTL)
-        .build()
+    MainCache::default()
 }
 
 impl<S: DocumentStore> Mapper<S> {
@@ -132,6 +166,8 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// Reads the main document at `main` and caches it; [`Error::NotFound`] when absent.
     async fn fetch_main(&self, main: &Key) -> Result<Arc<CachedMain>> {
+        // The document's age counts from before the read.
+        let read_at = Instant::now();
         let Some(stored) = self.store.get(main).await? else {
             self.main_cache.invalidate(main);
             return Err(Error::NotFound { key: main.clone() });
@@ -140,7 +176,8 @@ impl<S: DocumentStore> Mapper<S> {
             stored,
             derived: OnceLock::new(),
         });
-        self.main_cache.insert(main.clone(), stored.clone());
+        self.main_cache
+            .insert(main.clone(), stored.clone(), read_at);
         Ok(stored)
     }
 }
