@@ -437,6 +437,17 @@ fn passwords_are_never_printed_and_connect_errors_say_what_failed() {
     );
 }
 
+/// The hot-spot table of `rows` has the column `in_table` in its header (not only in its
+/// legend), and their CSV the column `in_csv`.
+fn assert_columns(rows: &[hotspot::HotspotRow], in_table: &str, in_csv: &str) {
+    let table = report::hotspot_table(rows);
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.contains(in_table), "{table}");
+    let csv = report::hotspot_csv(rows);
+    let columns = csv.lines().next().unwrap_or_default();
+    assert!(columns.split(',').any(|c| c == in_csv), "{csv}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hotspot_reports_the_clients_cpu_time_per_vote() {
     let config = HotspotConfig {
@@ -456,20 +467,7 @@ async fn hotspot_reports_the_clients_cpu_time_per_vote() {
             "{table}"
         );
     }
-    assert!(
-        table
-            .lines()
-            .next()
-            .is_some_and(|header| header.contains("cpu µs/vote")),
-        "{table}"
-    );
-    assert!(
-        report::hotspot_csv(&rows)
-            .lines()
-            .next()
-            .is_some_and(|header| header.split(',').any(|column| column == "cpu_us_per_vote")),
-        "{table}"
-    );
+    assert_columns(&rows, "cpu µs/vote", "cpu_us_per_vote");
 }
 
 #[test]
@@ -541,20 +539,7 @@ async fn hotspot_reports_allocations_per_vote_with_a_counter() {
         let expected = 10.0 / row.committed as f64;
         assert_eq!(row.allocs_per_vote, Some(expected), "{table}");
     }
-    assert!(
-        table
-            .lines()
-            .next()
-            .is_some_and(|header| header.contains("allocs/vote")),
-        "{table}"
-    );
-    assert!(
-        report::hotspot_csv(&rows)
-            .lines()
-            .next()
-            .is_some_and(|header| header.split(',').any(|column| column == "allocs_per_vote")),
-        "{table}"
-    );
+    assert_columns(&rows, "allocs/vote", "allocs_per_vote");
     // Without a counter, no column.
     let plain = hotspot::run(
         &Backend::Memory,
