@@ -181,3 +181,69 @@ impl<S: DocumentStore> Mapper<S> {
         Ok(stored)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::document::{Document, Version};
+
+    fn cached() -> Arc<CachedMain> {
+        Arc::new(CachedMain {
+            stored: Versioned {
+                doc: Document::new(),
+                version: Version(1),
+            },
+            derived: OnceLock::new(),
+        })
+    }
+
+    fn key(i: u64) -> Key {
+        Key::new("Question", i.to_string())
+    }
+
+    /// A moment a cached document read then has expired by now, on any machine.
+    fn expired() -> Instant {
+        Instant::now()
+            .checked_sub(MAIN_CACHE_TTL * 2)
+            .expect("an Instant two seconds back")
+    }
+
+    #[test]
+    fn a_main_document_is_answered_until_it_expires_or_is_invalidated() {
+        let cache = MainCache::default();
+        cache.insert(key(1), cached(), Instant::now());
+        cache.insert(key(2), cached(), expired());
+        assert!(cache.get(&key(1)).is_some());
+        assert!(cache.get(&key(2)).is_none());
+        cache.invalidate(&key(1));
+        assert!(cache.get(&key(1)).is_none());
+    }
+
+    #[test]
+    fn a_full_cache_drops_the_expired_documents_first_and_else_all() {
+        let capacity = usize::try_from(MAIN_CACHE_CAPACITY).unwrap();
+        let cache = MainCache::default();
+        for i in 0..capacity as u64 {
+            let read_at = if i % 2 == 0 {
+                expired()
+            } else {
+                Instant::now()
+            };
+            cache.insert(key(i), cached(), read_at);
+        }
+        let len = || cache.entries.read().unwrap().len();
+        assert_eq!(len(), capacity);
+        // One more: the expired half goes, the fresh half stays.
+        cache.insert(key(u64::MAX), cached(), Instant::now());
+        assert_eq!(len(), capacity / 2 + 1);
+        assert!(cache.get(&key(1)).is_some());
+        // Filled with fresh documents only: one more clears them.
+        for i in capacity as u64..(capacity + capacity / 2 - 1) as u64 {
+            cache.insert(key(i), cached(), Instant::now());
+        }
+        assert_eq!(len(), capacity);
+        cache.insert(key(u64::MAX - 1), cached(), Instant::now());
+        assert_eq!(len(), 1);
+        assert!(cache.get(&key(u64::MAX - 1)).is_some());
+    }
+}
