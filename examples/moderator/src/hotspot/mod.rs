@@ -510,6 +510,13 @@ pub fn cpu_time() -> Option<Duration> {
     Some(Duration::from_millis(10 * (utime + stime)))
 }
 
+/// The CPU time this process used since [`cpu_time`] answered `before`.
+fn cpu_since(before: Option<Duration>) -> Option<Duration> {
+    cpu_time()
+        .zip(before)
+        .map(|(now, before)| now.saturating_sub(before))
+}
+
 /// `cpu` per committed vote, in microseconds.
 #[allow(clippy::cast_precision_loss)]
 fn per_vote_us(cpu: Option<Duration>, committed: u64) -> Option<f64> {
@@ -568,9 +575,7 @@ async fn hammer(ops: Vec<Op>, config: &HotspotConfig, bar: &indicatif::ProgressB
         })
     };
     while tasks.join_next().await.is_some() {}
-    let cpu = cpu_time()
-        .zip(cpu_before)
-        .map(|(now, before)| now.saturating_sub(before));
+    let cpu = cpu_since(cpu_before);
     let allocations = config
         .allocations
         .zip(allocations_before)

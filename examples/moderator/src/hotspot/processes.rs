@@ -4,7 +4,8 @@
 
 use super::raw::Raw;
 use super::{
-    HotspotConfig, HotspotRow, TARGETS, Target, cpu_time, insert, per_vote_us, vote, votes,
+    HotspotConfig, HotspotRow, TARGETS, Target, cpu_since, cpu_time, insert, per_vote_us, vote,
+    votes,
 };
 use crate::backend::Backend;
 use autoshard::prelude::*;
@@ -211,9 +212,7 @@ pub async fn worker(
             }
         }
     }
-    tally.cpu = cpu_time()
-        .zip(cpu_before)
-        .map(|(now, before)| now.saturating_sub(before));
+    tally.cpu = cpu_since(cpu_before);
     if let Voter::Mapped(db) = &voter {
         let m = db.metrics().snapshot();
         tally.attempts = m.attempts;
