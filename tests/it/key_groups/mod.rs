@@ -447,6 +447,60 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
     }
 }
 
+/// Where the store commits across entity groups, a group's handle knows the version each
+/// of its own commits gave the documents it owns: dissolving it is then one commit that
+/// expects those versions, releases every document and deletes the group's own documents.
+/// A handle that does not know them (here a transaction whose reply was lost, found landed
+/// by a read) reads before it releases; either way nothing stays owned or left behind.
+#[tokio::test]
+async fn a_group_dissolves_in_one_commit_from_what_its_own_commits_wrote() {
+    for (memory, shaped, label) in memory_stores() {
+        if label == "the grouping protocol" {
+            continue;
+        }
+        let store = FaultyStore::new(shaped);
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=2).await;
+        let documents = memory.len();
+        for lost_reply in [false, true] {
+            let case = format!("{label}, a reply lost: {lost_reply}");
+            let group = group_of(&db, &[1, 2]).create().await.unwrap();
+            group.renew(Duration::from_mins(1)).await.unwrap();
+            let mut txn = group.transaction().await;
+            let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+            move_ten(&mut txn, &mut accounts).unwrap();
+            if lost_reply {
+                store.fail_call(0, Fault::After);
+            }
+            txn.commit().await.unwrap();
+            let before = store.calls();
+            group.dissolve().await.unwrap();
+            let calls = store.calls() - before;
+            if lost_reply {
+                assert!(calls > 1, "{case}: read before the release, {calls} calls");
+            } else {
+                assert_eq!(calls, 1, "{case}: one commit");
+            }
+            assert_eq!(
+                memory.len(),
+                documents,
+                "{case}: the group's documents deleted"
+            );
+            for id in 1..=2u64 {
+                let main = autoshard::Key::new("Account", id.to_string());
+                let mut keys = vec![main.clone()];
+                keys.extend((0..4).map(|i| autoshard::layout::static_shard(&main, "balance", i)));
+                for found in memory.get_many(&keys).await.unwrap().into_iter().flatten() {
+                    let owner = autoshard::store::Owner::of(&found.doc);
+                    assert!(owner.is_none(), "{case}: still owned: {owner:?}");
+                }
+                db.apply(&id, |a: &mut Account| a.deposit(0)).await.unwrap();
+            }
+        }
+        assert_moved(&db, 20, 20, label).await;
+    }
+}
+
 /// A group transaction on a store that reads a lookup atomically expects the group
 /// document in place of every member document the group owns with at least its lease,
 /// not of one stamped with a shorter lease: here a renewal dropped after it landed leaves

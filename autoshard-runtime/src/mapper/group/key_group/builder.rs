@@ -6,7 +6,7 @@ use super::queue::{Intent, MAX_BACKOFF, Ticket, intent_in};
 use super::transaction::Holder;
 use super::{
     DEFAULT_LEASE, GroupTransaction, KeyGroup, Member, MemberKind, group_documents, millis,
-    protocol, read_members, send, send_versioned,
+    protocol, read_members, send_versioned,
 };
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -331,7 +331,10 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 .put(key.clone(), state)
                 .expect(list_key.clone(), None)
                 .put(list_key, list);
-            (send(mapper, &txn, key, landed).await?, Memo::default())
+            let reply = send_versioned(mapper, &txn, key, landed).await?;
+            let mut memo = Memo::default();
+            memo.committed(key, &txn, &reply);
+            (reply.outcome, memo)
         } else {
             let insert = Transaction::new()
                 .expect(key.clone(), None)

@@ -3,7 +3,7 @@
 
 use super::memo::Memo;
 use super::transaction::Holder;
-use super::{GroupTransaction, listed, listed_in, millis, protocol, send};
+use super::{GroupTransaction, listed, listed_in, millis, protocol, send_versioned};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -49,8 +49,7 @@ pub struct KeyGroup<'m, S> {
     /// transaction reads and rewrites, so the group keeps its own rather than drawing from
     /// the mapper's pool, shared by every concurrent save.
     pub(super) writers: Pool,
-    /// What this handle knows from its own commits on a store without cross-group
-    /// commits (`memo.rs`).
+    /// What this handle knows from its own commits (`memo.rs`).
     pub(super) memo: Mutex<Memo>,
 }
 
@@ -145,6 +144,9 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
         if !mapper.store.cross_group_transactions() {
             return self.rewrite_in_steps(owner).await;
         }
+        if owner.is_none() && token && self.release_known_at_once().await? {
+            return Ok(());
+        }
         let mut retrying = mapper.retrying("key group");
         loop {
             let attempt = async {
@@ -188,7 +190,9 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                     None => gone,
                     Some(doc) => Owner::of(&doc.doc).map(|o| o.until_ms) == until,
                 };
-                Ok(send(mapper, &txn, &self.key, landed).await?.into())
+                let reply = send_versioned(mapper, &txn, &self.key, landed).await?;
+                lock(&self.memo).committed(&self.key, &txn, &reply);
+                Ok(reply.outcome.into())
             };
             if let std::ops::ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                 return Ok(());

@@ -1,8 +1,9 @@
-//! What a group's handle knows from its own commits on a store whose commits stay within
-//! one entity group (`protocol`): the last transaction whose documents it settled, the
-//! group document as it last wrote it, and the version each document it owns got from
-//! its last write there, where the store told it
-//! ([`DocumentStore::commit_versioned`](crate::store::DocumentStore::commit_versioned)).
+//! What a group's handle knows from its own commits: the group document as it last wrote
+//! it, and the version each document it owns got from its last write there, where the
+//! store told it
+//! ([`DocumentStore::commit_versioned`](crate::store::DocumentStore::commit_versioned));
+//! on a store whose commits stay within one entity group (`protocol`), also the last
+//! transaction whose documents it settled.
 //!
 //! The memo saves reads; it never decides an outcome. A step takes a document as the memo
 //! knows it only in a commit that expects the version the memo holds, and a version is
@@ -24,7 +25,7 @@ use crate::key::Key;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, Transaction, Write};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// What a group's handle knows from its own commits (module docs).
@@ -124,11 +125,27 @@ impl Memo {
     /// it does not hold them all.
     pub(super) fn first_read(&mut self, mains: &[Key]) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
         let state = self.state.clone()?;
-        if !mains.iter().all(|main| self.members.contains_key(main)) {
+        if mains.is_empty() || !mains.iter().all(|main| self.members.contains_key(main)) {
             return None;
         }
         let found = mains.iter().filter_map(|main| self.members.remove(main));
         Some((found.collect(), state))
+    }
+
+    /// `release` with the owner taken out of every document of `owned`, each expected at
+    /// the version the memo holds; `None` when it does not hold them all.
+    pub(super) fn release(
+        &self,
+        owned: &BTreeSet<Key>,
+        mut release: Transaction,
+    ) -> Option<Transaction> {
+        for key in owned {
+            let version = self.versions.get(key)?;
+            release = release
+                .expect(key.clone(), Some(*version))
+                .own(key.clone(), None);
+        }
+        Some(release)
     }
 
     fn wrote(&mut self, group: &Key, key: &Key, write: &Write, version: Option<Version>) {

@@ -1,5 +1,6 @@
-//! Dissolving a group from its handle's memo (`memo.rs`), on a store whose commits stay
-//! within one entity group (`protocol`).
+//! Dissolving a group from its handle's memo (`memo.rs`): on a store that commits across
+//! entity groups, one commit ([`KeyGroup::release_known_at_once`]); on one whose commits
+//! stay within one entity group (`protocol`), the steps below.
 //!
 //! [`Steps::release_known`] takes the owner out of every document and deletes the group
 //! document concurrently, each expecting the version the memo holds, instead of reading
@@ -21,6 +22,7 @@
 
 use super::memo::Memo;
 use super::protocol::{InFlight, Steps, commit_all, split};
+use super::{KeyGroup, send};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -86,15 +88,42 @@ impl<S: DocumentStore> Steps<'_, S> {
         {
             return Ok(None);
         }
-        let mut release = self.token();
-        for key in owned {
-            let Some(version) = memo.versions.get(key) else {
-                return Ok(None);
+        Ok(memo
+            .release(owned, self.token())
+            .map(|release| (state, release)))
+    }
+}
+
+impl<S: DocumentStore> KeyGroup<'_, S> {
+    /// Dissolves the group from its memo on a store that commits across entity groups,
+    /// in one commit with the group's token: the owner out of every document it owns and
+    /// the group and list documents deleted, each expecting the version the memo holds.
+    /// `false` when the memo does not know them all or the commit meets a change (nothing
+    /// written then: the full path reads and dissolves). Exact for the reasons above, and
+    /// atomic: the commit writes all of it or nothing.
+    pub(super) async fn release_known_at_once(&self) -> Result<bool> {
+        let mapper = self.mapper;
+        let list_key = layout::key_group_members(&self.key);
+        let release = {
+            let memo = lock(&self.memo);
+            let (Some(state), Some(list)) = (&memo.state, memo.versions.get(&list_key)) else {
+                return Ok(false);
             };
-            release = release
-                .expect(key.clone(), Some(*version))
-                .own(key.clone(), None);
+            let token = Transaction::new().owned_by(self.id.clone());
+            let Some(release) = memo.release(&lock(&self.owned), token) else {
+                return Ok(false);
+            };
+            release
+                .expect(self.key.clone(), Some(state.version))
+                .delete(self.key.clone())
+                .expect(list_key.clone(), Some(*list))
+                .delete(list_key)
+        };
+        let gone = |doc: Option<&Versioned>| doc.is_none();
+        let released = send(mapper, &release, &self.key, gone).await? == Commit::Committed;
+        if released {
+            *lock(&self.memo) = Memo::default();
         }
-        Ok(Some((state, release)))
+        Ok(released)
     }
 }
