@@ -12,7 +12,7 @@ use crate::store::merge::RECORD;
 use crate::store::ownership::Owner;
 use crate::store::{Transaction, Write};
 use ::redis::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// One argument of a commit script call, formatted when the call is written.
 enum Arg<'t> {
@@ -145,21 +145,31 @@ impl RedisStore {
     /// (out-of-slot indexes on a cluster).
     fn plan<'t>(&self, txn: &'t Transaction) -> Result<(Call<'t>, Vec<OutOfSlotIndex>)> {
         let cluster = self.is_cluster();
-        let mut call = Call::default();
-        let mut checked = HashSet::new();
-        let mut expects_existing = HashSet::new();
-        let mut checks = Vec::new();
+        let documents = txn.reads().len() + txn.writes().len();
+        let mut call = Call {
+            keys: Vec::with_capacity(documents),
+            roles: Vec::with_capacity(documents),
+            docs: HashMap::with_capacity(documents),
+            ..Call::default()
+        };
+        // By KEYS position (1-based): whether the document is checked, and whether a
+        // version is expected of it (it exists).
+        let mut checked = vec![false; documents + 1];
+        let mut expects_existing = vec![false; documents + 1];
+        let mut checks = Vec::with_capacity(documents);
         for (key, expected) in txn.reads() {
             let pos = call.doc(&self.names, key);
-            checked.insert(pos);
-            if expected.is_some() {
-                expects_existing.insert(key);
-            }
+            checked[pos] = true;
+            expects_existing[pos] |= expected.is_some();
             checks.push((pos, expected.map_or(Arg::Text("-"), |v| Arg::Num(v.0))));
         }
-        for (key, _) in txn.writes() {
-            let pos = call.doc(&self.names, key);
-            if checked.insert(pos) {
+        let positions: Vec<usize> = txn
+            .writes()
+            .iter()
+            .map(|(key, _)| call.doc(&self.names, key))
+            .collect();
+        for &pos in &positions {
+            if !std::mem::replace(&mut checked[pos], true) {
                 checks.push((pos, Arg::Text("*")));
             }
         }
@@ -173,8 +183,7 @@ impl RedisStore {
         let mut owners = Vec::new();
         let mut writes = Vec::with_capacity(6 * txn.writes().len());
         let mut out_of_slot = Vec::new();
-        for (i, (key, write)) in txn.writes().iter().enumerate() {
-            let pos = call.doc(&self.names, key);
+        for (i, ((key, write), &pos)) in txn.writes().iter().zip(&positions).enumerate() {
             let (op, props) = match write {
                 // The owner alone neither creates nor deletes (no index entry changes),
                 // and counts the document's version up by itself (no counter).
@@ -199,7 +208,7 @@ impl RedisStore {
                     member: key.encode(),
                     doc: call.keys[pos - 1].clone(),
                     put: op == Op::Put,
-                    may_create: !expects_existing.contains(key),
+                    may_create: !expects_existing[pos],
                 });
                 0
             } else {
