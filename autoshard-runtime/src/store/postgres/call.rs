@@ -61,15 +61,16 @@ impl PostgresStore {
         Ok(column::<Option<i64>>(&row, 0, &encoded)?.map(version_of))
     }
 
-    /// Calls `autoshard_commit` (module docs): `0` when it committed, else the 1-based
-    /// index into `reads` of an expectation that failed.
+    /// Calls `autoshard_commit_versioned` (module docs): `Ok` with the version each write
+    /// gave its document (`None`: no document after it) when it committed, else `Err`
+    /// with the 1-based index into `reads` of an expectation that failed.
     pub(super) async fn commit_documents(
         &self,
         what: &str,
         reads: &[(&Key, Option<Version>)],
         writes: &[(Key, Write)],
         owner: Option<&str>,
-    ) -> Result<usize> {
+    ) -> Result<std::result::Result<Vec<Option<Version>>, usize>> {
         let rk: Vec<String> = reads.iter().map(|(k, _)| k.encode()).collect();
         let rv: Vec<Option<i64>> = reads
             .iter()
@@ -112,7 +113,15 @@ impl PostgresStore {
                 &[&rk, &rv, &wk, &wp, &wn, &wd, &wo, &owner],
             )
             .await?;
-        Ok(usize::try_from(column::<i32>(&row, 0, "(a commit)")?).unwrap_or(0))
+        let answer = column::<Vec<i64>>(&row, 0, "(a commit)")?;
+        Ok(match answer.split_first() {
+            Some((0, versions)) => Ok(versions
+                .iter()
+                .map(|&v| (v > 0).then(|| version_of(v)))
+                .collect()),
+            Some((&failed, _)) => Err(usize::try_from(failed).unwrap_or(usize::MAX)),
+            None => Err(usize::MAX),
+        })
     }
 
     /// The page of each scan from its rows, in any order (a statement's part per scan).

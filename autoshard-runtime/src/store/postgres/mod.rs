@@ -8,8 +8,9 @@
 //!   created on first use or by [`PostgresStore::migrate`]. Every
 //!   object it creates is named `autoshard_*` and marked; one of those names taken by an
 //!   object it did not create fails the migration with [`Error::Invalid`].
-//! - Invariant: every write is one call of a PL/pgSQL function (`autoshard_commit`,
-//!   `autoshard_write`, `autoshard_delete`, `autoshard_merge`) that takes the advisory locks
+//! - Invariant: every write is one call of a PL/pgSQL function
+//!   (`autoshard_commit_versioned`, `autoshard_write`, `autoshard_delete`,
+//!   `autoshard_merge`) that takes the advisory locks
 //!   of its keys (in id order) before it checks and writes, so a commit applies all or
 //!   nothing against the latest versions, across any groups, and a merge folds on the
 //!   server as [`merge::reference`] does, exactly (numbers as `numeric`), without conflicts.
@@ -44,7 +45,9 @@ use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged};
-use crate::store::{Commit, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction};
+use crate::store::{
+    Commit, CommitReply, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction,
+};
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use rows::{column, keyed, versioned};
@@ -191,8 +194,15 @@ impl DocumentStore for PostgresStore {
     }
 
     async fn commit(&self, txn: &Transaction) -> Result<Commit> {
+        Ok(self.commit_versioned(txn).await?.outcome)
+    }
+
+    async fn commit_versioned(&self, txn: &Transaction) -> Result<CommitReply> {
         if txn.reads().is_empty() && txn.writes().is_empty() {
-            return Ok(Commit::Committed);
+            return Ok(CommitReply {
+                outcome: Commit::Committed,
+                versions: Some(Vec::new()),
+            });
         }
         let reads: Vec<(&Key, Option<Version>)> =
             txn.reads().iter().map(|(key, v)| (key, *v)).collect();
@@ -200,10 +210,20 @@ impl DocumentStore for PostgresStore {
             .commit_documents("commit", &reads, txn.writes(), txn.owner())
             .await?
         {
-            0 => Ok(Commit::Committed),
-            failed => Ok(Commit::Conflict {
-                key: reads[failed.min(reads.len()) - 1].0.clone(),
+            Ok(versions) if versions.len() == txn.writes().len() => Ok(CommitReply {
+                outcome: Commit::Committed,
+                versions: Some(versions),
             }),
+            Ok(_) => Ok(CommitReply::untold(Commit::Committed)),
+            Err(failed) => match reads.get(failed.max(1) - 1) {
+                Some((key, _)) => Ok(CommitReply::untold(Commit::Conflict {
+                    key: (*key).clone(),
+                })),
+                None => Err(Error::backend(
+                    "commit",
+                    format!("the server named expectation {failed} of {}", reads.len()),
+                )),
+            },
         }
     }
 

@@ -27,6 +27,7 @@ BEGIN
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
         WHERE n.nspname = '{schema}'
           AND p.proname IN ('autoshard_write', 'autoshard_delete', 'autoshard_commit',
+                            'autoshard_commit_versioned',
                             'autoshard_in_range', 'autoshard_merge', 'autoshard_keep',
                             'autoshard_with_records', 'autoshard_owned')
     LOOP
@@ -176,22 +177,25 @@ END $f$;
 -- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes);
 -- where `wo` is true, `wd` is `{"~own": owner}` or `{}`, the owner alone: it replaces the
 -- document's `~own` and leaves the rest (nothing for an absent document or one that is
--- not an object). Answers 0 when it wrote everything, else the 1-based index of an
--- expectation that failed (and writes nothing). `token`: the key group it commits for
--- (NULL: none), see `autoshard_owned`.
-CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
+-- not an object). Answers an array whose first element is 0 when it wrote everything,
+-- else the 1-based index of an expectation that failed (and nothing is written); when it
+-- wrote, element 1 + i is the version write i gave its document (0: no document after
+-- it). `token`: the key group it commits for (NULL: none), see `autoshard_owned`.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit_versioned(
     rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], wo boolean[],
     token text)
-RETURNS integer LANGUAGE plpgsql AS $f$
+RETURNS bigint[] LANGUAGE plpgsql AS $f$
 DECLARE
     i integer;
     l record;
+    v bigint;
+    versions bigint[] := ARRAY[0::bigint];
 BEGIN
     -- Without locks first: the losers of a race on a hot document give up here
     -- instead of queueing behind its lock.
     FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
         IF (SELECT version FROM "{schema}".autoshard_documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
-            RETURN i;
+            RETURN ARRAY[i::bigint];
         END IF;
     END LOOP;
     FOR l IN
@@ -207,7 +211,7 @@ BEGIN
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
         IF (SELECT version FROM "{schema}".autoshard_documents WHERE key = rk[i]) IS DISTINCT FROM rv[i] THEN
-            RETURN i;
+            RETURN ARRAY[i::bigint];
         END IF;
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(rk, 1), 0) LOOP
@@ -217,23 +221,35 @@ BEGIN
         PERFORM "{schema}".autoshard_owned(wk[i], token);
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(wk, 1), 0) LOOP
+        v := NULL;
         IF wd[i] IS NULL THEN
             DELETE FROM "{schema}".autoshard_records WHERE key = wk[i];
             DELETE FROM "{schema}".autoshard_documents WHERE key = wk[i];
         ELSIF wo[i] THEN
             UPDATE "{schema}".autoshard_documents
             SET version = nextval('"{schema}".autoshard_versions'), doc = (doc - '~own') || wd[i]
-            WHERE key = wk[i] AND jsonb_typeof(doc) = 'object';
+            WHERE key = wk[i] AND jsonb_typeof(doc) = 'object'
+            RETURNING version INTO v;
         ELSE
             INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
             VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".autoshard_versions'),
                     "{schema}".autoshard_keep(wk[i], wd[i]))
             ON CONFLICT (key) DO UPDATE
-            SET version = EXCLUDED.version, doc = EXCLUDED.doc;
+            SET version = EXCLUDED.version, doc = EXCLUDED.doc
+            RETURNING version INTO v;
         END IF;
+        versions := versions || coalesce(v, 0);
     END LOOP;
-    RETURN 0;
+    RETURN versions;
 END $f$;
+-- The commit as builds before `autoshard_commit_versioned` call it: 0 when it wrote
+-- everything, else the 1-based index of the expectation that failed.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
+    rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], wo boolean[],
+    token text)
+RETURNS integer LANGUAGE sql AS $f$
+    SELECT ("{schema}".autoshard_commit_versioned(rk, rv, wk, wp, wn, wd, wo, token))[1]::integer
+$f$;
 -- The store contract's merge (store/merge.rs; `merge::reference` is the reference this
 -- must equal): fold `operand` into property `prop` of document `k` with `fold`
 -- ('sum', 'max' or 'min' of integers within `lo..=hi`, the property type's range;
@@ -376,6 +392,8 @@ COMMENT ON FUNCTION "{schema}".autoshard_write(text, text, text, jsonb, boolean)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[], boolean[], text)
+    IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_commit_versioned(text[], bigint[], text[], text[], text[], jsonb[], boolean[], text)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_owned(text, text) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_in_range(jsonb, numeric, numeric) IS 'autoshard store object';

@@ -45,7 +45,9 @@ impl Sql {
             // commit waits for the synchronous standbys (`make_durable`).
             durable: "SELECT pg_logical_emit_message(true, 'autoshard', 'durable')::text"
                 .to_owned(),
-            commit: format!("SELECT {s}.autoshard_commit($1, $2, $3, $4, $5, $6, $7, $8)"),
+            commit: format!(
+                "SELECT {s}.autoshard_commit_versioned($1, $2, $3, $4, $5, $6, $7, $8)"
+            ),
             // Part 0: the documents by key; part i: the first page of scan i (its
             // parent '' for roots). `$1` says whether documents keep their write record.
             lookup: format!(
