@@ -276,6 +276,14 @@ pub(crate) fn escape_segment(raw: &str) -> String {
 }
 
 fn escape_into(raw: &str, out: &mut impl fmt::Write) -> fmt::Result {
+    // The common case, nothing to escape, decided byte by byte (ASCII only: a control
+    // character beyond it takes the path below).
+    if raw
+        .bytes()
+        .all(|b| b.is_ascii() && !must_escape(char::from(b)))
+    {
+        return out.write_str(raw);
+    }
     let mut rest = raw;
     while let Some(at) = rest.find(must_escape) {
         out.write_str(&rest[..at])?;
@@ -423,6 +431,41 @@ mod tests {
     fn debug_shows_the_encoded_key() {
         let key = Key::new("Question", "4/2").child("Response", "7");
         assert_eq!(format!("{key:?}"), "Key({Question:4%2F2}/Response:7)");
+    }
+
+    #[test]
+    fn escaping_replaces_exactly_the_reserved_and_control_characters() {
+        let reference = |raw: &str| -> String {
+            raw.chars()
+                .map(|c| {
+                    if !must_escape(c) {
+                        return c.to_string();
+                    }
+                    let mut buf = [0u8; 4];
+                    let mut escaped = String::new();
+                    for b in c.encode_utf8(&mut buf).bytes() {
+                        escaped.push_str(&format!("%{b:02X}"));
+                    }
+                    escaped
+                })
+                .collect()
+        };
+        let every: String = ('\0'..='\u{2FF}').collect();
+        let texts = [
+            "Question",
+            "~shard:balance.0",
+            every.as_str(),
+            "plain\u{85}after",
+            "é",
+            "\u{7F}",
+        ];
+        for text in texts {
+            assert_eq!(escape_segment(text), reference(text), "{text:?}");
+        }
+        let every: Vec<String> = every.chars().map(String::from).collect();
+        for text in &every {
+            assert_eq!(escape_segment(text), reference(text), "{text:?}");
+        }
     }
 
     #[test]
