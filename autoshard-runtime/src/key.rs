@@ -435,6 +435,7 @@ mod tests {
 
     #[test]
     fn escaping_replaces_exactly_the_reserved_and_control_characters() {
+        use std::fmt::Write as _;
         let reference = |raw: &str| -> String {
             raw.chars()
                 .map(|c| {
@@ -444,7 +445,7 @@ mod tests {
                     let mut buf = [0u8; 4];
                     let mut escaped = String::new();
                     for b in c.encode_utf8(&mut buf).bytes() {
-                        escaped.push_str(&format!("%{b:02X}"));
+                        write!(escaped, "%{b:02X}").unwrap();
                     }
                     escaped
                 })

@@ -19,7 +19,7 @@
 //!   endings keep indexes apart from counters and documents.
 
 use crate::key::{Key, escape_segment};
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// A name formatted from its parts: prefix, a key's encoding, suffix.
 struct Name<'a, K>(&'a str, K, &'static str);
@@ -55,7 +55,11 @@ impl Names {
 
     /// The Redis key of a document.
     pub(super) fn doc(&self, key: &Key) -> String {
-        self.doc_name(key).to_string()
+        // Sized for a typical key at once rather than grown as it is written.
+        let mut name = String::with_capacity(self.prefix.len() + 64);
+        // Writing to a `String` cannot fail.
+        let _ = write!(name, "{}", self.doc_name(key));
+        name
     }
 
     /// [`Names::doc`], written where it is formatted.

@@ -25,7 +25,7 @@ use crate::key::Key;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, Transaction, Write};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// What a group's handle knows from its own commits (module docs).
@@ -37,7 +37,7 @@ pub(super) struct Memo {
     /// The group document as the handle last wrote it, at the version the store told.
     pub state: Option<Versioned>,
     /// The version each other document got from the handle's last write of it.
-    pub versions: BTreeMap<Key, Version>,
+    pub versions: HashMap<Key, Version>,
     /// The members as create read them, with their write records, as its joins left them
     /// (stamped with the owner, at the versions the joins got), by main document: what
     /// the group's first transaction reads in place of the store (`joined`).
