@@ -11,7 +11,7 @@ use crate::mapper::Mapper;
 use crate::mapper::layout;
 use crate::mapper::write::write_ids::Pool;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{DocumentStore, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Scan, Transaction};
 use crate::sync::lock;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -190,9 +190,7 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
                     None => gone,
                     Some(doc) => Owner::of(&doc.doc).map(|o| o.until_ms) == until,
                 };
-                let reply = send_versioned(mapper, &txn, &self.key, landed).await?;
-                lock(&self.memo).committed(&self.key, &txn, &reply);
-                Ok(reply.outcome.into())
+                Ok(self.send_noted(&txn, landed).await?.into())
             };
             if let std::ops::ControlFlow::Break(()) = retrying.attempt(attempt).await? {
                 return Ok(());
@@ -202,6 +200,18 @@ impl<'m, S: DocumentStore> KeyGroup<'m, S> {
 }
 
 impl<S: DocumentStore> KeyGroup<'_, S> {
+    /// Commits `txn`, one step of this group on a store that commits across entity groups
+    /// ([`send_versioned`]), and notes in the memo what it wrote, at the versions told.
+    pub(super) async fn send_noted(
+        &self,
+        txn: &Transaction,
+        landed: impl Fn(Option<&Versioned>) -> bool,
+    ) -> Result<Commit> {
+        let reply = send_versioned(self.mapper, txn, &self.key, landed).await?;
+        lock(&self.memo).committed(&self.key, txn, &reply);
+        Ok(reply.outcome)
+    }
+
     /// [`KeyGroup::rewrite`] on a store without cross-group commits (see `protocol`): the
     /// transaction left in flight settled, each entity group's documents, then the group
     /// document.

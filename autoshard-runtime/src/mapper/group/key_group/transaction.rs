@@ -4,7 +4,7 @@
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot::{self, documents_read};
-use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, send_versioned};
+use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
@@ -561,11 +561,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             .collect();
         let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
         let answer = if mapper.store.cross_group_transactions() {
-            let reply = send_versioned(mapper, &txn, &group.key, landed).await;
-            reply.map(|reply| {
-                lock(&group.memo).committed(&group.key, &txn, &reply);
-                reply.outcome
-            })
+            group.send_noted(&txn, landed).await
         } else {
             let current = self
                 .writes
