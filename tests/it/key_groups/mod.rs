@@ -487,23 +487,65 @@ async fn a_group_dissolves_in_one_commit_from_what_its_own_commits_wrote() {
             } else {
                 assert_eq!(calls, 1, "{case}: one commit");
             }
-            assert_eq!(
-                memory.len(),
-                documents,
-                "{case}: the group's documents deleted"
-            );
-            for id in 1..=2u64 {
-                let main = autoshard::Key::new("Account", id.to_string());
-                let mut keys = vec![main.clone()];
-                keys.extend((0..4).map(|i| autoshard::layout::static_shard(&main, "balance", i)));
-                for found in memory.get_many(&keys).await.unwrap().into_iter().flatten() {
-                    let owner = autoshard::store::Owner::of(&found.doc);
-                    assert!(owner.is_none(), "{case}: still owned: {owner:?}");
-                }
-                db.apply(&id, |a: &mut Account| a.deposit(0)).await.unwrap();
-            }
+            assert_released(&memory, &db, documents, &case).await;
         }
         assert_moved(&db, 20, 20, label).await;
+    }
+}
+
+/// The one commit that dissolves a group from its handle's versions, cut by a fault
+/// before it reaches the store or after it applied (its reply lost): dissolve still
+/// answers that the group is gone, having checked the group document and sent the
+/// commit again where it had not landed, and nothing stays owned or left behind.
+#[tokio::test]
+async fn a_one_commit_dissolve_cut_by_a_fault_still_releases_everything() {
+    for fault in [Fault::Before, Fault::After] {
+        for (memory, shaped, label) in memory_stores() {
+            if label == "the grouping protocol" {
+                continue;
+            }
+            let case = format!("{label}, {fault:?}");
+            let store = FaultyStore::new(shaped);
+            let db = Mapper::new(store.clone());
+            open_accounts(&db, 1..=2).await;
+            let documents = memory.len();
+            let group = group_of(&db, &[1, 2]).create().await.unwrap();
+            let mut txn = group.transaction().await;
+            let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+            move_ten(&mut txn, &mut accounts).unwrap();
+            txn.commit().await.unwrap();
+            store.fail_call(0, fault);
+            group.dissolve().await.unwrap();
+            assert_eq!(store.faults(), 1, "{case}: the fault struck");
+            assert_released(&memory, &db, documents, &case).await;
+            assert_moved(&db, 10, 10, &case).await;
+        }
+    }
+}
+
+/// After a group over accounts 1 and 2 was dissolved: the store holds `documents`
+/// documents again (the group's own are gone), none of the accounts' is owned, and each
+/// account takes a plain write.
+async fn assert_released<S: DocumentStore>(
+    memory: &MemoryStore,
+    db: &Mapper<S>,
+    documents: usize,
+    case: &str,
+) {
+    assert_eq!(
+        memory.len(),
+        documents,
+        "{case}: the group's documents deleted"
+    );
+    for id in 1..=2u64 {
+        let main = autoshard::Key::new("Account", id.to_string());
+        let mut keys = vec![main.clone()];
+        keys.extend((0..4).map(|i| autoshard::layout::static_shard(&main, "balance", i)));
+        for found in memory.get_many(&keys).await.unwrap().into_iter().flatten() {
+            let owner = autoshard::store::Owner::of(&found.doc);
+            assert!(owner.is_none(), "{case}: still owned: {owner:?}");
+        }
+        db.apply(&id, |a: &mut Account| a.deposit(0)).await.unwrap();
     }
 }
 
