@@ -2,6 +2,17 @@
 //! entity groups, one commit ([`KeyGroup::release_known_at_once`]); on one whose commits
 //! stay within one entity group (`protocol`), the steps below.
 //!
+//! The one commit, with the group's token, expects every document the group owns, the
+//! group document and its list at the versions the memo holds, takes the owner out of the
+//! first and deletes the other two. That is exact because each of those versions is the
+//! one this handle's own last commit gave: any write it did not see (a commit of its own
+//! whose reply was lost, a renewal or recovery by another handle) changed one, and the
+//! commit then conflicts and writes nothing, leaving dissolve to read and release as
+//! before; and the commit applies whole or not at all, so no document is released while
+//! another stays owned by a group document that is gone. An outcome left unknown is
+//! settled by the group document: gone means the commit landed (nothing else deletes it
+//! while the lease holds), present means it did not, and it is sent again.
+//!
 //! [`Steps::release_known`] takes the owner out of every document and deletes the group
 //! document concurrently, each expecting the version the memo holds, instead of reading
 //! the group document, its list and every owned document first and deleting the group
@@ -99,8 +110,7 @@ impl<S: DocumentStore> KeyGroup<'_, S> {
     /// in one commit with the group's token: the owner out of every document it owns and
     /// the group and list documents deleted, each expecting the version the memo holds.
     /// `false` when the memo does not know them all or the commit meets a change (nothing
-    /// written then: the full path reads and dissolves). Exact for the reasons above, and
-    /// atomic: the commit writes all of it or nothing.
+    /// written then: the full path reads and dissolves). Why it is exact: module docs.
     pub(super) async fn release_known_at_once(&self) -> Result<bool> {
         let mapper = self.mapper;
         let list_key = layout::key_group_members(&self.key);
