@@ -1,5 +1,6 @@
 //! Measurement, not a test: the client-side work of one vote, as heap allocations counted
-//! by dhat's global allocator, on the embedded store (so the store's own work is a
+//! by a counting global allocator (`stats_alloc`, as the voting app's `count-allocations`
+//! feature counts them), on the embedded store (so the store's own work is a
 //! map lookup and the count is the mapper's). Per vote, for `apply` and `update` of a
 //! `fold = sum` property through one shared `Mapper`, beside the store's `merge` called
 //! directly (what a vote cannot do with less).
@@ -12,10 +13,9 @@ use autoshard::Key;
 use autoshard::prelude::*;
 use autoshard::store::{Fold, Merge, WriteId};
 
-// dhat's allocator counts every allocation of the process (and writes no profile file in
-// its testing mode).
+// Counts every allocation of the process around the system allocator.
 #[global_allocator]
-static ALLOCATOR: dhat::Alloc = dhat::Alloc;
+static ALLOCATOR: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
 
 #[autoshard::sharded]
 #[derive(Entity, Debug, Clone)]
@@ -45,13 +45,14 @@ where
     for i in 0..100 {
         vote(i).await;
     }
-    let before = dhat::HeapStats::get();
+    let region = stats_alloc::Region::new(ALLOCATOR);
     for i in 0..VOTES {
         vote(1_000 + i).await;
     }
-    let after = dhat::HeapStats::get();
-    let calls = after.total_blocks - before.total_blocks;
-    let bytes = after.total_bytes - before.total_bytes;
+    // Allocations and reallocations, as the voting app's `allocs/vote` column counts them.
+    let change = region.change();
+    let calls = change.allocations + change.reallocations;
+    let bytes = change.bytes_allocated;
     #[allow(clippy::cast_precision_loss)]
     let (calls, bytes) = (calls as f64 / VOTES as f64, bytes as f64 / VOTES as f64);
     println!("{label:<40} {calls:>8.1} {bytes:>10.0}");
@@ -59,7 +60,6 @@ where
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let _profiler = dhat::Profiler::builder().testing().build();
     println!("{VOTES} votes one after the other on MemoryStore, after 100 to warm up");
     println!("{:<40} {:>8} {:>10}", "per vote", "allocs", "bytes");
     let store = MemoryStore::new();
