@@ -7,7 +7,7 @@ use super::rows::{column, parent_of, version_of};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::{OWNER, Scan, ScanPage, Write};
+use crate::store::{Commit, CommitReply, OWNER, Scan, ScanPage, Write};
 use tokio_postgres::types::Json;
 
 impl PostgresStore {
@@ -61,16 +61,16 @@ impl PostgresStore {
         Ok(column::<Option<i64>>(&row, 0, &encoded)?.map(version_of))
     }
 
-    /// Calls `autoshard_commit_versioned` (module docs): `Ok` with the version each write
-    /// gave its document (`None`: no document after it) when it committed, else `Err`
-    /// with the 1-based index into `reads` of an expectation that failed.
+    /// Calls `autoshard_commit_versioned` (module docs): committed with the version each
+    /// write gave its document (`None`: no document after it), or a conflict on the key
+    /// of the expectation in `reads` that failed.
     pub(super) async fn commit_documents(
         &self,
         what: &str,
         reads: &[(&Key, Option<Version>)],
         writes: &[(Key, Write)],
         owner: Option<&str>,
-    ) -> Result<std::result::Result<Vec<Option<Version>>, usize>> {
+    ) -> Result<CommitReply> {
         let rk: Vec<String> = reads.iter().map(|(k, _)| k.encode()).collect();
         let rv: Vec<Option<i64>> = reads
             .iter()
@@ -113,15 +113,33 @@ impl PostgresStore {
                 &[&rk, &rv, &wk, &wp, &wn, &wd, &wo, &owner],
             )
             .await?;
+        // `[0, version per write]` when committed, else `[index of the failed expectation]`.
         let answer = column::<Vec<i64>>(&row, 0, "(a commit)")?;
-        Ok(match answer.split_first() {
-            Some((0, versions)) => Ok(versions
-                .iter()
-                .map(|&v| (v > 0).then(|| version_of(v)))
-                .collect()),
-            Some((&failed, _)) => Err(usize::try_from(failed).unwrap_or(usize::MAX)),
-            None => Err(usize::MAX),
-        })
+        match answer.split_first() {
+            Some((0, versions)) if versions.len() == writes.len() => Ok(CommitReply {
+                outcome: Commit::Committed,
+                versions: Some(
+                    versions
+                        .iter()
+                        .map(|&v| (v > 0).then(|| version_of(v)))
+                        .collect(),
+                ),
+            }),
+            Some((0, _)) => Ok(CommitReply::untold(Commit::Committed)),
+            failed => {
+                let failed = failed.map_or(0, |(&index, _)| index);
+                let expectation = usize::try_from(failed).ok().and_then(|i| i.checked_sub(1));
+                match expectation.and_then(|i| reads.get(i)) {
+                    Some((key, _)) => Ok(CommitReply::untold(Commit::Conflict {
+                        key: (*key).clone(),
+                    })),
+                    None => Err(Error::backend(
+                        what,
+                        format!("the server named expectation {failed} of {}", reads.len()),
+                    )),
+                }
+            }
+        }
     }
 
     /// The page of each scan from its rows, in any order (a statement's part per scan).

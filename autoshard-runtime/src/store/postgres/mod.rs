@@ -206,25 +206,8 @@ impl DocumentStore for PostgresStore {
         }
         let reads: Vec<(&Key, Option<Version>)> =
             txn.reads().iter().map(|(key, v)| (key, *v)).collect();
-        match self
-            .commit_documents("commit", &reads, txn.writes(), txn.owner())
-            .await?
-        {
-            Ok(versions) if versions.len() == txn.writes().len() => Ok(CommitReply {
-                outcome: Commit::Committed,
-                versions: Some(versions),
-            }),
-            Ok(_) => Ok(CommitReply::untold(Commit::Committed)),
-            Err(failed) => match reads.get(failed.max(1) - 1) {
-                Some((key, _)) => Ok(CommitReply::untold(Commit::Conflict {
-                    key: (*key).clone(),
-                })),
-                None => Err(Error::backend(
-                    "commit",
-                    format!("the server named expectation {failed} of {}", reads.len()),
-                )),
-            },
-        }
+        self.commit_documents("commit", &reads, txn.writes(), txn.owner())
+            .await
     }
 
     /// The server's clock (`clock_timestamp()`), which leases are judged by.
