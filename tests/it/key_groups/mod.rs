@@ -2,10 +2,12 @@
 //! isolation of grouped members from every other write, and exactly-once commits; faults
 //! and dropped futures at every store call, each followed by recovery once the lease has
 //! passed, in `faults`; waiting for members, fairly and under the same faults, in
-//! `waiting`.
+//! `waiting`; a group's later transactions reading what its last commit left, in
+//! `later_transactions`.
 
 mod bank;
 mod faults;
+mod later_transactions;
 mod waiting;
 
 use autoshard::group::{GroupTransaction, KeyGroupBuilder};

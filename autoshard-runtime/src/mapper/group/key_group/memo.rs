@@ -11,11 +11,21 @@
 //! commit whose reply was lost landed) makes that commit conflict, and the step reads the
 //! store instead, as it does after any conflict.
 //!
-//! A one-shot transaction's group also notes its members as create read them and as its
-//! joins left them ([`Memo::joined`]): a join writes the owner alone, expecting the
-//! version create read, so each document is as read with the owner added, at the version
-//! the join got; from then on only the group's transactions change them, and the first
-//! one takes them from here ([`Memo::first_read`]) instead of reading them again.
+//! It also holds members' documents whole, as a committed state of the store: a one-shot
+//! transaction's group notes its members as create read them and as its joins left them
+//! ([`Memo::joined`]: a join writes the owner alone, expecting the version create read, so
+//! each document is as read with the owner added, at the version the join got), and on a
+//! store that commits across entity groups a transaction notes the members it read as its
+//! commit left them ([`Memo::transaction_committed`]: each document it wrote as written,
+//! at the version the store told, the others as read). The next transaction's first load
+//! takes them from here ([`Memo::members_read`]) instead of reading the store, and, as
+//! for any read that does not come with the group document in one atomic lookup, its
+//! commit expects every document read at the version read: documents the memo holds
+//! that someone changed since (a lease that passed, a commit whose reply was lost) make
+//! it conflict and write nothing. A commit of the group takes out the members whose
+//! documents it writes ([`Memo::committed`]; a transaction takes out those it loaded
+//! before it sends, and puts them back once its commit is told), so a load takes from
+//! here only what the group's commits left.
 //!
 //! Dissolving from the memo: `release.rs`.
 
@@ -38,16 +48,24 @@ pub(super) struct Memo {
     pub state: Option<Versioned>,
     /// The version each other document got from the handle's last write of it.
     pub versions: HashMap<Key, Version>,
-    /// The members as create read them, with their write records, as its joins left them
-    /// (stamped with the owner, at the versions the joins got), by main document: what
-    /// the group's first transaction reads in place of the store (`joined`).
+    /// Members' documents with their write records, by main document, as the group's
+    /// last commit left them (`joined`, `transaction_committed`): what the group's next
+    /// transaction reads in place of the store.
     pub members: BTreeMap<Key, Arc<Snapshot>>,
 }
 
 impl Memo {
     /// Notes the committed `txn` of the group whose document is `group`, as `reply` told
     /// it: each write's document at the version it got, or unknown where untold.
+    /// The members whose documents it writes are taken out of the members' documents it
+    /// holds, whatever the outcome (a transaction puts back what it wrote:
+    /// [`Memo::transaction_committed`]).
     pub(super) fn committed(&mut self, group: &Key, txn: &Transaction, reply: &CommitReply) {
+        self.members.retain(|_, found| {
+            let held =
+                |key: &Key| found.keys.contains(key) || found.scanned.iter().any(|(k, _)| k == key);
+            !txn.writes().iter().any(|(key, _)| held(key))
+        });
         if reply.outcome != Commit::Committed {
             return;
         }
@@ -120,16 +138,82 @@ impl Memo {
         }
     }
 
-    /// The members at `mains` as [`Memo::joined`] noted them, and the group document as
-    /// the memo holds it, taken out of the memo (a first transaction's read); `None` when
-    /// it does not hold them all.
-    pub(super) fn first_read(&mut self, mains: &[Key]) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
+    /// The members at `mains` as the memo holds them, and the group document as the memo
+    /// holds it; `None` when it does not hold them all.
+    pub(super) fn members_read(&self, mains: &[Key]) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
         let state = self.state.clone()?;
-        if mains.is_empty() || !mains.iter().all(|main| self.members.contains_key(main)) {
+        if mains.is_empty() {
             return None;
         }
-        let found = mains.iter().filter_map(|main| self.members.remove(main));
-        Some((found.collect(), state))
+        let found: Option<Vec<Arc<Snapshot>>> = mains
+            .iter()
+            .map(|main| self.members.get(main).cloned())
+            .collect();
+        Some((found?, state))
+    }
+
+    /// Takes the members at `mains` out of the members' documents the memo holds.
+    pub(super) fn forget<'k>(&mut self, mains: impl IntoIterator<Item = &'k Key>) {
+        for main in mains {
+            self.members.remove(main);
+        }
+    }
+
+    /// Notes the members a committed transaction of the group read (`read`, by main
+    /// document) as its `writes` left them: each document written as written, at the
+    /// version the memo holds for it (the commit's told version, noted by
+    /// [`Memo::committed`]), the others as read. Nothing is noted when the memo does not
+    /// hold the group document, when a write's version was not told, or when a write is
+    /// not among the documents read (a document the transaction created: a member's read
+    /// would find it, the snapshot does not hold it).
+    pub(super) fn transaction_committed(
+        &mut self,
+        read: &[(Key, Arc<Snapshot>)],
+        writes: &BTreeMap<Key, Document>,
+    ) {
+        if self.state.is_none() {
+            return;
+        }
+        let written = |key: &Key| -> Option<Option<Versioned>> {
+            let doc = writes.get(key)?;
+            Some(self.versions.get(key).map(|version| Versioned {
+                doc: doc.clone(),
+                version: *version,
+            }))
+        };
+        let mut placed = 0;
+        let mut noted = Vec::with_capacity(read.len());
+        for (main, found) in read {
+            if !found.folded.is_empty() {
+                return;
+            }
+            let mut docs = found.docs.clone();
+            for (key, doc) in found.keys.iter().zip(&mut docs) {
+                if let Some(new) = written(key) {
+                    let Some(new) = new else { return };
+                    *doc = Some(new);
+                    placed += 1;
+                }
+            }
+            let mut scanned = found.scanned.clone();
+            for (key, doc) in &mut scanned {
+                if let Some(new) = written(key) {
+                    let Some(new) = new else { return };
+                    *doc = new;
+                    placed += 1;
+                }
+            }
+            let snapshot = Snapshot {
+                keys: found.keys.clone(),
+                docs,
+                scanned,
+                folded: Vec::new(),
+            };
+            noted.push((main.clone(), Arc::new(snapshot)));
+        }
+        if placed == writes.len() {
+            self.members.extend(noted);
+        }
     }
 
     /// `release` with the owner taken out of every document of `owned`, each expected at

@@ -88,6 +88,12 @@ pub struct GroupTransaction<'g, 'm, S> {
     writes: BTreeMap<Key, Document>,
     /// The members loaded, with the incarnation they were loaded as.
     loaded: BTreeMap<Key, Option<String>>,
+    /// What each load of the group's members found, by main document (noted in the
+    /// group's memo once the commit is told: `memo.rs`).
+    found: Vec<(Key, Arc<Snapshot>)>,
+    /// Whether the first load took the members from the group's memo: a commit that
+    /// writes nothing then still checks what it read.
+    from_memo: bool,
 }
 
 impl<S> fmt::Debug for GroupTransaction<'_, '_, S> {
@@ -110,6 +116,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             docs: BTreeMap::new(),
             writes: BTreeMap::new(),
             loaded: BTreeMap::new(),
+            found: Vec::new(),
+            from_memo: false,
         }
     }
 
@@ -164,12 +172,13 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 .map(|main| mapper.read_entity_with::<E>(main, true))
         };
         let found = if let Some(group) = self.holder.group() {
-            // The first load: as create left the members (`memo.rs`), or in one lookup
-            // with the group document, or beside it.
+            // The first load: as the group's last commit left the members (`memo.rs`), or
+            // in one lookup with the group document, or beside it.
             let known = match self.state {
-                None => lock(&group.memo).first_read(&mains),
+                None => lock(&group.memo).members_read(&mains),
                 Some(_) => None,
             };
+            self.from_memo |= known.is_some();
             let at_once = match (&self.state, &known) {
                 (None, None) => Self::read_grouped_at_once::<E>(group, &mains).await?,
                 _ => None,
@@ -182,6 +191,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             if state.is_some() {
                 self.state = state;
             }
+            self.found
+                .extend(mains.iter().cloned().zip(found.iter().cloned()));
             found
         } else {
             let intent_keys: Vec<Key> = mains.iter().map(layout::group_intent).collect();
@@ -506,14 +517,38 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         txn
     }
 
+    /// For a transaction that writes nothing and took its members from the group's memo
+    /// (where the store commits across entity groups): a commit that writes nothing and
+    /// expects what it read and the group document, so that its reads were the store's
+    /// state at one instant, as a read of the store would have been.
+    async fn check_reads(&self) -> Result<()> {
+        let (Some(group), Some(stored)) = (self.holder.group(), &self.state) else {
+            return Ok(());
+        };
+        if !self.from_memo || !group.mapper.store.cross_group_transactions() {
+            return Ok(());
+        }
+        let txn = Transaction::new().owned_by(group.id.clone());
+        let txn = self
+            .expect_reads(txn, group, stored)
+            .expect(group.key.clone(), Some(stored.version));
+        match group.mapper.store.commit(&txn).await? {
+            Commit::Committed => Ok(()),
+            Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+        }
+    }
+
     async fn commit_changes(&self) -> Result<()> {
         if self.writes.is_empty() {
-            return Ok(());
+            return self.check_reads().await;
         }
         let Some(group) = self.holder.group() else {
             let mapper = self.holder.mapper();
             return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
         };
+        // The members it loaded (the only ones it writes) may change now: the memo holds
+        // them again once the commit is told.
+        lock(&group.memo).forget(self.loaded.keys());
         let mapper = group.mapper;
         let stored = match &self.state {
             Some(state) => state.clone(),
@@ -592,6 +627,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         match answer? {
             Commit::Committed => {
                 *lock(&group.owned) = owned;
+                if mapper.store.cross_group_transactions() {
+                    lock(&group.memo).transaction_committed(&self.found, &self.writes);
+                }
                 Ok(())
             }
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),

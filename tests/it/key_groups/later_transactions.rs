@@ -1,0 +1,97 @@
+//! A group's later transactions, where the store commits across entity groups: each reads
+//! its members as the group's last commit left them, from the group's handle, and its
+//! commit expects every document so read at the version the handle holds for it.
+
+use super::*;
+use autoshard::store::{Commit, Transaction};
+use autoshard_test_support::every_store::{Kind, run};
+
+/// Four transactions of one group over two accounts: the second and the third read
+/// nothing from the store (the members are as the first one's commit left them), one
+/// commit each (the third writes nothing: its commit checks what it read). Then account
+/// 1's main document is changed behind the handle (a commit carrying the group's token):
+/// the next transaction, reading the handle's copy, conflicts and writes nothing, and the
+/// one after reads the store again and commits. The change behind the handle is kept and
+/// every transfer counted once.
+async fn read_what_the_last_commit_left(backend: &Backend, label: &str) {
+    let store = FaultyStore::new(backend.store("keygroup_later").await);
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=2).await;
+    let group = group_of(&db, &[1, 2]).create().await.unwrap();
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
+
+    let before = store.calls();
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    assert_eq!(store.calls(), before, "{label}: read from the handle");
+    let balances = (accounts[0].balance, accounts[1].balance);
+    assert_eq!(balances, (INITIAL - 10, INITIAL + 10), "{label}: after one");
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
+    assert_eq!(store.calls() - before, 1, "{label}: one commit");
+
+    let before = store.calls();
+    let mut txn = group.transaction().await;
+    let accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    let balances = (accounts[0].balance, accounts[1].balance);
+    assert_eq!(balances, (INITIAL - 20, INITIAL + 20), "{label}: after two");
+    txn.commit().await.unwrap();
+    assert_eq!(store.calls() - before, 1, "{label}: one commit that checks");
+
+    let main = autoshard::Key::new("Account", "1");
+    let stored = store
+        .get(&main)
+        .await
+        .unwrap()
+        .expect("account 1 is stored");
+    let mut doc = stored.doc.clone();
+    doc.insert("transfers".to_owned(), 1000.into());
+    let behind = Transaction::new()
+        .owned_by(group.id().to_owned())
+        .expect(main.clone(), Some(stored.version))
+        .put(main, doc);
+    assert_eq!(store.commit(&behind).await.unwrap(), Commit::Committed);
+
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    assert_eq!(accounts[0].transfers, 0, "{label}: the handle's copy");
+    accounts[0].transfers += 1;
+    move_ten(&mut txn, &mut accounts).unwrap();
+    let committed = txn.commit().await;
+    assert!(
+        matches!(committed, Err(Error::Contention { .. })),
+        "{label}: a commit on the handle's stale copy: {committed:?}"
+    );
+
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    assert_eq!(accounts[0].transfers, 1000, "{label}: read from the store");
+    accounts[0].transfers += 1;
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
+    group.dissolve().await.unwrap();
+    let one: Account = db.load(&1).await.unwrap();
+    assert_eq!(
+        one.transfers, 1001,
+        "{label}: the change behind the handle kept"
+    );
+    assert_moved(&db, 30, 30, label).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory() {
+    run(Kind::Memory, read_what_the_last_commit_left).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_standalone() {
+    run(Kind::Standalone, read_what_the_last_commit_left).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    run(Kind::Postgres, read_what_the_last_commit_left).await;
+}
