@@ -14,10 +14,11 @@
 //! Files: `mod.rs`, what the steps share (reading a member, the group's documents,
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
-//! `transaction.rs`, [`GroupTransaction`]; `protocol.rs`, the steps on a store whose
+//! `transaction.rs`, [`GroupTransaction`], and `reads.rs`, its reads of the store;
+//! `protocol.rs`, the steps on a store whose
 //! commits stay within one entity group, `in_steps.rs`, a transaction's commit in those
-//! steps, `memo.rs`, what a handle knows from its own commits there, and `release.rs`,
-//! dissolving from it; `one_shot.rs`,
+//! steps, `memo.rs`, what a handle knows from its own commits (and the members its
+//! transactions read from it), and `release.rs`, dissolving from it; `one_shot.rs`,
 //! the one-shot transaction that needs no group; `queue.rs`, waiting for members, fairly.
 
 mod builder;
@@ -27,6 +28,7 @@ mod memo;
 pub(in crate::mapper) mod one_shot;
 mod protocol;
 mod queue;
+mod reads;
 mod release;
 mod transaction;
 

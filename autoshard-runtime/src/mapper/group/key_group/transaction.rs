@@ -4,7 +4,7 @@
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot::{self, documents_read};
-use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps};
+use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, reads};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
@@ -23,7 +23,6 @@ use crate::sync::lock;
 use rand::RngExt;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 
 /// How a transaction holds its group: its turn on a shared handle, the group of a
@@ -121,16 +120,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
     }
 
-    /// Reads the group document (once per transaction); [`Error::GroupLost`] when gone.
-    async fn read_state(group: &KeyGroup<'m, S>) -> Result<Versioned> {
-        let state = if group.mapper.store.cross_group_transactions() {
-            group.mapper.store.get(&group.key).await?
-        } else {
-            group.steps().settled_group_document().await?
-        };
-        Self::state_of(group, state)
-    }
-
     /// Loads the member of kind `E` with this id, as [`Mapper::load`](crate::mapper::Mapper::load) does; the commit
     /// expects every document read unchanged.
     ///
@@ -180,13 +169,13 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             };
             self.from_memo |= known.is_some();
             let at_once = match (&self.state, &known) {
-                (None, None) => Self::read_grouped_at_once::<E>(group, &mains).await?,
+                (None, None) => reads::at_once::<S, E>(group, &mains).await?,
                 _ => None,
             };
             self.reads_follow_state |= at_once.is_some();
             let (found, state) = match known.or(at_once) {
                 Some((found, state)) => (found, Some(state)),
-                None => Self::read_grouped(group, self.state.is_none(), reads).await?,
+                None => reads::members(group, self.state.is_none(), reads).await?,
             };
             if state.is_some() {
                 self.state = state;
@@ -222,7 +211,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                     let Some(group) = self.form_group().await? else {
                         return Err(e);
                     };
-                    let (found, state) = Self::read_grouped(group, true, reads).await?;
+                    let (found, state) = reads::members(group, true, reads).await?;
                     self.state = state;
                     found
                 }
@@ -245,68 +234,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             entities.push(entity);
         }
         Ok(entities)
-    }
-
-    /// The transaction's first read of a group's members (of kind `E`, at `mains`) and of
-    /// its group document in one atomic lookup, where the store commits across entity
-    /// groups and reads a lookup atomically (`Mapper::read_at_once`); `None` elsewhere,
-    /// or when a member needs more than that read. [`Error::GroupLost`] when the group
-    /// is gone.
-    async fn read_grouped_at_once<E: Root>(
-        group: &KeyGroup<'m, S>,
-        mains: &[Key],
-    ) -> Result<Option<(Vec<Arc<Snapshot>>, Versioned)>> {
-        let mapper = group.mapper;
-        if !mapper.store.cross_group_transactions() {
-            return Ok(None);
-        }
-        let read = mapper.read_at_once::<E>(mains, std::slice::from_ref(&group.key));
-        let Some((found, mut state)) = read.await? else {
-            return Ok(None);
-        };
-        Ok(Some((found, Self::state_of(group, state.pop().flatten())?)))
-    }
-
-    /// The group document as read (`state`), or [`Error::GroupLost`] when it is gone or
-    /// names another owner.
-    fn state_of(group: &KeyGroup<'m, S>, state: Option<Versioned>) -> Result<Versioned> {
-        state
-            .filter(|state| Owner::of(&state.doc).is_some_and(|o| *o.group == *group.id))
-            .ok_or_else(|| Error::GroupLost {
-                key: group.key.clone(),
-                group: group.id.to_string(),
-            })
-    }
-
-    /// Reads members (`reads`), and concurrently the group document when `with_state` (the
-    /// first read). Reading that settles a transaction left in flight (`protocol`): members
-    /// read meanwhile are read again when they show a document it held; what is held
-    /// after that, a transaction whose log never landed holds, and it is dropped first
-    /// (`in_steps`).
-    async fn read_grouped<I, F>(
-        group: &KeyGroup<'m, S>,
-        with_state: bool,
-        reads: impl Fn() -> I,
-    ) -> Result<(Vec<Arc<Snapshot>>, Option<Versioned>)>
-    where
-        I: Iterator<Item = F>,
-        F: Future<Output = Result<Arc<Snapshot>>>,
-    {
-        let members = || futures::future::try_join_all(reads());
-        if !with_state {
-            return Ok((members().await?, None));
-        }
-        let both = || async { futures::try_join!(members(), Self::read_state(group)) };
-        let (mut found, mut state) = both().await?;
-        if !group.mapper.store.cross_group_transactions() && !in_steps::held(&found).is_empty() {
-            found = members().await?;
-            let unlogged = in_steps::held(&found);
-            if !unlogged.is_empty() {
-                in_steps::drop_unlogged(&group.steps(), &unlogged).await?;
-                (found, state) = both().await?;
-            }
-        }
-        Ok((found, Some(state)))
     }
 
     /// For a one-shot transaction without a group that waits and has read nothing yet:
@@ -463,12 +390,16 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// atomically, exactly once (a commit whose reply is lost is checked and sent again
     /// under the same write id). A one-shot transaction
     /// ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) that formed a group then
-    /// dissolves it, also after an error.
+    /// dissolves it, also after an error. A later transaction of a group, on a store that
+    /// commits across entity groups, reads its members as the group's last commit left
+    /// them, from the group's handle; if it saved nothing, its commit still checks that
+    /// what it read is the store's state (one commit that writes nothing).
     ///
     /// # Errors
     /// [`Error::Contention`] when a document read changed (in a group, only a transaction
-    /// of the same group, through another handle, can do that; in a one-shot transaction
-    /// without a group, any writer): nothing was written; [`Error::GroupLost`] when the
+    /// of the same group through another handle, or a writer after the lease passed, can
+    /// do that; in a one-shot transaction without a group, any writer): nothing was
+    /// written; [`Error::GroupLost`] when the
     /// lease passed: nothing was written; [`Error::Grouped`] when a one-shot transaction
     /// without a group meets a member a live group owns: nothing was written;
     /// [`Error::Backend`] when the outcome stayed unknown after the resends.
@@ -552,7 +483,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         let mapper = group.mapper;
         let stored = match &self.state {
             Some(state) => state.clone(),
-            None => Self::read_state(group).await?,
+            None => reads::group_document(group).await?,
         };
         let mut writer = group.writers.take();
         let write: WriteId = writer.begin(mapper.write_window);
