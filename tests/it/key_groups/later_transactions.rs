@@ -6,18 +6,19 @@ use super::*;
 use autoshard::store::{Commit, Transaction};
 use autoshard_test_support::every_store::{Kind, run};
 
-/// Four transactions of one group over two accounts: the second and the third read
-/// nothing from the store (the members are as the first one's commit left them), one
-/// commit each (the third writes nothing: its commit checks what it read). Then account
-/// 1's main document is changed behind the handle (a commit carrying the group's token):
-/// the next transaction, reading the handle's copy, conflicts and writes nothing, and the
-/// one after reads the store again and commits. The change behind the handle is kept and
-/// every transfer counted once.
+/// Transactions of one group over three accounts: the second and the third read nothing
+/// from the store (accounts 1 and 2 are as the first one's commit left them), one commit
+/// each (the third writes nothing: its commit checks what it read); the fourth reads
+/// account 2 from the handle and account 3, which no transaction of the group loaded
+/// yet, from the store. Then account 1's main document is changed behind the handle (a
+/// commit carrying the group's token): the next transaction, reading the handle's copy,
+/// conflicts and writes nothing, and the one after reads the store again and commits.
+/// The change behind the handle is kept and every transfer counted once.
 async fn read_what_the_last_commit_left(backend: &Backend, label: &str) {
     let store = FaultyStore::new(backend.store("keygroup_later").await);
     let db = Mapper::new(store.clone());
-    open_accounts(&db, 1..=2).await;
-    let group = group_of(&db, &[1, 2]).create().await.unwrap();
+    open_accounts(&db, 1..=3).await;
+    let group = group_of(&db, &[1, 2, 3]).create().await.unwrap();
     let mut txn = group.transaction().await;
     let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
     move_ten(&mut txn, &mut accounts).unwrap();
@@ -40,6 +41,17 @@ async fn read_what_the_last_commit_left(backend: &Backend, label: &str) {
     assert_eq!(balances, (INITIAL - 20, INITIAL + 20), "{label}: after two");
     txn.commit().await.unwrap();
     assert_eq!(store.calls() - before, 1, "{label}: one commit that checks");
+
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[2, 3]).await.unwrap();
+    let balances = (accounts[0].balance, accounts[1].balance);
+    assert_eq!(
+        balances,
+        (INITIAL + 20, INITIAL),
+        "{label}: one held, one read"
+    );
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
 
     let main = autoshard::Key::new("Account", "1");
     let stored = store
@@ -78,7 +90,12 @@ async fn read_what_the_last_commit_left(backend: &Backend, label: &str) {
         one.transfers, 1001,
         "{label}: the change behind the handle kept"
     );
-    assert_moved(&db, 30, 30, label).await;
+    let mut balances = Vec::new();
+    for id in 1..=3 {
+        balances.push(db.load::<Account>(&id).await.unwrap().balance);
+    }
+    let moved = [INITIAL - 30, INITIAL + 20, INITIAL + 10];
+    assert_eq!(balances, moved, "{label}: every transfer once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
