@@ -3,6 +3,7 @@
 //! commit expects every document so read at the version the handle holds for it.
 
 use super::*;
+use autoshard::group::KeyGroup;
 use autoshard::store::{Commit, Transaction};
 use autoshard_test_support::every_store::{Kind, run};
 
@@ -111,4 +112,88 @@ async fn redis_standalone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres() {
     run(Kind::Postgres, read_what_the_last_commit_left).await;
+}
+
+/// Moves 10 from account 1 to account 2 in a transaction of `group`, counting it in
+/// account 1's transfers.
+async fn move_counted<S: DocumentStore>(group: &KeyGroup<'_, S>) -> Result<()> {
+    let mut txn = group.transaction().await;
+    let mut accounts = load_all(&mut txn, &[1, 2]).await?;
+    accounts[0].transfers += 1;
+    move_ten(&mut txn, &mut accounts)?;
+    txn.commit().await
+}
+
+/// Asserts that the accounts moved 10 per transfer account 1 counts, and that it counts
+/// `sure` or, where one transfer's outcome stayed unknown, one more.
+async fn assert_counted<S: DocumentStore>(db: &Mapper<S>, sure: u64, unknown: bool, case: &str) {
+    let one: Account = db.load(&1).await.unwrap();
+    let two: Account = db.load(&2).await.unwrap();
+    let counted = one.transfers;
+    let allowed = sure..=sure + u64::from(unknown);
+    assert!(
+        allowed.contains(&counted),
+        "{case}: {counted} transfers counted"
+    );
+    let moved = 10 * i64::try_from(counted).unwrap();
+    let balances = (one.balance, two.balance);
+    assert_eq!(balances, (INITIAL - moved, INITIAL + moved), "{case}");
+}
+
+/// A later transaction, reading from the handle, cut at its commit by a fault before the
+/// commit reaches the store or after it landed (its reply lost), and one dropped there,
+/// before or after it landed: the group's next transaction commits, and the one cut
+/// applied once or not at all (once where it answered).
+#[tokio::test]
+async fn a_later_transaction_cut_at_its_commit_leaves_the_next_one_exact() {
+    for fault in [Fault::Before, Fault::After] {
+        for (_, shaped, label) in memory_stores() {
+            if label == "the grouping protocol" {
+                continue;
+            }
+            let case = format!("{label}, failed {fault:?} its commit");
+            let store = FaultyStore::new(shaped);
+            let db = Mapper::new(store.clone());
+            open_accounts(&db, 1..=2).await;
+            let group = group_of(&db, &[1, 2]).create().await.unwrap();
+            move_counted(&group).await.unwrap();
+            store.fail_call(0, fault);
+            let cut = move_counted(&group).await;
+            assert_eq!(store.faults(), 1, "{case}: the fault struck");
+            if let Err(e) = &cut {
+                assert!(matches!(e, Error::Backend { .. }), "{case}: {e:?}");
+            }
+            move_counted(&group).await.unwrap();
+            group.dissolve().await.unwrap();
+            assert_counted(&db, 2 + u64::from(cut.is_ok()), cut.is_err(), &case).await;
+        }
+        for (_, shaped, label) in memory_stores() {
+            if label == "the grouping protocol" {
+                continue;
+            }
+            let case = format!("{label}, dropped {fault:?} its commit");
+            let gate = faults::DropAt {
+                inner: shaped,
+                calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+                at: 0,
+                fault,
+                hit: Arc::new(tokio::sync::Notify::new()),
+            };
+            let db = Mapper::new(gate.clone());
+            open_accounts(&db, 1..=2).await;
+            let group = group_of(&db, &[1, 2]).create().await.unwrap();
+            move_counted(&group).await.unwrap();
+            // The next transaction reads from the handle: its first store call is its
+            // commit.
+            gate.calls.store(0, Ordering::SeqCst);
+            tokio::select! {
+                outcome = move_counted(&group) => panic!("{case}: not dropped: {outcome:?}"),
+                () = gate.hit.notified() => {}
+            }
+            gate.calls.store(u64::MAX / 2, Ordering::SeqCst);
+            move_counted(&group).await.unwrap();
+            group.dissolve().await.unwrap();
+            assert_counted(&db, 2, true, &case).await;
+        }
+    }
 }
