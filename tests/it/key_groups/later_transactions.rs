@@ -147,10 +147,7 @@ async fn assert_counted<S: DocumentStore>(db: &Mapper<S>, sure: u64, unknown: bo
 #[tokio::test]
 async fn a_later_transaction_cut_at_its_commit_leaves_the_next_one_exact() {
     for fault in [Fault::Before, Fault::After] {
-        for (_, shaped, label) in memory_stores() {
-            if label == "the grouping protocol" {
-                continue;
-            }
+        for (_, shaped, label) in cross_group_memory_stores() {
             let case = format!("{label}, failed {fault:?} its commit");
             let store = FaultyStore::new(shaped);
             let db = Mapper::new(store.clone());
@@ -167,10 +164,7 @@ async fn a_later_transaction_cut_at_its_commit_leaves_the_next_one_exact() {
             group.dissolve().await.unwrap();
             assert_counted(&db, 2 + u64::from(cut.is_ok()), cut.is_err(), &case).await;
         }
-        for (_, shaped, label) in memory_stores() {
-            if label == "the grouping protocol" {
-                continue;
-            }
+        for (_, shaped, label) in cross_group_memory_stores() {
             let case = format!("{label}, dropped {fault:?} its commit");
             let gate = faults::DropAt {
                 inner: shaped,

@@ -301,6 +301,15 @@ fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str);
     ]
 }
 
+/// The shapes of [`memory_stores`] that commit across entity groups (all but the
+/// grouping protocol's).
+fn cross_group_memory_stores()
+-> impl Iterator<Item = (MemoryStore, Arc<TestStore<MemoryStore>>, &'static str)> {
+    memory_stores()
+        .into_iter()
+        .filter(|(_, store, _)| store.cross_group_transactions())
+}
+
 /// A commit whose reply is lost is checked and applied once; so is one that failed
 /// before reaching the store.
 #[tokio::test]
@@ -462,10 +471,7 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
 /// by a read) reads before it releases; either way nothing stays owned or left behind.
 #[tokio::test]
 async fn a_group_dissolves_in_one_commit_from_what_its_own_commits_wrote() {
-    for (memory, shaped, label) in memory_stores() {
-        if label == "the grouping protocol" {
-            continue;
-        }
+    for (memory, shaped, label) in cross_group_memory_stores() {
         let store = FaultyStore::new(shaped);
         let db = Mapper::new(store.clone());
         open_accounts(&db, 1..=2).await;
@@ -502,10 +508,7 @@ async fn a_group_dissolves_in_one_commit_from_what_its_own_commits_wrote() {
 #[tokio::test]
 async fn a_one_commit_dissolve_cut_by_a_fault_still_releases_everything() {
     for fault in [Fault::Before, Fault::After] {
-        for (memory, shaped, label) in memory_stores() {
-            if label == "the grouping protocol" {
-                continue;
-            }
+        for (memory, shaped, label) in cross_group_memory_stores() {
             let case = format!("{label}, {fault:?}");
             let store = FaultyStore::new(shaped);
             let db = Mapper::new(store.clone());
