@@ -14,23 +14,28 @@
 //! It also holds members' documents whole, as a committed state of the store: a one-shot
 //! transaction's group notes its members as create read them and as its joins left them
 //! ([`Memo::joined`]: a join writes the owner alone, expecting the version create read, so
-//! each document is as read with the owner added, at the version the join got), and on a
-//! store that commits across entity groups a transaction notes the members it read as its
-//! commit left them ([`Memo::transaction_committed`]: each document it wrote as written,
-//! at the version the store told, the others as read). The next transaction's first load
-//! takes them from here ([`Memo::members_read`]) instead of reading the store, and, as
-//! for any read that does not come with the group document in one atomic lookup, its
-//! commit expects every document read at the version read: documents the memo holds
-//! that someone changed since (a lease that passed, a commit whose reply was lost) make
-//! it conflict and write nothing. A commit of the group takes out the members whose
-//! documents it writes ([`Memo::committed`]; a transaction takes out those it loaded
-//! before it sends, and puts them back once its commit is told), so a load takes from
-//! here only what the group's commits left.
+//! each document is as read with the owner added, at the version the join got), and a
+//! transaction notes the members it read as its commit left them
+//! ([`Memo::transaction_committed`]: each document it wrote as written, or on a store
+//! whose commits stay within one entity group as its settling wrote it, at the version
+//! the store told; the others as read). The next transaction's first load takes them
+//! from here ([`Memo::members_read`]) instead of reading the store. Where the store
+//! commits across entity groups its commit expects every document read at the version
+//! read (as for any read that does not come with the group document in one atomic
+//! lookup); elsewhere its prepare expects every document it writes so, and its log the
+//! group document: documents the memo holds that someone changed since (a lease that
+//! passed, a commit whose reply was lost) make it conflict and write nothing. A commit of
+//! the group takes out the members whose documents it writes ([`Memo::committed`]; a
+//! transaction takes out the group document, those it loaded and the versions of what it
+//! writes before it sends, [`Memo::sending`], and they come back once its commit is
+//! told), so a load takes from here only what the group's commits left; and not while
+//! the group document records a transaction the handle did not settle.
 //!
 //! Dissolving from the memo: `release.rs`.
 
 use super::Member;
-use crate::document::{Document, Version, Versioned};
+use super::protocol::IN_FLIGHT;
+use crate::document::{Document, Value, Version, Versioned};
 use crate::key::Key;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
@@ -142,7 +147,7 @@ impl Memo {
     /// holds it; `None` when it does not hold them all.
     pub(super) fn members_read(&self, mains: &[Key]) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
         let state = self.state.clone()?;
-        if mains.is_empty() {
+        if mains.is_empty() || !self.nothing_left_in_flight(&state.doc) {
             return None;
         }
         let found: Option<Vec<Arc<Snapshot>>> = mains
@@ -152,10 +157,35 @@ impl Memo {
         Some((found?, state))
     }
 
-    /// Takes the members at `mains` out of the members' documents the memo holds.
-    pub(super) fn forget<'k>(&mut self, mains: impl IntoIterator<Item = &'k Key>) {
+    /// Whether the group document `state` records no transaction but one whose documents
+    /// the handle settled (on a store whose commits stay within one entity group): one
+    /// whose settling failed after its log still holds documents, and the next
+    /// transaction reads the store, which settles it first, instead of logging over its
+    /// record.
+    fn nothing_left_in_flight(&self, state: &Document) -> bool {
+        let Some(in_flight) = state.get(IN_FLIGHT) else {
+            return true;
+        };
+        let txn = in_flight.get("txn").and_then(Value::as_str);
+        txn.is_some() && txn == self.settled.as_deref()
+    }
+
+    /// Takes out what a transaction's commit may change before it is sent: the group
+    /// document, the members at `mains` and the versions of the documents it `writes`
+    /// (each write that is told puts its version back, and the commit the members), so
+    /// that a commit cut before its answer (a fault, a dropped future, a reply lost on
+    /// the way) leaves the next transaction reading the store.
+    pub(super) fn sending<'k>(
+        &mut self,
+        mains: impl IntoIterator<Item = &'k Key>,
+        writes: impl IntoIterator<Item = &'k Key>,
+    ) {
+        self.state = None;
         for main in mains {
             self.members.remove(main);
+        }
+        for key in writes {
+            self.versions.remove(key);
         }
     }
 

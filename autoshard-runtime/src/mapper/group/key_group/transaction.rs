@@ -390,10 +390,10 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// atomically, exactly once (a commit whose reply is lost is checked and sent again
     /// under the same write id). A one-shot transaction
     /// ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) that formed a group then
-    /// dissolves it, also after an error. A later transaction of a group, on a store that
-    /// commits across entity groups, reads its members as the group's last commit left
-    /// them, from the group's handle; if it saved nothing, its commit still checks that
-    /// what it read is the store's state (one commit that writes nothing).
+    /// dissolves it, also after an error. A later transaction of a group reads its members
+    /// as the group's last commit left them, from the group's handle; if it saved nothing,
+    /// its commit still checks that what it read is the store's state (one commit that
+    /// writes nothing).
     ///
     /// # Errors
     /// [`Error::Contention`] when a document read changed (in a group, only a transaction
@@ -448,24 +448,48 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         txn
     }
 
-    /// For a transaction that writes nothing and took its members from the group's memo
-    /// (where the store commits across entity groups): a commit that writes nothing and
-    /// expects what it read and the group document, so that its reads were the store's
+    /// For a transaction that writes nothing and took its members from the group's memo:
+    /// a commit that writes nothing and expects what it read (where the store commits
+    /// across entity groups) and the group document, so that its reads were the store's
     /// state at one instant, as a read of the store would have been.
     async fn check_reads(&self) -> Result<()> {
         let (Some(group), Some(stored)) = (self.holder.group(), &self.state) else {
             return Ok(());
         };
-        if !self.from_memo || !group.mapper.store.cross_group_transactions() {
+        if !self.from_memo {
             return Ok(());
         }
         let txn = Transaction::new().owned_by(group.id.clone());
-        let txn = self
-            .expect_reads(txn, group, stored)
-            .expect(group.key.clone(), Some(stored.version));
+        // Where a commit stays within one entity group, the group document alone: under
+        // the group's token, it commits only while the lease holds, when nothing but the
+        // group's transactions (each rewriting that document) changes its members.
+        let txn = if group.mapper.store.cross_group_transactions() {
+            self.expect_reads(txn, group, stored)
+        } else {
+            txn
+        };
+        let txn = txn.expect(group.key.clone(), Some(stored.version));
         match group.mapper.store.commit(&txn).await? {
             Commit::Committed => Ok(()),
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
+        }
+    }
+
+    /// Notes in the group's memo the members this transaction read as its commit left
+    /// them (`memo.rs`); `owner`: the group as the commit's writes name it.
+    fn note_committed(&self, group: &KeyGroup<'m, S>, owner: &Owner) {
+        let mut memo = lock(&group.memo);
+        if group.mapper.store.cross_group_transactions() {
+            memo.transaction_committed(&self.found, &self.writes);
+        } else {
+            // Settled, each document is what the transaction staged, owned by the group
+            // as the prepare held it (`in_steps`), at the settling's version.
+            let settled = self.writes.iter().map(|(key, doc)| {
+                let mut doc = doc.clone();
+                doc.insert(OWNER.to_owned(), owner.to_value());
+                (key.clone(), doc)
+            });
+            memo.transaction_committed(&self.found, &settled.collect());
         }
     }
 
@@ -477,9 +501,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             let mapper = self.holder.mapper();
             return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
         };
-        // The members it loaded (the only ones it writes) may change now: the memo holds
-        // them again once the commit is told.
-        lock(&group.memo).forget(self.loaded.keys());
+        // The group document and the members it loaded (the only ones it writes) may
+        // change now: the memo holds them again once the commit is told.
+        lock(&group.memo).sending(self.loaded.keys(), self.writes.keys());
         let mapper = group.mapper;
         let stored = match &self.state {
             Some(state) => state.clone(),
@@ -558,9 +582,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         match answer? {
             Commit::Committed => {
                 *lock(&group.owned) = owned;
-                if mapper.store.cross_group_transactions() {
-                    lock(&group.memo).transaction_committed(&self.found, &self.writes);
-                }
+                self.note_committed(group, &group_owner);
                 Ok(())
             }
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
