@@ -287,3 +287,54 @@ async fn a_later_transaction_cut_in_its_steps_leaves_the_next_ones_exact() {
         }
     }
 }
+
+/// The same later transaction failed by a fault at each of its store calls, before the
+/// call reaches the store or after it ran (its reply lost): it answers, committed or
+/// not (or an error where the outcome stayed unknown), and the next transactions, over
+/// two other accounts the handle holds and over the same two, commit at their first
+/// attempt with every transfer counted once.
+#[tokio::test]
+async fn a_later_transaction_failed_in_its_steps_leaves_the_next_ones_exact() {
+    let shaped = || {
+        let (_, store, _) = memory_stores()
+            .into_iter()
+            .find(|(_, store, _)| !store.cross_group_transactions())
+            .expect("the grouping protocol's shape");
+        FaultyStore::new(store)
+    };
+    let calls = {
+        let store = shaped();
+        let db = Mapper::new(store.clone());
+        open_accounts(&db, 1..=2).await;
+        let group = group_of(&db, &[1, 2]).create().await.unwrap();
+        move_counted(&group).await.unwrap();
+        let before = store.calls();
+        move_counted(&group).await.unwrap();
+        store.calls() - before
+    };
+    for at in 0..calls {
+        for fault in [Fault::Before, Fault::After] {
+            let store = shaped();
+            let db = Mapper::new(store.clone());
+            open_accounts(&db, 1..=4).await;
+            let group = group_of(&db, &[1, 2, 3, 4]).create().await.unwrap();
+            move_counted_between(&group, 1, 2).await.unwrap();
+            move_counted_between(&group, 3, 4).await.unwrap();
+            store.fail_call(at, fault);
+            let cut = move_counted_between(&group, 1, 2).await;
+            store.clear();
+            let case = format!("failed {fault:?} call {at} of {calls}: {cut:?}");
+            move_counted_between(&group, 3, 4).await.unwrap();
+            move_counted_between(&group, 1, 2).await.unwrap();
+            group.dissolve().await.unwrap();
+            let three: Account = db.load(&3).await.unwrap();
+            let four: Account = db.load(&4).await.unwrap();
+            assert_eq!(three.transfers, 2, "{case}");
+            let balances = (three.balance, four.balance);
+            assert_eq!(balances, (INITIAL - 20, INITIAL + 20), "{case}");
+            let sure = 2 + u64::from(cut.is_ok());
+            let unknown = matches!(cut, Err(Error::Backend { .. }));
+            assert_counted(&db, sure, unknown, &case).await;
+        }
+    }
+}
