@@ -29,13 +29,12 @@
 //! transaction takes out the group document, those it loaded and the versions of what it
 //! writes before it sends, [`Memo::sending`], and they come back once its commit is
 //! told), so a load takes from here only what the group's commits left; and not while
-//! the group document records a transaction the handle did not settle.
+//! the group document records a transaction the handle did not settle (`reads.rs`).
 //!
 //! Dissolving from the memo: `release.rs`.
 
 use super::Member;
-use super::protocol::IN_FLIGHT;
-use crate::document::{Document, Value, Version, Versioned};
+use crate::document::{Document, Version, Versioned};
 use crate::key::Key;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
@@ -147,7 +146,7 @@ impl Memo {
     /// holds it; `None` when it does not hold them all.
     pub(super) fn members_read(&self, mains: &[Key]) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
         let state = self.state.clone()?;
-        if mains.is_empty() || !self.nothing_left_in_flight(&state.doc) {
+        if mains.is_empty() {
             return None;
         }
         let found: Option<Vec<Arc<Snapshot>>> = mains
@@ -155,19 +154,6 @@ impl Memo {
             .map(|main| self.members.get(main).cloned())
             .collect();
         Some((found?, state))
-    }
-
-    /// Whether the group document `state` records no transaction but one whose documents
-    /// the handle settled (on a store whose commits stay within one entity group): one
-    /// whose settling failed after its log still holds documents, and the next
-    /// transaction reads the store, which settles it first, instead of logging over its
-    /// record.
-    fn nothing_left_in_flight(&self, state: &Document) -> bool {
-        let Some(in_flight) = state.get(IN_FLIGHT) else {
-            return true;
-        };
-        let txn = in_flight.get("txn").and_then(Value::as_str);
-        txn.is_some() && txn == self.settled.as_deref()
     }
 
     /// Takes out what a transaction's commit may change before it is sent: the group

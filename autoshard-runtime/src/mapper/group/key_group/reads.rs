@@ -1,8 +1,9 @@
-//! How a group's transaction reads, where the handle does not hold its members
-//! (`memo.rs`): the group document, and the members in one atomic lookup with it or
+//! How a group's transaction reads: from the group's handle where it holds the members
+//! (`memo.rs`), else the group document, and the members in one atomic lookup with it or
 //! beside it (settling, on a store whose commits stay within one entity group, what a
 //! transaction left in flight).
 
+use super::protocol::InFlight;
 use super::{KeyGroup, in_steps};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -11,8 +12,30 @@ use crate::key::Key;
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::DocumentStore;
 use crate::store::ownership::Owner;
+use crate::sync::lock;
 use std::future::Future;
 use std::sync::Arc;
+
+/// The members at `mains` as the group's handle holds them (`memo.rs`), with the group
+/// document as it holds it; `None` when it does not hold them all, or when that document
+/// records a transaction the handle did not settle: one cut after its log (decided)
+/// still holds documents, and a later log would replace its record, after which they
+/// would be dropped as unlogged; a read of the store settles it first ([`members`]).
+pub(super) fn from_handle<S>(
+    group: &KeyGroup<'_, S>,
+    mains: &[Key],
+) -> Option<(Vec<Arc<Snapshot>>, Versioned)> {
+    let memo = lock(&group.memo);
+    let (found, state) = memo.members_read(mains)?;
+    match InFlight::of(&group.key, &state.doc) {
+        Ok(None) => Some((found, state)),
+        Ok(Some(recorded)) if memo.settled.as_deref() == Some(recorded.txn.as_str()) => {
+            Some((found, state))
+        }
+        // Unsettled, or a record that does not decode (the store's read answers it).
+        Ok(Some(_)) | Err(_) => None,
+    }
+}
 
 /// Reads the group document (once per transaction); [`Error::GroupLost`] when gone.
 pub(super) async fn group_document<S: DocumentStore>(group: &KeyGroup<'_, S>) -> Result<Versioned> {

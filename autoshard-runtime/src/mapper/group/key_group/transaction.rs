@@ -164,7 +164,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             // The first load: as the group's last commit left the members (`memo.rs`), or
             // in one lookup with the group document, or beside it.
             let known = match self.state {
-                None => lock(&group.memo).members_read(&mains),
+                None => reads::from_handle(group, &mains),
                 Some(_) => None,
             };
             self.from_memo |= known.is_some();
