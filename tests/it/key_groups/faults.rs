@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// The lease, by the store's clock: waits until it has passed `until_ms`.
-async fn after<S: DocumentStore>(store: &S, until_ms: u64) {
+pub(super) async fn after<S: DocumentStore>(store: &S, until_ms: u64) {
     while store.now_ms().await.unwrap() <= until_ms {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

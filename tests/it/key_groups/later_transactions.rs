@@ -338,3 +338,47 @@ async fn a_later_transaction_failed_in_its_steps_leaves_the_next_ones_exact() {
         }
     }
 }
+
+/// Once the group's lease has passed, a later transaction reading from the handle writes
+/// nothing: one that saves none and then one that saves changes both fail with
+/// `Error::GroupLost` (the first would otherwise answer a copy the store may no longer
+/// hold), on every shape of store, and the accounts keep what the committed transaction
+/// left. The lease starts short and doubles until the first transaction
+/// commits within it, so a slow machine only makes the test take longer.
+#[tokio::test]
+async fn a_later_transaction_after_the_lease_writes_nothing() {
+    for (memory, shaped, label) in memory_stores() {
+        let db = Mapper::new(shaped);
+        open_accounts(&db, 1..=2).await;
+        let mut lease = Duration::from_millis(200);
+        let group = loop {
+            let group = group_of(&db, &[1, 2]).lease(lease).create().await.unwrap();
+            match move_counted(&group).await {
+                Ok(()) => break group,
+                Err(Error::GroupLost { .. }) if lease < Duration::from_mins(1) => {
+                    db.recover_key_groups().await.unwrap();
+                    lease *= 2;
+                }
+                Err(e) => panic!("{label}: {e:?}"),
+            }
+        };
+        faults::after(&memory, group.until_ms()).await;
+
+        let mut txn = group.transaction().await;
+        let read = load_all(&mut txn, &[1, 2]).await.unwrap();
+        assert_eq!(read[0].balance, INITIAL - 10, "{label}: the handle's copy");
+        let checked = txn.commit().await;
+        assert!(
+            matches!(checked, Err(Error::GroupLost { .. })),
+            "{label}: a read after the lease: {checked:?}"
+        );
+        let moved = move_counted(&group).await;
+        assert!(
+            matches!(moved, Err(Error::GroupLost { .. })),
+            "{label}: a transfer after the lease: {moved:?}"
+        );
+        drop(group);
+        db.recover_key_groups().await.unwrap();
+        assert_counted(&db, 1, false, label).await;
+    }
+}
