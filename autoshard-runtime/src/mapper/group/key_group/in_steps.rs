@@ -31,7 +31,10 @@
 //! the same content and version a read would answer, since a version is never handed out
 //! again. The commit expects that version, so a document someone changed meanwhile (a
 //! recoverer, once the lease has passed) makes it conflict, and the step reads it and
-//! tries again as it does after any conflict.
+//! tries again as it does after any conflict. The documents as settled, at the versions
+//! the settling's commits told, are what the group's handle keeps for the next
+//! transaction's first load (`memo.rs`): its prepare expects those versions, and its log
+//! the group document as this log left it.
 
 use super::protocol::{IN_FLIGHT, InFlight, NEXT, Steps, gathered, split};
 use super::{resend, send, send_versioned};
