@@ -4,7 +4,7 @@
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot::{self, documents_read};
-use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, reads};
+use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, protocol, reads};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
@@ -482,11 +482,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         if group.mapper.store.cross_group_transactions() {
             memo.transaction_committed(&self.found, &self.writes);
         } else {
-            // Settled, each document is what the transaction staged, owned by the group
-            // as the prepare held it (`in_steps`), at the settling's version.
-            let settled = self.writes.iter().map(|(key, doc)| {
-                let mut doc = doc.clone();
-                doc.insert(OWNER.to_owned(), owner.to_value());
+            // Each document as its settling wrote it, at the version the settling got.
+            let settled = self.writes.iter().map(|(key, next)| {
+                let doc = protocol::committed_content(next.clone(), owner);
                 (key.clone(), doc)
             });
             memo.transaction_committed(&self.found, &settled.collect());
@@ -582,7 +580,10 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         match answer? {
             Commit::Committed => {
                 *lock(&group.owned) = owned;
-                self.note_committed(group, &group_owner);
+                // A one-shot transaction's group dissolves next: nothing reads its memo.
+                if matches!(self.holder, Holder::Shared { .. }) {
+                    self.note_committed(group, &group_owner);
+                }
                 Ok(())
             }
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
