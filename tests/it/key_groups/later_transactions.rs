@@ -216,6 +216,15 @@ async fn move_counted_between<S: DocumentStore>(
     txn.commit().await
 }
 
+/// Asserts that accounts 3 and 4 saw exactly two transfers of 10 from 3 to 4.
+async fn assert_two_moved_from_three<S: DocumentStore>(db: &Mapper<S>, case: &str) {
+    let three: Account = db.load(&3).await.unwrap();
+    let four: Account = db.load(&4).await.unwrap();
+    assert_eq!(three.transfers, 2, "{case}");
+    let balances = (three.balance, four.balance);
+    assert_eq!(balances, (INITIAL - 20, INITIAL + 20), "{case}");
+}
+
 /// In the grouping protocol's steps (a store whose commits stay within one entity group),
 /// a later transaction reading from the handle dropped at each of its store calls, before
 /// or after the call ran (at a prepare, at the log, at the settling: after a log that
@@ -275,14 +284,7 @@ async fn a_later_transaction_cut_in_its_steps_leaves_the_next_ones_exact() {
             move_counted_between(&group, 3, 4).await.unwrap();
             move_counted_between(&group, 1, 2).await.unwrap();
             group.dissolve().await.unwrap();
-            let three: Account = db.load(&3).await.unwrap();
-            let four: Account = db.load(&4).await.unwrap();
-            assert_eq!(three.transfers, 2, "{case}");
-            assert_eq!(
-                (three.balance, four.balance),
-                (INITIAL - 20, INITIAL + 20),
-                "{case}"
-            );
+            assert_two_moved_from_three(&db, &case).await;
             assert_counted(&db, 2, true, &case).await;
         }
     }
@@ -327,11 +329,7 @@ async fn a_later_transaction_failed_in_its_steps_leaves_the_next_ones_exact() {
             move_counted_between(&group, 3, 4).await.unwrap();
             move_counted_between(&group, 1, 2).await.unwrap();
             group.dissolve().await.unwrap();
-            let three: Account = db.load(&3).await.unwrap();
-            let four: Account = db.load(&4).await.unwrap();
-            assert_eq!(three.transfers, 2, "{case}");
-            let balances = (three.balance, four.balance);
-            assert_eq!(balances, (INITIAL - 20, INITIAL + 20), "{case}");
+            assert_two_moved_from_three(&db, &case).await;
             let sure = 2 + u64::from(cut.is_ok());
             let unknown = matches!(cut, Err(Error::Backend { .. }));
             assert_counted(&db, sure, unknown, &case).await;
