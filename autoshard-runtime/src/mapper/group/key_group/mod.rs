@@ -77,6 +77,14 @@ impl Member {
     }
 }
 
+/// What a document whose next content is `next` becomes when the transaction holding it
+/// commits and settles (`protocol`): that content, owned by the group (`released`: held
+/// by no transaction).
+pub(super) fn committed_content(mut next: Document, released: &Owner) -> Document {
+    next.insert(OWNER.to_owned(), released.to_value());
+    next
+}
+
 /// Reads one member alone.
 type ReadMember<S> = for<'a> fn(&'a Mapper<S>, &'a Key) -> BoxFuture<'a, Result<Member>>;
 

@@ -200,7 +200,7 @@ fn settled(key: &Key, doc: &Document, owner: &Owner, commit: bool) -> Result<Doc
         return Ok(dropped(doc, Some(&released)));
     }
     match doc.get(NEXT) {
-        Some(Value::Object(next)) => Ok(committed_content(
+        Some(Value::Object(next)) => Ok(super::committed_content(
             next.clone().into_iter().collect(),
             &released,
         )),
@@ -209,14 +209,6 @@ fn settled(key: &Key, doc: &Document, owner: &Owner, commit: bool) -> Result<Doc
             FieldError::new(NEXT, "a held document without its next content"),
         )),
     }
-}
-
-/// What a document whose next content is `next` becomes when the transaction holding it
-/// commits and settles: that content, owned by the group (`released`: held by no
-/// transaction).
-pub(super) fn committed_content(mut next: Document, released: &Owner) -> Document {
-    next.insert(OWNER.to_owned(), released.to_value());
-    next
 }
 
 /// The held document `doc` as it is without the transaction's change: its next content

@@ -4,7 +4,7 @@
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot::{self, documents_read};
-use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, protocol, reads};
+use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, reads};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
@@ -484,7 +484,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         } else {
             // Each document as its settling wrote it, at the version the settling got.
             let settled = self.writes.iter().map(|(key, next)| {
-                let doc = protocol::committed_content(next.clone(), owner);
+                let doc = super::committed_content(next.clone(), owner);
                 (key.clone(), doc)
             });
             memo.transaction_committed(&self.found, &settled.collect());
