@@ -233,18 +233,12 @@ async fn assert_two_moved_from_three<S: DocumentStore>(db: &Mapper<S>, case: &st
 /// two, commit, and every transfer counts once (the cut one at most once).
 #[tokio::test]
 async fn a_later_transaction_cut_in_its_steps_leaves_the_next_ones_exact() {
-    let shaped = || {
-        let (_, store, _) = memory_stores()
-            .into_iter()
-            .find(|(_, store, _)| !store.cross_group_transactions())
-            .expect("the grouping protocol's shape");
-        faults::DropAt {
-            inner: store,
-            calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
-            at: 0,
-            fault: Fault::Before,
-            hit: Arc::new(tokio::sync::Notify::new()),
-        }
+    let shaped = || faults::DropAt {
+        inner: grouping_memory_store(),
+        calls: Arc::new(AtomicU64::new(u64::MAX / 2)),
+        at: 0,
+        fault: Fault::Before,
+        hit: Arc::new(tokio::sync::Notify::new()),
     };
     // How many store calls a transaction that reads from the handle makes.
     let gate = faults::DropAt {
@@ -297,13 +291,7 @@ async fn a_later_transaction_cut_in_its_steps_leaves_the_next_ones_exact() {
 /// attempt with every transfer counted once.
 #[tokio::test]
 async fn a_later_transaction_failed_in_its_steps_leaves_the_next_ones_exact() {
-    let shaped = || {
-        let (_, store, _) = memory_stores()
-            .into_iter()
-            .find(|(_, store, _)| !store.cross_group_transactions())
-            .expect("the grouping protocol's shape");
-        FaultyStore::new(store)
-    };
+    let shaped = || FaultyStore::new(grouping_memory_store());
     let calls = {
         let store = shaped();
         let db = Mapper::new(store.clone());

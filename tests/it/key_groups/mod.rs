@@ -310,6 +310,16 @@ fn cross_group_memory_stores()
         .filter(|(_, store, _)| store.cross_group_transactions())
 }
 
+/// The shape of [`memory_stores`] whose commits stay within one entity group: the
+/// grouping protocol's.
+fn grouping_memory_store() -> Arc<TestStore<MemoryStore>> {
+    let (_, store, _) = memory_stores()
+        .into_iter()
+        .find(|(_, store, _)| !store.cross_group_transactions())
+        .expect("the grouping protocol's shape");
+    store
+}
+
 /// A commit whose reply is lost is checked and applied once; so is one that failed
 /// before reaching the store.
 #[tokio::test]
