@@ -175,6 +175,21 @@ impl Key {
         GroupDisplay(self)
     }
 
+    /// Appends [`Key::encode`] to `out`, without the formatting machinery (a store's
+    /// names are built on every call).
+    #[cfg(feature = "redis")]
+    pub(crate) fn push_encoded(&self, out: &mut String) {
+        // Writing into a `String` cannot fail.
+        let _ = self.write_encoded(self.path.len(), out);
+    }
+
+    /// Appends the encoding of this key's entity group ([`Key::group_display`]) to `out`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn push_group_encoded(&self, out: &mut String) {
+        // Writing into a `String` cannot fail.
+        let _ = self.write_encoded(self.group_len, out);
+    }
+
     /// Writes the encoding of the key made of the first `len` segments (`len` at least
     /// the group's length, or exactly it).
     fn write_encoded(&self, len: usize, out: &mut impl fmt::Write) -> fmt::Result {
@@ -231,6 +246,14 @@ impl Key {
     }
 }
 
+/// A hash map on a write's or a load's path (keyed by [`Key`]s, mostly): foldhash, seeded
+/// per process, where the standard library's hasher costs more than the rest of finding
+/// an entry.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, FastHasher>;
+
+/// The hasher of [`FastMap`], and of whatever else hashes keys on a write's path.
+pub(crate) type FastHasher = foldhash::fast::RandomState;
+
 /// The readable encoded form, as in errors and logs: `Key({Question:42}/Response:7)`.
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -275,13 +298,22 @@ pub(crate) fn escape_segment(raw: &str) -> String {
     out
 }
 
+/// The bytes [`must_escape`] keeps as they are: printable ASCII but for `%/:{}` (a byte
+/// of a multi-byte character, and a control character, takes the slow path).
+const PLAIN: [bool; 256] = {
+    let mut plain = [false; 256];
+    let mut b = 0x20;
+    while b < 0x7f {
+        plain[b] = !matches!(b as u8, b'%' | b'/' | b':' | b'{' | b'}');
+        b += 1;
+    }
+    plain
+};
+
 fn escape_into(raw: &str, out: &mut impl fmt::Write) -> fmt::Result {
-    // The common case, nothing to escape, decided byte by byte (ASCII only: a control
-    // character beyond it takes the path below).
-    if raw
-        .bytes()
-        .all(|b| b.is_ascii() && !must_escape(char::from(b)))
-    {
+    // The common case, nothing to escape, decided byte by byte by a table (a key is
+    // encoded on every store call).
+    if raw.bytes().all(|b| PLAIN[usize::from(b)]) {
         return out.write_str(raw);
     }
     let mut rest = raw;
@@ -370,6 +402,18 @@ impl EntityId for uuid::Uuid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plain_byte_table_keeps_exactly_what_must_not_be_escaped() {
+        for b in 0..=u8::MAX {
+            let c = char::from(b);
+            assert_eq!(
+                PLAIN[usize::from(b)],
+                b.is_ascii() && !must_escape(c),
+                "byte {b:#04x}"
+            );
+        }
+    }
 
     #[test]
     fn round_trips_and_never_collides() {

@@ -2,8 +2,7 @@
 //! dashboards, in total and for each of the busiest entities. Counting only; no timing,
 //! no logging.
 
-use crate::key::Key;
-use std::collections::HashMap;
+use crate::key::{FastMap, Key};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
@@ -48,7 +47,7 @@ struct Counters {
 /// takes the write lock.
 #[derive(Default)]
 struct Tracked {
-    entities: RwLock<HashMap<Key, Counters>>,
+    entities: RwLock<FastMap<Key, Counters>>,
 }
 
 impl Tracked {
@@ -98,7 +97,7 @@ impl Tracked {
 /// Forgets the half of `entities` with the fewest attempts since the last pruning (the
 /// busiest stay; one that was busy long ago and is idle now goes), and starts the next
 /// period.
-fn prune(entities: &mut HashMap<Key, Counters>) {
+fn prune(entities: &mut FastMap<Key, Counters>) {
     let recent = |c: &Counters| {
         let attempts = c.attempts.load(Ordering::Relaxed);
         attempts.saturating_sub(c.pruned_at.load(Ordering::Relaxed))

@@ -15,7 +15,6 @@ use crate::entity::{Entity, ShardCount, ShardCounts, ShardedProperty, Sharding};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::store::Scan;
-use std::io::Write as _;
 use std::sync::{Arc, LazyLock};
 
 /// Kind of a static shard document.
@@ -222,13 +221,19 @@ fn shared(kind: &'static str) -> Arc<str> {
         .map_or_else(|| Arc::from(kind), Arc::clone)
 }
 
-/// `<property>.<index>`, formatted on the stack when it fits, then shared.
+/// `<property>.<index>`, written on the stack when it fits (without `fmt`: a shard key is
+/// built on every write), then shared.
 fn shard_name(property: &str, index: u32) -> Arc<str> {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(index).as_bytes();
+    let len = property.len() + 1 + digits.len();
     let mut buf = [0u8; 96];
-    let mut out = std::io::Cursor::new(&mut buf[..]);
-    if write!(out, "{property}.{index}").is_ok() {
-        let len = usize::try_from(out.position()).unwrap_or(0);
-        if let Ok(name) = std::str::from_utf8(&buf[..len]) {
+    if let Some(name) = buf.get_mut(..len) {
+        let (head, tail) = name.split_at_mut(property.len());
+        head.copy_from_slice(property.as_bytes());
+        tail[0] = b'.';
+        tail[1..].copy_from_slice(digits);
+        if let Ok(name) = std::str::from_utf8(name) {
             return Arc::from(name);
         }
     }

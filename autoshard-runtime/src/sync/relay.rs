@@ -11,22 +11,23 @@
 //! calls wait, and a call a leader took and then dropped learns it
 //! ([`Joined::Abandoned`]) instead of waiting for ever.
 
+use crate::key::FastMap;
 use crate::sync::lock;
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
 /// The slots being led, each with the calls queued behind its leader.
 pub(crate) struct Relay<K, W, R> {
-    slots: Mutex<HashMap<K, VecDeque<Follower<W, R>>>>,
+    slots: Mutex<FastMap<K, VecDeque<Follower<W, R>>>>,
 }
 
 impl<K, W, R> Default for Relay<K, W, R> {
     fn default() -> Self {
         Relay {
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(FastMap::default()),
         }
     }
 }
@@ -74,7 +75,7 @@ pub(crate) enum Joined<'r, K: Eq + Hash, W, R> {
 }
 
 impl<K: Eq + Hash, W, R> Relay<K, W, R> {
-    fn slots(&self) -> MutexGuard<'_, HashMap<K, VecDeque<Follower<W, R>>>> {
+    fn slots(&self) -> MutexGuard<'_, FastMap<K, VecDeque<Follower<W, R>>>> {
         lock(&self.slots)
     }
 

@@ -10,12 +10,11 @@
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::group::Root;
-use crate::key::Key;
+use crate::key::{FastMap, Key};
 use crate::mapper::Mapper;
 use crate::mapper::codec::{MainState, from_main, from_main_reusing, malformed};
 use crate::store::DocumentStore;
 use std::any::TypeId;
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -31,7 +30,7 @@ pub(in crate::mapper) const MAIN_CACHE_TTL: Duration = Duration::from_secs(1);
 /// pass [`MAIN_CACHE_CAPACITY`] the expired ones go, or all of them if none has expired.
 #[derive(Clone, Default)]
 pub(in crate::mapper) struct MainCache {
-    entries: Arc<RwLock<HashMap<Key, Fetched>>>,
+    entries: Arc<RwLock<FastMap<Key, Fetched>>>,
 }
 
 /// A cached main document and when its read started.

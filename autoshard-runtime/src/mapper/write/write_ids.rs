@@ -29,7 +29,7 @@
 use crate::document::Document;
 use crate::entity::{Entity, EntityState, Pending, Sent};
 use crate::error::{Error, Result};
-use crate::key::Key;
+use crate::key::{FastHasher, Key};
 use crate::mapper::Mapper;
 use crate::mapper::codec::with_property;
 use crate::mapper::layout;
@@ -352,7 +352,7 @@ pub(in crate::mapper) async fn hold<'l>(
 #[derive(Debug)]
 pub(in crate::mapper) struct Lanes {
     stripes: Vec<LaneLock<Writer>>,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: FastHasher,
 }
 
 /// The lanes one attempt holds, released on drop (also when its future is dropped), and
@@ -377,7 +377,7 @@ impl Lanes {
     pub(in crate::mapper) fn new() -> Self {
         Lanes {
             stripes: (0..STRIPES).map(|_| LaneLock::new(Writer::new())).collect(),
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: FastHasher::default(),
         }
     }
 

@@ -25,18 +25,18 @@ impl RedisStore {
                 &keys,
                 if narrow { 10 } else { 8 },
             );
-            call.arg_display(format_args!("p:{}", merge.property))
+            call.arg_with(|out| field(out, "p:", &merge.property))
                 .arg(operand)
-                .arg_display(format_args!("w:{}", merge.write.writer))
+                .arg_with(|out| field(out, "w:", &merge.write.writer))
                 .arg(merge.write.seq)
-                .arg_display(format_args!("[{},{}]", merge.write.seq, merge.write.at_ms))
+                .arg_with(|out| record_entry(out, merge.write.seq, merge.write.at_ms))
                 .arg(fold);
             match &merge.guard {
                 None => call.arg("").arg(""),
                 Some((property, expected)) => {
-                    call.arg_display(format_args!("p:{property}"));
+                    call.arg_with(|out| field(out, "p:", property));
                     match expected {
-                        Some(value) => call.arg_display(serde_json::Value::from(value.clone())),
+                        Some(value) => call.arg_with(|out| json_string(out, value)),
                         None => call.arg(""),
                     }
                 }
@@ -117,6 +117,33 @@ impl RedisStore {
     }
 }
 
+/// The hash field `<prefix><name>` (`p:` a property, `w:` a writer's record entry).
+fn field(out: &mut String, prefix: &str, name: &str) {
+    out.push_str(prefix);
+    out.push_str(name);
+}
+
+/// A writer's record entry as the scripts store it: `[seq,at_ms]`.
+fn record_entry(out: &mut String, seq: u64, at_ms: u64) {
+    let mut digits = itoa::Buffer::new();
+    out.push('[');
+    out.push_str(digits.format(seq));
+    out.push(',');
+    out.push_str(digits.format(at_ms));
+    out.push(']');
+}
+
+/// The JSON text of the string `value` (what a document stores for it).
+fn json_string(out: &mut String, value: &str) {
+    if value.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.push_str(&serde_json::Value::from(value).to_string());
+        return;
+    }
+    out.push('"');
+    out.push_str(value);
+    out.push('"');
+}
+
 /// The operand of a merge `lua/merge_common.lua` may take, or `None` when `lua/merge.lua`
 /// decides it: an integer sum, max or min that does not prune the record, whose operand is
 /// an integer below [`COMMON_LIMIT`] in magnitude (where Lua numbers are exact) and, for
@@ -135,3 +162,32 @@ fn common_operand(merge: &Merge) -> Option<i64> {
 /// The magnitude below which `lua/merge_common.lua` takes operands, stored values and
 /// results: 10^14, where Lua's numbers (doubles) are exact.
 const COMMON_LIMIT: u64 = 100_000_000_000_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_string_writes_what_serde_json_writes() {
+        for value in [
+            "",
+            "3088b6be33084065a6754038491c1171",
+            "quote \" inside",
+            "back\\slash",
+            "tab\tand\nnewline",
+            "\u{1}\u{1f}",
+            "del \u{7f} and é, 漢字, 🦀",
+        ] {
+            let mut out = String::new();
+            json_string(&mut out, value);
+            assert_eq!(out, serde_json::Value::from(value).to_string(), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn record_entry_is_seq_and_time_in_brackets() {
+        let mut out = String::new();
+        record_entry(&mut out, 0, u64::MAX);
+        assert_eq!(out, format!("[0,{}]", u64::MAX));
+    }
+}

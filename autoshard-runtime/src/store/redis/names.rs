@@ -18,15 +18,37 @@
 //!   holds no `:`; the last `:` therefore splits parent and kind, and the `#i:` / `}#i`
 //!   endings keep indexes apart from counters and documents.
 
+use super::call::Text;
 use crate::key::{Key, escape_segment};
-use std::fmt::{self, Write as _};
 
-/// A name formatted from its parts: prefix, a key's encoding, suffix.
-struct Name<'a, K>(&'a str, K, &'static str);
+/// A name built from its parts: prefix, a key's encoding (or its entity group's), suffix.
+/// Written with [`Text`], not `fmt`: names are built for every command, and the
+/// formatting machinery costs several times the copying.
+pub(super) struct Name<'a> {
+    prefix: &'a str,
+    key: &'a Key,
+    group_only: bool,
+    suffix: &'static str,
+}
 
-impl<K: fmt::Display> fmt::Display for Name<'_, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}{}", self.0, self.1, self.2)
+impl Text for Name<'_> {
+    fn push_to(&self, out: &mut String) {
+        out.push_str(self.prefix);
+        if self.group_only {
+            self.key.push_group_encoded(out);
+        } else {
+            self.key.push_encoded(out);
+        }
+        out.push_str(self.suffix);
+    }
+}
+
+impl Name<'_> {
+    fn to_text(&self) -> String {
+        // Sized for a typical key at once rather than grown as it is written.
+        let mut name = String::with_capacity(self.prefix.len() + 64);
+        self.push_to(&mut name);
+        name
     }
 }
 
@@ -55,32 +77,37 @@ impl Names {
 
     /// The Redis key of a document.
     pub(super) fn doc(&self, key: &Key) -> String {
-        // Sized for a typical key at once rather than grown as it is written.
-        let mut name = String::with_capacity(self.prefix.len() + 64);
-        // Writing to a `String` cannot fail.
-        let _ = write!(name, "{}", self.doc_name(key));
-        name
+        self.doc_name(key).to_text()
     }
 
-    /// [`Names::doc`], written where it is formatted.
-    pub(super) fn doc_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
-        Name(&self.prefix, key, "")
+    /// [`Names::doc`], written where it is used.
+    pub(super) fn doc_name<'a>(&'a self, key: &'a Key) -> Name<'a> {
+        self.name(key, false, "")
     }
 
     /// The Redis key of a document's record hash ([`record_of`]), written where it is
-    /// formatted.
-    pub(super) fn record_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
-        Name(&self.prefix, key, RECORD_SUFFIX)
+    /// used.
+    pub(super) fn record_name<'a>(&'a self, key: &'a Key) -> Name<'a> {
+        self.name(key, false, RECORD_SUFFIX)
     }
 
     /// The Redis key of the version counter of `key`'s entity group.
     pub(super) fn counter(&self, key: &Key) -> String {
-        self.counter_name(key).to_string()
+        self.counter_name(key).to_text()
     }
 
-    /// [`Names::counter`], written where it is formatted.
-    pub(super) fn counter_name<'a>(&'a self, key: &'a Key) -> impl fmt::Display + 'a {
-        Name(&self.prefix, key.group_display(), "#v")
+    /// [`Names::counter`], written where it is used.
+    pub(super) fn counter_name<'a>(&'a self, key: &'a Key) -> Name<'a> {
+        self.name(key, true, "#v")
+    }
+
+    fn name<'a>(&'a self, key: &'a Key, group_only: bool, suffix: &'static str) -> Name<'a> {
+        Name {
+            prefix: &self.prefix,
+            key,
+            group_only,
+            suffix,
+        }
     }
 
     /// The Redis key of the scan index of documents of `kind` under `parent`.
@@ -104,7 +131,10 @@ impl Names {
 /// The Redis key of the record hash of the document whose Redis key is `doc` (module
 /// docs; the scripts append the same suffix).
 pub(super) fn record_of(doc: &str) -> String {
-    format!("{doc}{RECORD_SUFFIX}")
+    let mut name = String::with_capacity(doc.len() + RECORD_SUFFIX.len());
+    name.push_str(doc);
+    name.push_str(RECORD_SUFFIX);
+    name
 }
 
 /// What follows a document's Redis key in the name of its record hash.
