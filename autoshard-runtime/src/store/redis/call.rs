@@ -7,34 +7,11 @@
 //! costs several times the copying, and a merge writes two names and five arguments.
 
 use super::connection::Conn;
+use super::names::Text;
 use ::redis::{
     Cmd, ErrorKind, FromRedisValue, RedisResult, RedisWrite, Script, ServerErrorKind, ToRedisArgs,
 };
 use std::fmt;
-
-/// Text that writes itself into a command: a key's name, an argument.
-pub(super) trait Text: Sync {
-    /// Appends the text to `out`.
-    fn push_to(&self, out: &mut String);
-}
-
-impl Text for str {
-    fn push_to(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl Text for String {
-    fn push_to(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
-impl<T: Text + ?Sized> Text for &T {
-    fn push_to(&self, out: &mut String) {
-        (**self).push_to(out);
-    }
-}
 
 /// A key of a call, when a call's keys are of several kinds.
 pub(super) type KeyText<'a> = &'a dyn Text;

@@ -18,8 +18,32 @@
 //!   holds no `:`; the last `:` therefore splits parent and kind, and the `#i:` / `}#i`
 //!   endings keep indexes apart from counters and documents.
 
-use super::call::Text;
 use crate::key::{Key, escape_segment};
+
+/// Text that writes itself into a command: a key's name (below), an argument
+/// (`call.rs`).
+pub(super) trait Text: Sync {
+    /// Appends the text to `out`.
+    fn push_to(&self, out: &mut String);
+}
+
+impl Text for str {
+    fn push_to(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl Text for String {
+    fn push_to(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
+impl<T: Text + ?Sized> Text for &T {
+    fn push_to(&self, out: &mut String) {
+        (**self).push_to(out);
+    }
+}
 
 /// A name built from its parts: prefix, a key's encoding (or its entity group's), suffix.
 /// Written with [`Text`], not `fmt`: names are built for every command, and the
