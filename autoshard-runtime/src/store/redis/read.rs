@@ -102,6 +102,9 @@ impl RedisStore {
                 other => return Err(bad(other)),
             };
             let json = |field: &str| {
+                if let Some(value) = plain_json(bytes) {
+                    return Ok(value);
+                }
                 serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
                     key: key.clone(),
                     field: field.to_owned(),
@@ -558,4 +561,97 @@ fn cursor_min(scan: &Scan) -> String {
     scan.cursor
         .as_ref()
         .map_or_else(|| "-".to_owned(), |c| format!("({c}"))
+}
+
+/// The JSON value of a field in the two shapes documents mostly hold, decoded without
+/// the JSON parser (a load decodes every field of every shard): a canonical integer of at
+/// most 18 digits, and a string without escapes. `None` for anything else, which the
+/// parser decodes; either way the value is the one `serde_json` reads.
+fn plain_json(bytes: &[u8]) -> Option<serde_json::Value> {
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, bytes),
+    };
+    let canonical = match digits {
+        [b'0'] => !negative,
+        [b'1'..=b'9', rest @ ..] => rest.len() < 18 && rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if canonical {
+        let magnitude = digits
+            .iter()
+            .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+        return Some(serde_json::Value::from(if negative {
+            -magnitude
+        } else {
+            magnitude
+        }));
+    }
+    match bytes {
+        // Without an early exit, so that the check runs many bytes at a time.
+        [b'"', inner @ .., b'"']
+            if !inner.iter().fold(false, |escaped, &b| {
+                escaped | (b < 0x20) | (b == b'"') | (b == b'\\')
+            }) =>
+        {
+            std::str::from_utf8(inner).ok().map(serde_json::Value::from)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_json;
+
+    #[test]
+    fn plain_json_reads_what_serde_json_reads_or_leaves_it_to_it() {
+        let texts = [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "00",
+            "01",
+            "-01",
+            "+1",
+            "1e3",
+            "1.5",
+            " 1",
+            "1 ",
+            "999999999999999999",
+            "-999999999999999999",
+            "1000000000000000000",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "18446744073709551615",
+            "\"\"",
+            "\"abc\"",
+            "\"a\\\"b\"",
+            "\"\\u00e9\"",
+            "\"é🦀\"",
+            "\"tab\t\"",
+            "\"",
+            "\"a",
+            "a\"",
+            "true",
+            "null",
+            "[1]",
+            "{}",
+            "",
+        ];
+        for text in texts {
+            let expected: Option<serde_json::Value> = serde_json::from_str(text).ok();
+            match plain_json(text.as_bytes()) {
+                Some(value) => assert_eq!(Some(value), expected, "{text:?}"),
+                None => assert!(
+                    !matches!(
+                        text,
+                        "0" | "7" | "-7" | "\"abc\"" | "\"é🦀\"" | "999999999999999999"
+                    ),
+                    "{text:?} should take the quick path"
+                ),
+            }
+        }
+    }
 }
