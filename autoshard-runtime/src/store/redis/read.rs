@@ -588,11 +588,13 @@ fn plain_json(bytes: &[u8]) -> Option<serde_json::Value> {
         }));
     }
     match bytes {
-        // Without an early exit, so that the check runs many bytes at a time.
+        // Counted without an early exit, so that the check runs many bytes at a time.
         [b'"', inner @ .., b'"']
-            if !inner.iter().fold(false, |escaped, &b| {
-                escaped | (b < 0x20) | (b == b'"') | (b == b'\\')
-            }) =>
+            if inner
+                .iter()
+                .filter(|&&b| b < 0x20 || b == b'"' || b == b'\\')
+                .count()
+                == 0 =>
         {
             std::str::from_utf8(inner).ok().map(serde_json::Value::from)
         }
