@@ -24,6 +24,7 @@
 mod call;
 mod commit;
 mod connection;
+mod decode;
 mod durability;
 mod index;
 mod merge;

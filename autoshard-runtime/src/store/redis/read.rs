@@ -2,14 +2,13 @@
 //! and a lookup lists its pages in the same step, answered from there when it read every
 //! listed document (`docs/design/redis.md`, "Round trips"); on a cluster, and for scan
 //! pages, one read script per slot lists and reads atomically (`lua/read.lua`), or a plain
-//! `HGETALL` reads a slot's only document. The replies are decoded here.
+//! `HGETALL` reads a slot's only document. The replies become documents in `decode.rs`.
 
 use super::call::{KeyText, ScriptCall};
 use super::{RedisStore, names, reply};
-use crate::document::{Document, Version, Versioned};
-use crate::error::{Error, Result, WHOLE_DOCUMENT};
+use crate::document::Versioned;
+use crate::error::{Error, Result};
 use crate::key::Key;
-use crate::store::merge::RECORD;
 use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::Value;
 use ::redis::cluster_routing::Slot;
@@ -64,78 +63,6 @@ impl RedisStore {
             out[i] = doc;
         }
         Ok(out)
-    }
-
-    pub(super) fn decode_entry(&self, key: &Key, entry: &Value) -> Result<Option<Versioned>> {
-        let bad = || self.backend("read", reply::unexpected("the read script", entry));
-        let items = reply::array(entry).ok_or_else(bad)?;
-        match items.first().and_then(reply::int) {
-            Some(0) => Ok(None),
-            Some(1) if items.len() == 2 => {
-                let fields = reply::array(&items[1]).ok_or_else(bad)?;
-                self.decode_fields(key, fields, true).map(Some)
-            }
-            Some(2) => Err(reply::not_ours(key, items)),
-            _ => Err(bad()),
-        }
-    }
-
-    /// A document from the fields of its hash (`HGETALL`: field, value, ...), with its
-    /// write record when `records` is on.
-    fn decode_fields(&self, key: &Key, fields: &[Value], records: bool) -> Result<Versioned> {
-        let bad =
-            |value: &Value| self.backend("read", reply::unexpected("a document's field", value));
-        let foreign = || Error::Malformed {
-            key: key.clone(),
-            field: WHOLE_DOCUMENT.to_owned(),
-            reason: "a Redis hash that is not an autoshard document (a version `v`, \
-                     `p:` and `w:` fields)"
-                .to_owned(),
-        };
-        let mut version = None;
-        let mut doc = Document::new();
-        let mut record = serde_json::Map::new();
-        for pair in fields.chunks_exact(2) {
-            let field = reply::text(&pair[0]).ok_or_else(foreign)?;
-            let bytes = match &pair[1] {
-                Value::BulkString(bytes) => bytes.as_slice(),
-                other => return Err(bad(other)),
-            };
-            let json = |field: &str| {
-                if let Some(value) = plain_json(bytes) {
-                    return Ok(value);
-                }
-                serde_json::from_slice(bytes).map_err(|e| Error::Malformed {
-                    key: key.clone(),
-                    field: field.to_owned(),
-                    reason: format!("field `{field}` does not hold JSON: {e}"),
-                })
-            };
-            match field.split_at_checked(2) {
-                Some(("p:", name)) => {
-                    doc.insert(name.to_owned(), json(field)?);
-                }
-                Some(("w:", writer)) => {
-                    if records {
-                        record.insert(writer.to_owned(), json(field)?);
-                    }
-                }
-                _ if field == "v" => {
-                    version = std::str::from_utf8(bytes)
-                        .ok()
-                        .and_then(|v| v.parse::<u64>().ok());
-                }
-                _ => return Err(foreign()),
-            }
-        }
-        let version = version.ok_or_else(foreign)?;
-        if !record.is_empty() {
-            doc.insert(RECORD.to_owned(), serde_json::Value::Object(record));
-        }
-        Ok(Versioned {
-            doc,
-            version: Version(version),
-        })
     }
 
     /// Reads documents (`names`: their Redis names) and lists the first page of each
@@ -218,51 +145,6 @@ impl RedisStore {
         Ok((docs, pages))
     }
 
-    /// The document in an `HGETALL` reply: absent for no fields, [`Error::Malformed`]
-    /// for a value of another type (asking the server which, for the message).
-    async fn decode_hash(
-        &self,
-        key: &Key,
-        name: &str,
-        reply: &Value,
-        records: bool,
-    ) -> Result<Option<Versioned>> {
-        match reply {
-            Value::Array(fields) if fields.is_empty() => Ok(None),
-            Value::Array(fields) => self.decode_fields(key, fields, records).map(Some),
-            Value::Map(pairs) if pairs.is_empty() => Ok(None),
-            Value::Map(pairs) => {
-                let fields: Vec<Value> = pairs
-                    .iter()
-                    .flat_map(|(field, value)| [field.clone(), value.clone()])
-                    .collect();
-                self.decode_fields(key, &fields, records).map(Some)
-            }
-            Value::ServerError(e) if e.code() == "WRONGTYPE" => {
-                Err(self.not_a_hash(key, name).await)
-            }
-            other => Err(self.backend(
-                format!("read of `{name}`"),
-                reply::unexpected("HGETALL", other),
-            )),
-        }
-    }
-
-    /// [`Error::Malformed`] for the value at `name` (of `key`), which is not a hash (asking
-    /// the server its type, for the message).
-    async fn not_a_hash(&self, key: &Key, name: &str) -> Error {
-        let kind: String = ::redis::cmd("TYPE")
-            .arg(name)
-            .query_async(&mut self.conns.get())
-            .await
-            .unwrap_or_else(|_| "other".to_owned());
-        Error::Malformed {
-            key: key.clone(),
-            field: WHOLE_DOCUMENT.to_owned(),
-            reason: format!("a Redis {kind} value, not an autoshard document"),
-        }
-    }
-
     /// One document read alone without its record (on a cluster, the only key of its slot
     /// in a read): one `HGETALL`, atomic by itself and a fraction of a script's cost.
     async fn read_alone(&self, key: &Key, name: &str) -> Result<Option<Versioned>> {
@@ -275,66 +157,6 @@ impl RedisStore {
             Err(e) if e.code() == Some("WRONGTYPE") => Err(self.not_a_hash(key, name).await),
             Err(e) => Err(self.backend(format!("read of `{name}`"), e)),
         }
-    }
-
-    /// `doc` with the entries of its record hash (`entries`: its `HGETALL` reply) in its
-    /// write record.
-    fn with_record(
-        &self,
-        key: &Key,
-        name: &str,
-        mut doc: Versioned,
-        entries: &Value,
-    ) -> Result<Versioned> {
-        let fields: Vec<Value> = match entries {
-            Value::Array(fields) => fields.clone(),
-            Value::Map(pairs) => pairs
-                .iter()
-                .flat_map(|(field, value)| [field.clone(), value.clone()])
-                .collect(),
-            Value::ServerError(e) if e.code() == "WRONGTYPE" => {
-                return Err(Error::Malformed {
-                    key: key.clone(),
-                    field: RECORD.to_owned(),
-                    reason: "a write record that is not a Redis hash".to_owned(),
-                });
-            }
-            other => {
-                return Err(self.backend(
-                    format!("read of `{}`", names::record_of(name)),
-                    reply::unexpected("HGETALL", other),
-                ));
-            }
-        };
-        if fields.is_empty() {
-            return Ok(doc);
-        }
-        // The record hash holds `w:` fields only: decoded as the entries of a document.
-        let mut all = vec![
-            Value::BulkString(b"v".to_vec()),
-            Value::BulkString(b"0".to_vec()),
-        ];
-        all.extend(fields);
-        let entries = self.decode_fields(key, &all, true)?;
-        if let Some(serde_json::Value::Object(found)) = entries.doc.get(RECORD) {
-            let record = doc
-                .doc
-                .entry(RECORD.to_owned())
-                .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
-            if let serde_json::Value::Object(record) = record {
-                for (writer, entry) in found {
-                    record.insert(writer.clone(), entry.clone());
-                }
-            }
-        }
-        if let Some(extra) = entries.doc.keys().find(|name| *name != RECORD) {
-            return Err(Error::Malformed {
-                key: key.clone(),
-                field: RECORD.to_owned(),
-                reason: format!("the write record holds a value `{extra}`"),
-            });
-        }
-        Ok(doc)
     }
 
     /// One scan page: one read script that lists the page and reads, atomically, the
@@ -561,99 +383,4 @@ fn cursor_min(scan: &Scan) -> String {
     scan.cursor
         .as_ref()
         .map_or_else(|| "-".to_owned(), |c| format!("({c}"))
-}
-
-/// The JSON value of a field in the two shapes documents mostly hold, decoded without
-/// the JSON parser (a load decodes every field of every shard): a canonical integer of at
-/// most 18 digits, and a string without escapes. `None` for anything else, which the
-/// parser decodes; either way the value is the one `serde_json` reads.
-fn plain_json(bytes: &[u8]) -> Option<serde_json::Value> {
-    let (negative, digits) = match bytes {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, bytes),
-    };
-    let canonical = match digits {
-        [b'0'] => !negative,
-        [b'1'..=b'9', rest @ ..] => rest.len() < 18 && rest.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    if canonical {
-        let magnitude = digits
-            .iter()
-            .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
-        return Some(serde_json::Value::from(if negative {
-            -magnitude
-        } else {
-            magnitude
-        }));
-    }
-    match bytes {
-        // Counted without an early exit, so that the check runs many bytes at a time.
-        [b'"', inner @ .., b'"']
-            if inner
-                .iter()
-                .filter(|&&b| b < 0x20 || b == b'"' || b == b'\\')
-                .count()
-                == 0 =>
-        {
-            std::str::from_utf8(inner).ok().map(serde_json::Value::from)
-        }
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::plain_json;
-
-    #[test]
-    fn plain_json_reads_what_serde_json_reads_or_leaves_it_to_it() {
-        let texts = [
-            "0",
-            "-0",
-            "7",
-            "-7",
-            "00",
-            "01",
-            "-01",
-            "+1",
-            "1e3",
-            "1.5",
-            " 1",
-            "1 ",
-            "999999999999999999",
-            "-999999999999999999",
-            "1000000000000000000",
-            "9223372036854775807",
-            "-9223372036854775808",
-            "18446744073709551615",
-            "\"\"",
-            "\"abc\"",
-            "\"a\\\"b\"",
-            "\"\\u00e9\"",
-            "\"é🦀\"",
-            "\"tab\t\"",
-            "\"",
-            "\"a",
-            "a\"",
-            "true",
-            "null",
-            "[1]",
-            "{}",
-            "",
-        ];
-        for text in texts {
-            let expected: Option<serde_json::Value> = serde_json::from_str(text).ok();
-            match plain_json(text.as_bytes()) {
-                Some(value) => assert_eq!(Some(value), expected, "{text:?}"),
-                None => assert!(
-                    !matches!(
-                        text,
-                        "0" | "7" | "-7" | "\"abc\"" | "\"é🦀\"" | "999999999999999999"
-                    ),
-                    "{text:?} should take the quick path"
-                ),
-            }
-        }
-    }
 }
