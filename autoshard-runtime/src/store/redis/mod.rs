@@ -17,7 +17,8 @@
 //!
 //! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
 //! waiting for replicas),
-//! `names` (key names and slots), `read`, `commit`, `merge`, `index`, `reply`. The full layout,
+//! `names` (key names and slots), `read`, `decode` (replies into documents), `commit`,
+//! `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
 
