@@ -246,9 +246,9 @@ impl Key {
     }
 }
 
-/// A hash map on a write's or a load's path (keyed by [`Key`]s, mostly): foldhash, seeded
-/// per process, where the standard library's hasher costs more than the rest of finding
-/// an entry.
+/// A hash map on a write's or a load's path (keyed by [`Key`]s, mostly): foldhash, randomly
+/// seeded, where the standard library's hasher costs more than the rest of finding an
+/// entry.
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, FastHasher>;
 
 /// The hasher of [`FastMap`], and of whatever else hashes keys on a write's path.

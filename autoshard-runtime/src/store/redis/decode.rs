@@ -221,14 +221,7 @@ fn plain_json(bytes: &[u8]) -> Option<serde_json::Value> {
         }));
     }
     match bytes {
-        // Counted without an early exit, so that the check runs many bytes at a time.
-        [b'"', inner @ .., b'"']
-            if inner
-                .iter()
-                .filter(|&&b| b < 0x20 || b == b'"' || b == b'\\')
-                .count()
-                == 0 =>
-        {
+        [b'"', inner @ .., b'"'] if reply::plain_string(inner) => {
             std::str::from_utf8(inner).ok().map(serde_json::Value::from)
         }
         _ => None,

@@ -135,12 +135,7 @@ fn record_entry(out: &mut String, seq: u64, at_ms: u64) {
 
 /// The JSON text of the string `value` (what a document stores for it).
 fn json_string(out: &mut String, value: &str) {
-    // Counted without an early exit, so that the check runs many bytes at a time.
-    let escaped = value
-        .bytes()
-        .filter(|&b| b < 0x20 || b == b'"' || b == b'\\')
-        .count();
-    if escaped > 0 {
+    if !reply::plain_string(value.as_bytes()) {
         out.push_str(&serde_json::Value::from(value).to_string());
         return;
     }

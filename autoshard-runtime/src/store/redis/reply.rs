@@ -38,6 +38,17 @@ pub(super) fn uint(value: &Value) -> Option<u64> {
     int(value).and_then(|n| u64::try_from(n).ok())
 }
 
+/// Whether JSON writes `bytes` between its quotes as they are (no `"`, `\\` or control
+/// character to escape). Counted without an early exit, so that the check runs many bytes
+/// at a time: a load and a merge check every string they decode or send.
+pub(super) fn plain_string(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .filter(|&&b| b < 0x20 || b == b'"' || b == b'\\')
+        .count()
+        == 0
+}
+
 /// The items of an array reply.
 pub(super) fn array(value: &Value) -> Option<&[Value]> {
     match value {
