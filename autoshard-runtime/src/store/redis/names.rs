@@ -210,6 +210,27 @@ mod tests {
     }
 
     #[test]
+    fn names_are_the_stored_layout() {
+        // What stores written before hold: a name never changes across versions.
+        let names = Names::new("ns:").unwrap();
+        let q = Key::new("Question", "1");
+        let shard = q.child_group("~shard", "votes.0");
+        let answer = q.child("Answer", "a/b:{c}");
+        assert_eq!(names.doc(&q), "ns:{Question:1}");
+        assert_eq!(names.doc(&shard), "ns:{Question:1/~shard:votes.0}");
+        assert_eq!(names.doc(&answer), "ns:{Question:1}/Answer:a%2Fb%3A%7Bc%7D");
+        assert_eq!(names.counter(&answer), "ns:{Question:1}#v");
+        assert_eq!(names.counter(&shard), "ns:{Question:1/~shard:votes.0}#v");
+        for key in [&q, &shard, &answer] {
+            assert_eq!(names.doc(key), format!("ns:{}", key.encode()));
+            let mut record = String::new();
+            names.record_name(key).push_to(&mut record);
+            assert_eq!(record, record_of(&names.doc(key)));
+            assert_eq!(record, format!("ns:{}/~w", key.encode()));
+        }
+    }
+
+    #[test]
     fn names_never_collide() {
         let names = Names::new("ns:").unwrap();
         let mut seen = std::collections::HashSet::new();
