@@ -164,27 +164,19 @@ impl Key {
     #[must_use]
     pub fn encode(&self) -> String {
         let mut out = String::with_capacity(16 * self.path.len());
-        // Writing into a `String` cannot fail.
-        let _ = self.write_encoded(self.path.len(), &mut out);
+        self.push_encoded(&mut out);
         out
-    }
-
-    /// The encoding of this key's entity group (what [`Key::group`]`.encode()` answers),
-    /// written where it is formatted, without building the group's key.
-    pub(crate) fn group_display(&self) -> impl fmt::Display + '_ {
-        GroupDisplay(self)
     }
 
     /// Appends [`Key::encode`] to `out`, without the formatting machinery (a store's
     /// names are built on every call).
-    #[cfg(feature = "redis")]
     pub(crate) fn push_encoded(&self, out: &mut String) {
         // Writing into a `String` cannot fail.
         let _ = self.write_encoded(self.path.len(), out);
     }
 
-    /// Appends the encoding of this key's entity group ([`Key::group_display`]) to `out`.
-    #[cfg(feature = "redis")]
+    /// Appends the encoding of this key's entity group (what [`Key::group`]`.encode()`
+    /// answers) to `out`, without building the group's key.
     pub(crate) fn push_group_encoded(&self, out: &mut String) {
         // Writing into a `String` cannot fail.
         let _ = self.write_encoded(self.group_len, out);
@@ -216,7 +208,8 @@ impl Key {
     /// Cluster hashes for every key of the group.
     #[must_use]
     pub fn encoded_group(&self) -> String {
-        let encoded = self.group_display().to_string();
+        let mut encoded = String::with_capacity(16 * self.group_len);
+        self.push_group_encoded(&mut encoded);
         encoded[1..encoded.len() - 1].to_owned()
     }
 
@@ -265,15 +258,6 @@ impl fmt::Debug for Key {
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.write_encoded(self.path.len(), f)
-    }
-}
-
-/// [`Key::group_display`].
-struct GroupDisplay<'a>(&'a Key);
-
-impl fmt::Display for GroupDisplay<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.write_encoded(self.0.group_len, f)
     }
 }
 
@@ -466,8 +450,13 @@ mod tests {
         assert!(r.is_child_of(&g2) && g2.is_child_of(&q));
         assert!(!r.is_child_of(&q) && !q.is_child_of(&q));
         assert_eq!(r.encoded_group(), "Question:1/Group:2");
-        assert_eq!(r.group_display().to_string(), g2.encode());
-        assert_eq!(q.group_display().to_string(), q.encode());
+        let group = |key: &Key| {
+            let mut out = String::new();
+            key.push_group_encoded(&mut out);
+            out
+        };
+        assert_eq!(group(&r), g2.encode());
+        assert_eq!(group(&q), q.encode());
         assert_eq!(r.to_string(), r.encode());
     }
 

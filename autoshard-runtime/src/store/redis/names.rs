@@ -27,12 +27,6 @@ pub(super) trait Text: Sync {
     fn push_to(&self, out: &mut String);
 }
 
-impl Text for str {
-    fn push_to(&self, out: &mut String) {
-        out.push_str(self);
-    }
-}
-
 impl Text for String {
     fn push_to(&self, out: &mut String) {
         out.push_str(self);
