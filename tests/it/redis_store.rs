@@ -73,6 +73,54 @@ async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str
     assert_eq!(server.cli(&["EXISTS", &name, &record]).trim(), "0");
 }
 
+/// A document written by an earlier layout keeps its writers' record entries in its own
+/// hash (`w:<writer>`) until its next put: a merge honours such an entry whether or not
+/// the record hash has one for the same writer, and a write it makes goes to the record
+/// hash, which then decides for that writer.
+async fn merges_honour_entries_an_earlier_layout_kept_in_the_document(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let key = Key::new("Earlier", "1");
+    let name = redis_key(ns, &key);
+    server.cli(&["HSET", &name, "v", "7", "p:n", "5", "w:w", "[5,1]"]);
+    let merge = |writer: &str, seq: u64| {
+        let write = WriteId {
+            writer: writer.into(),
+            seq,
+            at_ms: 1,
+            horizon_ms: 0,
+        };
+        Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write)
+    };
+    let value = || async { store.get(&key).await.unwrap().unwrap().doc["n"].clone() };
+    let steps = [
+        ("w", 5, Merged::AlreadyApplied, 5),
+        ("w", 4, Merged::AlreadyApplied, 5),
+        ("w", 6, Merged::Applied, 6),
+        ("w", 6, Merged::AlreadyApplied, 6),
+        ("x", 1, Merged::Applied, 7),
+        ("w", 5, Merged::AlreadyApplied, 7),
+        ("w", 7, Merged::Applied, 8),
+        ("x", 1, Merged::AlreadyApplied, 8),
+        ("w", 10, Merged::Applied, 9),
+        ("w", 9, Merged::AlreadyApplied, 9),
+        ("w", 10, Merged::AlreadyApplied, 9),
+        ("w", 11, Merged::Applied, 10),
+    ];
+    for (writer, seq, want, n) in steps {
+        let got = store.merge(&merge(writer, seq)).await.unwrap();
+        assert_eq!(got, want, "writer {writer}, seq {seq}");
+        assert_eq!(value().await, n, "after writer {writer}, seq {seq}");
+    }
+    assert_eq!(server.cli(&["HGET", &name, "w:w"]).trim(), "[5,1]");
+    assert_eq!(
+        server.cli(&["HGET", &format!("{name}/~w"), "w:w"]).trim(),
+        "[11,1]"
+    );
+}
+
 /// A value that is not ours at one of our keys is a typed error naming the key, on every
 /// operation, and is never overwritten.
 async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, ns: &str) {
@@ -373,6 +421,8 @@ async fn standalone() {
     };
     let (store, ns) = connect("layout").await;
     layout_on_the_server(&server.server, &store, &ns).await;
+    let (store, ns) = connect("earlier").await;
+    merges_honour_entries_an_earlier_layout_kept_in_the_document(&server.server, &store, &ns).await;
     let (store, ns) = connect("foreign").await;
     foreign_values_are_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;
@@ -411,6 +461,8 @@ async fn cluster() {
     let (store, ns) = connect("layout").await;
     assert!(store.is_cluster());
     layout_on_the_server(node, &store, &ns).await;
+    let (store, ns) = connect("earlier").await;
+    merges_honour_entries_an_earlier_layout_kept_in_the_document(node, &store, &ns).await;
     let (store, ns) = connect("foreign").await;
     foreign_values_are_malformed(node, &store, &ns).await;
     let (store, ns) = connect("stale").await;

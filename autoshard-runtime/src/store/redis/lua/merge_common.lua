@@ -1,11 +1,11 @@
 -- autoshard: the common case of a merge (`merge.lua`) at the cost of the commands it
 -- needs: an integer sum, max or min of at most 14 digits, a guard that holds, no owner,
--- a document that already holds the property, a writer that has not written this
--- change. Four calls: the document's version, value, owner and guard (and a record entry
--- of the writer kept in the document itself, which goes to `merge.lua`); the writer's
--- record entry; the new version and value; the new entry. Anything else (and the merges
--- that prune the record) is answered 'slow', having written nothing, and `merge.lua`
--- decides it.
+-- a document that already holds the property, a write newer than its writer's record
+-- entry. Four calls: the document's version, value, owner and guard; the writer's record
+-- entry (and, on the writer's first merge into the document, whether the document holds
+-- an entry of its own for the writer); the new version and value; the new entry.
+-- Anything else (and the merges that prune the record) is answered 'slow', having
+-- written nothing, and `merge.lua` decides it.
 --
 -- KEYS: {document, its record hash}
 -- ARGV: `p:` field of the property; the operand; `w:` field of the writer; seq; the
@@ -19,6 +19,18 @@
 -- eighth of a microsecond on a pinned server), so the common case has no more than it
 -- needs.
 --
+-- The writer's entry: a document written by an earlier layout may hold entries in its
+-- own hash (`commit.lua`), and `merge.lua` reads an entry there only when the record
+-- hash has none for the writer. An entry in the record hash is therefore the writer's
+-- last write whenever it is there: every script that writes one writes a sequence number
+-- above the writer's entry in the document, and a put drops both. So the document's
+-- field is looked at (`HEXISTS`) only on a writer's first merge into the document, and
+-- not read on the common path (each field an `HMGET` reads costs about as much as an
+-- argument). An entry this script does not read as `[<digits without a leading
+-- zero>,...` goes to `merge.lua`. Sequence numbers are compared by their number of digits
+-- first (the client sends its own without a leading zero), and as numbers only when that
+-- is equal: a Lua string comparison would follow the server's collation locale.
+--
 -- A version is the document's own counter: one more than the version it had. Every
 -- version a document gets is larger than every version it had before, also across a
 -- delete and an insert (`commit.lua` raises the group's counter past the version of a
@@ -26,21 +38,22 @@
 --
 -- Numbers: a stored value is taken only when it is a canonical decimal integer of at most
 -- 14 characters (sign included), and a result only when it stays below 10^14 in
--- magnitude, where Lua numbers are exact; the new value and version go to `HSET` as Lua
--- numbers, which Redis writes as their integer text (exact below 2^53). '05', '1e3',
--- '-0', ' 5', 'nan' and anything longer go to `merge.lua`, which answers them as the
--- reference does. The checks are string patterns: on a pinned server each costs about
--- a third of a microsecond, and every other way of telling a canonical integer
--- (`tostring`, `string.format`) costs as much or more.
+-- magnitude, where Lua numbers are exact; the new value and version go to `HSET` as the
+-- text `string.format('%d', ...)` writes (Redis would format a Lua number with `%.17g`,
+-- which costs more for the same text). '05', '1e3', '-0', ' 5', 'nan' and anything
+-- longer go to `merge.lua`, which answers them as the reference does. The checks are
+-- string patterns: on a pinned server each costs about a third of a microsecond, and
+-- every other way of telling a canonical integer (`tostring`, `string.format`) costs as
+-- much or more.
 --
 -- Reply: 'applied' | 'slow'
 
 local key, property, fold, guard = KEYS[1], ARGV[1], ARGV[6], ARGV[7]
-local fields = redis.pcall('HMGET', key, 'v', property, 'p:~own', ARGV[3], guard ~= '' and guard or 'v')
-if fields.err or fields[3] or fields[4] then
+local fields = redis.pcall('HMGET', key, 'v', property, 'p:~own', guard ~= '' and guard or 'v')
+if fields.err or fields[3] then
   return 'slow'
 end
-if guard ~= '' and fields[5] ~= (ARGV[8] ~= '' and ARGV[8]) then
+if guard ~= '' and fields[4] ~= (ARGV[8] ~= '' and ARGV[8]) then
   return 'slow'
 end
 local version, stored = fields[1], fields[2]
@@ -54,21 +67,28 @@ if lo and (a < lo + 0 or a > hi + 0) then
   return 'slow'
 end
 
-local entry = redis.call('HGET', KEYS[2], ARGV[3])
-local mine = entry and tonumber(string.match(entry, '^%[(%d+),'))
-if not entry or (mine and mine < ARGV[4] + 0) then
-  local n
-  if fold == 'sum' then
-    n = a + b
-  elseif fold == 'max' then
-    n = a > b and a or b
-  else
-    n = a < b and a or b
+local record, writer = KEYS[2], ARGV[3]
+local entry = redis.call('HGET', record, writer)
+if entry then
+  local mine, seq = string.match(entry, '^%[([1-9]%d*),'), ARGV[4]
+  if not mine or #mine > #seq or (#mine == #seq and mine + 0 >= seq + 0) then
+    return 'slow'
   end
-  if n > -1e14 and n < 1e14 and (not lo or (n >= lo + 0 and n <= hi + 0)) then
-    redis.call('HSET', key, 'v', version + 1, property, n)
-    redis.call('HSET', KEYS[2], ARGV[3], ARGV[5])
-    return 'applied'
-  end
+elseif redis.call('HEXISTS', key, writer) == 1 then
+  return 'slow'
+end
+local n
+if fold == 'sum' then
+  n = a + b
+elseif fold == 'max' then
+  n = a > b and a or b
+else
+  n = a < b and a or b
+end
+if n > -1e14 and n < 1e14 and (not lo or (n >= lo + 0 and n <= hi + 0)) then
+  local format = string.format
+  redis.call('HSET', key, 'v', format('%d', version + 1), property, format('%d', n))
+  redis.call('HSET', record, writer, ARGV[5])
+  return 'applied'
 end
 return 'slow'
