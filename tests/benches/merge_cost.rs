@@ -19,7 +19,9 @@
 //! REDIS_URL=redis://127.0.0.1:6379/ cargo bench -p autoshard-integration --bench merge_cost
 //! ```
 //!
-//! Without `REDIS_URL` a standalone Redis is started here, unpinned.
+//! Without `REDIS_URL` a standalone Redis is started here, unpinned. `VARIANT` (`raw`,
+//! `3-call` or `merge`) runs that one alone: `scripts/merge-cost` does so to count the
+//! server's instructions per call of each (`INSTRUCTIONS=1`).
 
 use autoshard::store::{DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, WriteId};
 use autoshard::{Entity, Mapper, layout};
@@ -46,6 +48,11 @@ fn calls() -> u64 {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(100_000)
+}
+
+/// Whether the variant `name` runs: every one unless `VARIANT` names one.
+fn runs(name: &str) -> bool {
+    std::env::var("VARIANT").map_or(true, |only| only == name)
 }
 
 /// Server time per call of each command since the last `CONFIG RESETSTAT`: name →
@@ -230,12 +237,25 @@ async fn main() {
         .await
         .unwrap();
 
-    let raw = raw(&conn, &format!("{ns}-raw")).await;
-    let minimal = three_calls(&conn, &format!("{ns}-once")).await;
-    let merge = merges(&conn, &store).await;
-    let votes = mapper.load::<Question>(&1).await.unwrap().votes;
-    let sent = i64::try_from(calls() / WRITERS * WRITERS + 1).unwrap();
-    assert_eq!(votes, sent, "every merge counted once");
+    let raw = if runs("raw") {
+        Some(raw(&conn, &format!("{ns}-raw")).await)
+    } else {
+        None
+    };
+    let minimal = if runs("3-call") {
+        Some(three_calls(&conn, &format!("{ns}-once")).await)
+    } else {
+        None
+    };
+    let merge = if runs("merge") {
+        let merge = merges(&conn, &store).await;
+        let votes = mapper.load::<Question>(&1).await.unwrap().votes;
+        let sent = i64::try_from(calls() / WRITERS * WRITERS + 1).unwrap();
+        assert_eq!(votes, sent, "every merge counted once");
+        Some(merge)
+    } else {
+        None
+    };
 
     println!(
         "server time per call, INFO commandstats ({} calls each):",
@@ -245,14 +265,18 @@ async fn main() {
         "{:<16}{:>12}{:>22}{:>18}",
         "variant", "us per call", "commands inside (us)", "÷ 3-call script"
     );
-    for (name, (per_call, inside)) in [
+    for (name, measured) in [
         ("raw HINCRBY", raw),
         ("3-call script", minimal),
         ("merge", merge),
     ] {
-        println!(
-            "{name:<16}{per_call:>12.2}{inside:>22.2}{:>18.2}",
-            per_call / minimal.0
+        let Some((per_call, inside)) = measured else {
+            continue;
+        };
+        let ratio = minimal.map_or_else(
+            || "-".to_owned(),
+            |(base, _)| format!("{:.2}", per_call / base),
         );
+        println!("{name:<16}{per_call:>12.2}{inside:>22.2}{ratio:>18}");
     }
 }
