@@ -74,9 +74,9 @@ async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str
 }
 
 /// A document written by an earlier layout keeps its writers' record entries in its own
-/// hash (`w:<writer>`) until its next put: a merge honours such an entry whether or not
-/// the record hash has one for the same writer, and a write it makes goes to the record
-/// hash, which then decides for that writer.
+/// hash (`w:<writer>`) until its next put: a merge honours such an entry until the record
+/// hash has one for the same writer; a merge writes its entry to the record hash, which
+/// then decides for that writer.
 async fn merges_honour_entries_an_earlier_layout_kept_in_the_document(
     server: &RedisServer,
     store: &RedisStore,

@@ -20,16 +20,17 @@
 -- needs.
 --
 -- The writer's entry: a document written by an earlier layout may hold entries in its
--- own hash (`commit.lua`), and `merge.lua` reads an entry there only when the record
--- hash has none for the writer. An entry in the record hash is therefore the writer's
--- last write whenever it is there: every script that writes one writes a sequence number
--- above the writer's entry in the document, and a put drops both. So the document's
--- field is looked at (`HEXISTS`) only on a writer's first merge into the document, and
--- not read on the common path (each field an `HMGET` reads costs about as much as an
--- argument). An entry this script does not read as `[<digits without a leading
--- zero>,...` goes to `merge.lua`. Sequence numbers are compared by their number of digits
--- first (the client sends its own without a leading zero), and as numbers only when that
--- is equal: a Lua string comparison would follow the server's collation locale.
+-- own hash (`commit.lua`). An entry in the record hash is the writer's last write
+-- whenever it is there: a merge that writes one writes a sequence number above the
+-- writer's entry in the document (this script and `merge.lua` read the document's entry
+-- when the record hash has none), and a put rewrites both (the record it carries, read
+-- from both, goes to the record hash). So this script looks at the document's field
+-- (`HEXISTS`) only on a writer's first merge into the document, not on every call (each
+-- field an `HMGET` reads costs about as much as an argument). An entry this script does
+-- not read as `[<digits without a leading zero>,...` goes to `merge.lua`. Sequence
+-- numbers are compared by their number of digits first (the client sends its own without
+-- a leading zero), and as numbers only when that is equal: a Lua string comparison would
+-- follow the server's collation locale.
 --
 -- A version is the document's own counter: one more than the version it had. Every
 -- version a document gets is larger than every version it had before, also across a
