@@ -121,6 +121,40 @@ async fn merges_honour_entries_an_earlier_layout_kept_in_the_document(
     );
 }
 
+/// A value that is not a hash where a document's write record lives (`<document>/~w`)
+/// makes a merge into the document a typed error naming the document, as a read with
+/// records reports it, and is left as it is.
+async fn a_foreign_value_at_a_record_hash_is_malformed(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let key = Key::new("ForeignRecord", "1");
+    let name = redis_key(ns, &key);
+    store.insert(&key, doc(5)).await.unwrap();
+    let record = format!("{name}/~w");
+    server.cli(&["SET", &record, "plain"]);
+    for (writer, seq) in [("w", 1), ("w", 256)] {
+        let write = WriteId {
+            writer: writer.into(),
+            seq,
+            at_ms: 1,
+            horizon_ms: 0,
+        };
+        let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write);
+        match store.merge(&merge).await {
+            Err(Error::Malformed { key: k, .. }) => assert_eq!(k, key),
+            other => panic!("merge with seq {seq}: expected Malformed, got {other:?}"),
+        }
+    }
+    match store.get(&key).await {
+        Err(Error::Malformed { key: k, .. }) => assert_eq!(k, key),
+        other => panic!("get: expected Malformed, got {other:?}"),
+    }
+    assert_eq!(server.cli(&["GET", &record]).trim(), "plain");
+    assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "5");
+}
+
 /// A value that is not ours at one of our keys is a typed error naming the key, on every
 /// operation, and is never overwritten.
 async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, ns: &str) {
@@ -425,6 +459,8 @@ async fn standalone() {
     merges_honour_entries_an_earlier_layout_kept_in_the_document(&server.server, &store, &ns).await;
     let (store, ns) = connect("foreign").await;
     foreign_values_are_malformed(&server.server, &store, &ns).await;
+    let (store, ns) = connect("foreign record").await;
+    a_foreign_value_at_a_record_hash_is_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;
     scan_skips_stale_index_entries(&server.server, &store, &ns).await;
     let (store, ns) = connect("texts").await;
@@ -465,6 +501,8 @@ async fn cluster() {
     merges_honour_entries_an_earlier_layout_kept_in_the_document(node, &store, &ns).await;
     let (store, ns) = connect("foreign").await;
     foreign_values_are_malformed(node, &store, &ns).await;
+    let (store, ns) = connect("foreign record").await;
+    a_foreign_value_at_a_record_hash_is_malformed(node, &store, &ns).await;
     let (store, ns) = connect("stale").await;
     scan_skips_stale_index_entries(node, &store, &ns).await;
     let (store, ns) = connect("fold texts").await;

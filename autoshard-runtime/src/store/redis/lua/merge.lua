@@ -80,7 +80,11 @@ end
 local function seq_of(text)
   return text and tonumber(string.match(text, '^%[(%d+),'))
 end
-local mine = seq_of(redis.call('HGET', record, 'w:' .. writer)) or seq_of(entry)
+local recorded = redis.pcall('HGET', record, 'w:' .. writer)
+if type(recorded) == 'table' then
+  return { 'malformed', 'a write record that is not a Redis hash' }
+end
+local mine = seq_of(recorded) or seq_of(entry)
 if mine and mine >= seq then
   -- A write that changes nothing, so that the `WAIT` a store with replicas sends after
   -- this script covers the write this answer stands for (`durability.rs`).

@@ -69,8 +69,11 @@ if lo and (a < lo + 0 or a > hi + 0) then
 end
 
 local record, writer = KEYS[2], ARGV[3]
-local entry = redis.call('HGET', record, writer)
-if entry then
+local entry = redis.pcall('HGET', record, writer)
+if type(entry) == 'table' then
+  -- Not a hash: `merge.lua` reports it.
+  return 'slow'
+elseif entry then
   local mine, seq = string.match(entry, '^%[([1-9]%d*),'), ARGV[4]
   if not mine or #mine > #seq or (#mine == #seq and mine + 0 >= seq + 0) then
     return 'slow'
