@@ -349,16 +349,19 @@ pub(in crate::mapper) async fn hold<'l>(
     (keys, held)
 }
 
+/// The lanes: each stripe's lock holds the writer its holders send under, drawn at the
+/// stripe's first use (a writer id is a random UUID, one draw from the operating system),
+/// so that a new `Mapper` does not draw one per stripe.
 #[derive(Debug)]
 pub(in crate::mapper) struct Lanes {
-    stripes: Vec<LaneLock<Writer>>,
+    stripes: Vec<LaneLock<Option<Writer>>>,
     hasher: FastHasher,
 }
 
 /// The lanes one attempt holds, released on drop (also when its future is dropped), and
 /// the writer it sends under: the first held lane's, or a pooled one when it holds none.
 pub(in crate::mapper) struct Held<'l> {
-    guards: Vec<LaneGuard<'l, Writer>>,
+    guards: Vec<LaneGuard<'l, Option<Writer>>>,
     pool: &'l Pool,
     pooled: Option<Pooled<'l>>,
 }
@@ -367,7 +370,7 @@ impl Held<'_> {
     /// The writer of this attempt, used by no other attempt while held.
     pub(in crate::mapper) fn writer(&mut self) -> &mut Writer {
         match self.guards.first_mut() {
-            Some(guard) => guard,
+            Some(guard) => guard.get_or_insert_with(Writer::new),
             None => self.pooled.get_or_insert_with(|| self.pool.take()),
         }
     }
@@ -376,7 +379,7 @@ impl Held<'_> {
 impl Lanes {
     pub(in crate::mapper) fn new() -> Self {
         Lanes {
-            stripes: (0..STRIPES).map(|_| LaneLock::new(Writer::new())).collect(),
+            stripes: (0..STRIPES).map(|_| LaneLock::new(None)).collect(),
             hasher: FastHasher::default(),
         }
     }
@@ -393,7 +396,7 @@ impl Lanes {
         &self,
         shard_counts: &[u32],
         key: impl Fn(usize, u32) -> Key,
-    ) -> (Vec<Key>, Vec<LaneGuard<'_, Writer>>) {
+    ) -> (Vec<Key>, Vec<LaneGuard<'_, Option<Writer>>>) {
         let (keys, guards, all_free) = self.try_hold(shard_counts, &key);
         if all_free {
             return (keys, guards);
@@ -416,7 +419,7 @@ impl Lanes {
         &self,
         shard_counts: &[u32],
         key: &impl Fn(usize, u32) -> Key,
-    ) -> (Vec<Key>, Vec<LaneGuard<'_, Writer>>, bool) {
+    ) -> (Vec<Key>, Vec<LaneGuard<'_, Option<Writer>>>, bool) {
         let mut rng = rand::rng();
         let mut keys = Vec::with_capacity(shard_counts.len());
         let mut guards = Vec::with_capacity(shard_counts.len());
