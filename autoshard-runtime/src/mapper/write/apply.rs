@@ -147,7 +147,7 @@ impl<S: DocumentStore> Mapper<S> {
                  properties only (use `update` for the others)"
             )));
         }
-        match self.save_as(&mut entity, &main, unchanged).await {
+        match self.save_as(&mut entity, &main, unchanged, false).await {
             Err(Error::NotFound { .. }) if from_cache => {
                 // The cached document was of an entity deleted or replaced since, and
                 // nothing was written: the change goes to the entity stored now.

@@ -120,20 +120,22 @@ impl<S: DocumentStore> Mapper<S> {
     pub async fn save<E: Root>(&self, entity: &mut E) -> Result<()> {
         let main = entity.key();
         let doc = entity.to_document().map_err(malformed(&main))?;
-        self.save_as(entity, &main, doc).await
+        let dirty = entity
+            .state()
+            .is_none_or(|state| state.saved_main() != Some(&doc));
+        self.save_as(entity, &main, doc, dirty).await
     }
 
     /// [`Mapper::save`] of `entity`, stored at `main`, whose main document encodes as
-    /// `doc` (`apply` has encoded it already).
+    /// `doc`, which differs from the main document as last saved or loaded when `dirty`
+    /// (`apply` has encoded it and compared it already).
     pub(in crate::mapper) async fn save_as<E: Root>(
         &self,
         entity: &mut E,
         main: &Key,
         doc: Document,
+        dirty: bool,
     ) -> Result<()> {
-        let dirty = entity
-            .state()
-            .is_none_or(|state| state.saved_main() != Some(&doc));
         // Writes a snapshot cannot take in (module docs of `cache`): the main document,
         // dynamic shards.
         let _invalidate = (dirty || layout::has_dynamic::<E>()).then(|| self.invalidating(main));
