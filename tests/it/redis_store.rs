@@ -3,7 +3,7 @@
 //! concurrent optimistic commits through shared connections.
 
 use autoshard::store::{
-    Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Merge, Merged, RedisOptions,
+    Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Lookup, Merge, Merged, RedisOptions,
     RedisStore, Scan, Transaction, Versioned, WriteId, fold_lookup, merge,
 };
 use autoshard::{Error, Key};
@@ -570,6 +570,9 @@ async fn cluster() {
     let (store, _) = connect("concurrent").await;
     concurrent_increments_are_exact(Arc::new(store)).await;
 
+    let (store, ns) = connect("moved").await;
+    reads_answer_what_the_cluster_holds_after_a_slot_moved(&cluster, &store, &ns).await;
+
     // A cluster client built by the application carries the store as well.
     let client = autoshard::redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
     let store = RedisStore::from_cluster_client(&client, options("client"))
@@ -587,6 +590,62 @@ async fn cluster() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+}
+
+/// A read of documents each alone in its slot (without write records, as a load reads)
+/// goes to each master as one pipeline, by
+/// the slot table the store fetched when it connected; once a slot has moved to another
+/// master, reads through that table still answer every document as stored (the node that
+/// lost the slot answers with an error, never with data, and the document is read again
+/// through the cluster's routing, the table dropped), and keep answering so.
+async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
+    cluster: &Cluster,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let entity = Key::new("Question", "moved");
+    let keys: Vec<Key> = (0..10)
+        .map(|i| autoshard::layout::static_shard(&entity, "votes", i))
+        .chain([entity.clone()])
+        .collect();
+    for (i, key) in (0..).zip(&keys) {
+        store.insert(key, doc(i)).await.unwrap();
+    }
+    let expected: Vec<Option<Document>> = (0..).zip(&keys).map(|(i, _)| Some(doc(i))).collect();
+    // A lookup without write records: what a load reads.
+    let lookup = Lookup {
+        keys: keys.clone(),
+        scans: Vec::new(),
+        records: false,
+        prefetch: Vec::new(),
+    };
+    let read = || async {
+        let found = store.lookup(&lookup).await.unwrap();
+        found
+            .docs
+            .into_iter()
+            .map(|d| d.map(|d| d.doc))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(read().await, expected);
+    // Move the slot of a shard to a master that serves another shard of the read, so
+    // that the old table sends it to a node that no longer has it.
+    let names: Vec<String> = keys.iter().map(|k| redis_key(ns, k)).collect();
+    let masters: Vec<usize> = names.iter().map(|n| cluster.master_of(n)).collect();
+    let (moved, to) = (0..names.len())
+        .find_map(|i| {
+            let to = masters.iter().find(|&&m| m != masters[i])?;
+            Some((i, *to))
+        })
+        .expect("the documents span two masters");
+    cluster.move_slot_of(&names[moved], to);
+    for _ in 0..20 {
+        assert_eq!(read().await, expected);
+    }
+    store.put(&keys[moved], doc(100)).await.unwrap();
+    let mut expected = expected;
+    expected[moved] = Some(doc(100));
+    assert_eq!(read().await, expected);
 }
 
 /// `rediss://` (feature `tls`): a server whose certificate the platform does not trust is

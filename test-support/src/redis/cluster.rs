@@ -128,6 +128,45 @@ impl Cluster {
         self.wait_until_ok(None);
     }
 
+    /// Moves the slot of the Redis key `key`, with every key in it, from its master to
+    /// node `to` (`CLUSTER SETSLOT` importing and migrating, `MIGRATE` of the slot's keys,
+    /// then the new owner told to every node), and waits until the cluster is ok.
+    pub fn move_slot_of(&self, key: &str, to: usize) {
+        let from = self.master_of(key);
+        assert_ne!(from, to, "`{key}` is served by node {to} already");
+        let slot = self.nodes[from].cli(&["cluster", "keyslot", key]);
+        let slot = slot.trim();
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let answer = self.nodes[to].cli(&["cluster", "setslot", slot, "importing", &from_id]);
+        assert!(answer.contains("OK"), "importing: {answer}");
+        let answer = self.nodes[from].cli(&["cluster", "setslot", slot, "migrating", &to_id]);
+        assert!(answer.contains("OK"), "migrating: {answer}");
+        let port = self.nodes[to].port.to_string();
+        loop {
+            let keys = self.nodes[from].cli(&["cluster", "getkeysinslot", slot, "100"]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
+            args.extend(keys);
+            let answer = self.nodes[from].cli(&args);
+            assert!(answer.contains("OK"), "migrate: {answer}");
+        }
+        for node in &self.nodes {
+            node.cli(&["cluster", "setslot", slot, "node", &to_id]);
+        }
+        self.wait_until_ok(None);
+        let deadline = Instant::now() + START_UP_BOUND;
+        while self.master_of(key) != to {
+            assert!(
+                Instant::now() < deadline,
+                "the slot of `{key}` did not move"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// How many slots node `index` serves, as it sees itself.
     pub fn slots_of(&self, index: usize) -> usize {
         let me = self.nodes[index].cli(&["cluster", "nodes"]);

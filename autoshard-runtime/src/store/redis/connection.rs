@@ -29,10 +29,12 @@
 
 use super::RedisOptions;
 use super::options::RETRY_WAIT_MS;
+use super::slots::{Node, SlotTable, Slots};
 use crate::error::{Error, Result};
 use ::redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use ::redis::cluster::ClusterClientBuilder;
 use ::redis::cluster_async::ClusterConnection;
+use ::redis::cluster_routing::SingleNodeRoutingInfo;
 use ::redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, Value};
 use std::fmt;
 use std::future::Future;
@@ -46,6 +48,30 @@ pub(super) enum Conn {
     Single(ConnectionManager),
     /// A cluster connection, the generation it is of, and where to report it stale.
     Cluster(ClusterConnection, u64, Arc<ClusterConns>),
+}
+
+impl Conn {
+    /// Sends `pipeline` (not atomic; its replies come back as they are, errors included)
+    /// to the cluster node `node`, whatever slots its keys are in (see `slots`). On a
+    /// standalone server, to the server.
+    pub(super) async fn on_node(
+        &mut self,
+        pipeline: Pipeline,
+        count: usize,
+        node: &Node,
+    ) -> ::redis::RedisResult<Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(&pipeline, 0, count).await,
+            Conn::Cluster(c, generation, conns) => {
+                let route = SingleNodeRoutingInfo::ByAddress {
+                    host: node.host.clone(),
+                    port: node.port,
+                };
+                let answer = c.route_pipeline(pipeline, 0, count, route);
+                conns.watch(*generation, bounded(conns.request_bound, answer).await)
+            }
+        }
+    }
 }
 
 impl ConnectionLike for Conn {
@@ -103,6 +129,8 @@ pub(super) struct ClusterConns {
     /// How long one request may take, its retries included, before it fails as timed
     /// out (module docs); `None` for a client built elsewhere, whose timeouts apply alone.
     request_bound: Option<Duration>,
+    /// The master of each slot, for reads sent to a node at once (`slots`).
+    slots: Slots,
 }
 
 /// `answer`, or a timeout error (which marks the connection stale) once `bound` has
@@ -151,6 +179,33 @@ impl ClusterConns {
             }
         }
         answer
+    }
+
+    /// The slot table, or `None` while there is none; then one task fetches it (see
+    /// `slots` for how often).
+    fn slot_table(self: &Arc<Self>) -> Option<Arc<SlotTable>> {
+        let table = self.slots.table();
+        if table.is_none() && self.slots.may_fetch() {
+            let conns = self.clone();
+            tokio::spawn(async move { conns.fetch_slots().await });
+        }
+        table
+    }
+
+    /// Reads `CLUSTER SLOTS` into the slot table.
+    async fn fetch_slots(self: &Arc<Self>) {
+        let reply = ::redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async::<Value>(&mut self.get())
+            .await;
+        let table = match reply {
+            Ok(reply) => SlotTable::parse(&reply),
+            Err(error) => {
+                tracing::debug!(%error, "Redis Cluster: CLUSTER SLOTS failed; reads go key by key");
+                None
+            }
+        };
+        self.slots.fetched(table);
     }
 
     async fn replace(&self, generation: u64) {
@@ -315,12 +370,16 @@ impl Connections {
             replaced: AtomicU64::new(0),
             connect_bound,
             request_bound,
+            slots: Slots::default(),
         });
         // The client connects lazily to some nodes; make sure the cluster answers now.
         ::redis::cmd("PING")
             .query_async::<Value>(&mut conns.get())
             .await
             .map_err(fail)?;
+        if conns.slots.may_fetch() {
+            conns.fetch_slots().await;
+        }
         tracing::debug!(%endpoint, "connected to Redis Cluster");
         Ok(Connections {
             kind: Kind::Cluster(conns),
@@ -336,6 +395,23 @@ impl Connections {
                 Conn::Single(pool[i].clone())
             }
             Kind::Cluster(conns) => conns.get(),
+        }
+    }
+
+    /// The master of each cluster slot as last fetched (`slots`); `None` on a standalone
+    /// server, and while the table is being fetched again.
+    pub(super) fn slot_table(&self) -> Option<Arc<SlotTable>> {
+        match &self.kind {
+            Kind::Standalone { .. } => None,
+            Kind::Cluster(conns) => conns.slot_table(),
+        }
+    }
+
+    /// Drops `stale`, which sent a read to a node that no longer serves one of its keys
+    /// (`slots`).
+    pub(super) fn drop_slot_table(&self, stale: &Arc<SlotTable>) {
+        if let Kind::Cluster(conns) = &self.kind {
+            conns.slots.drop_stale(stale);
         }
     }
 

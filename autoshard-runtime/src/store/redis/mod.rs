@@ -17,7 +17,8 @@
 //!
 //! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
 //! waiting for replicas),
-//! `names` (key names and slots), `read`, `decode` (replies into documents), `commit`,
+//! `names` (key names and slots), `read`, `slots` (which master serves a slot, for reads
+//! sent to a node at once), `decode` (replies into documents), `commit`,
 //! `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
@@ -33,6 +34,7 @@ mod names;
 mod options;
 mod read;
 mod reply;
+mod slots;
 
 pub use options::RedisOptions;
 
