@@ -593,11 +593,11 @@ async fn cluster() {
 }
 
 /// A read of documents each alone in its slot (without write records, as a load reads)
-/// goes to each master as one pipeline, by
-/// the slot table the store fetched when it connected; once a slot has moved to another
-/// master, reads through that table still answer every document as stored (the node that
-/// lost the slot answers with an error, never with data, and the document is read again
-/// through the cluster's routing, the table dropped), and keep answering so.
+/// and of scan pages goes to each master as one pipeline, by the slot table the store
+/// fetched when it connected; once a slot has moved to another master, reads through that
+/// table still answer every document and page as stored (the node that lost the slot
+/// answers with an error, never with data, and the item is read again through the
+/// cluster's routing, the table dropped), and keep answering so.
 async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
     cluster: &Cluster,
     store: &RedisStore,
@@ -611,41 +611,51 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
     for (i, key) in (0..).zip(&keys) {
         store.insert(key, doc(i)).await.unwrap();
     }
-    let expected: Vec<Option<Document>> = (0..).zip(&keys).map(|(i, _)| Some(doc(i))).collect();
-    // A lookup without write records: what a load reads.
+    let children = [entity.child("Answer", "a"), entity.child("Answer", "b")];
+    for (i, child) in (20..).zip(&children) {
+        store.insert(child, doc(i)).await.unwrap();
+    }
+    // A lookup without write records, what a load reads, with a scan in the entity's
+    // group (its index in the entity's slot).
     let lookup = Lookup {
         keys: keys.clone(),
-        scans: Vec::new(),
+        scans: vec![Scan::new("Answer", Some(entity.clone()))],
         records: false,
         prefetch: Vec::new(),
     };
     let read = || async {
         let found = store.lookup(&lookup).await.unwrap();
-        found
-            .docs
-            .into_iter()
-            .map(|d| d.map(|d| d.doc))
-            .collect::<Vec<_>>()
+        let docs: Vec<_> = found.docs.into_iter().map(|d| d.map(|d| d.doc)).collect();
+        let page: Vec<_> = found.pages[0]
+            .items
+            .iter()
+            .map(|(key, d)| (key.clone(), d.doc.clone()))
+            .collect();
+        (docs, page)
     };
-    assert_eq!(read().await, expected);
-    // Move the slot of a shard to a master that serves another shard of the read, so
-    // that the old table sends it to a node that no longer has it.
+    let mut expected: Vec<Option<Document>> = (0..).zip(&keys).map(|(i, _)| Some(doc(i))).collect();
+    let page: Vec<(Key, Document)> = (20..)
+        .zip(&children)
+        .map(|(i, k)| (k.clone(), doc(i)))
+        .collect();
+    assert_eq!(read().await, (expected.clone(), page.clone()));
+    // Move the entity's slot (its main document and the scan's index) to a master that
+    // serves a shard of the read, so that the old table sends both to a node that no
+    // longer has them.
     let names: Vec<String> = keys.iter().map(|k| redis_key(ns, k)).collect();
     let masters: Vec<usize> = names.iter().map(|n| cluster.master_of(n)).collect();
-    let (moved, to) = (0..names.len())
-        .find_map(|i| {
-            let to = masters.iter().find(|&&m| m != masters[i])?;
-            Some((i, *to))
-        })
+    let main = names.len() - 1;
+    let to = *masters
+        .iter()
+        .find(|&&m| m != masters[main])
         .expect("the documents span two masters");
-    cluster.move_slot_of(&names[moved], to);
+    cluster.move_slot_of(&names[main], to);
     for _ in 0..20 {
-        assert_eq!(read().await, expected);
+        assert_eq!(read().await, (expected.clone(), page.clone()));
     }
-    store.put(&keys[moved], doc(100)).await.unwrap();
-    let mut expected = expected;
-    expected[moved] = Some(doc(100));
-    assert_eq!(read().await, expected);
+    store.put(&keys[main], doc(100)).await.unwrap();
+    expected[main] = Some(doc(100));
+    assert_eq!(read().await, (expected, page));
 }
 
 /// `rediss://` (feature `tls`): a server whose certificate the platform does not trust is

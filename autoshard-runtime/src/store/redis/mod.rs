@@ -17,13 +17,15 @@
 //!
 //! Files: `options`, `connection`, `call` (one script call), `durability` (write scripts,
 //! waiting for replicas),
-//! `names` (key names and slots), `read`, `slots` (which master serves a slot, for reads
-//! sent to a node at once), `decode` (replies into documents), `commit`,
+//! `names` (key names and slots), `read`, `cluster_read` (reads on a cluster, sent to
+//! each master as one pipeline), `slots` (which master serves a slot), `decode` (replies
+//! into documents), `commit`,
 //! `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
 
 mod call;
+mod cluster_read;
 mod commit;
 mod connection;
 mod decode;

@@ -33,6 +33,12 @@ impl Text for String {
     }
 }
 
+impl Text for str {
+    fn push_to(&self, out: &mut String) {
+        out.push_str(self);
+    }
+}
+
 impl<T: Text + ?Sized> Text for &T {
     fn push_to(&self, out: &mut String) {
         (**self).push_to(out);

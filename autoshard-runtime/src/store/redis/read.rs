@@ -1,93 +1,32 @@
 //! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`,
 //! and a lookup lists its pages in the same step, answered from there when it read every
-//! listed document (`docs/design/redis.md`, "Round trips"); on a cluster, and for scan
-//! pages, one read script per slot lists and reads atomically (`lua/read.lua`), or a plain
-//! `HGETALL` reads a slot's only document, in one pipeline with the others bound for the
-//! same master (`slots.rs`). The replies become documents in `decode.rs`.
+//! listed document (`docs/design/redis.md`, "Round trips"); scan pages and the rest of
+//! a lookup by the read script (`lua/read.lua`), which lists and reads atomically. On a
+//! cluster the reads go to each master as one pipeline (`cluster_read.rs`). The replies
+//! become documents in `decode.rs`.
 
 use super::call::{KeyText, ScriptCall};
-use super::slots::SlotTable;
 use super::{RedisStore, names, reply};
 use crate::document::Versioned;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::key::Key;
 use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::Value;
-use ::redis::cluster_routing::Slot;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 impl RedisStore {
     /// Reads documents with their write records or (`records` off) without: on a
     /// standalone server in one `MULTI`; on a cluster, concurrently, one read script per
     /// slot, or (`records` off) one `HGETALL` for a slot of one key (a static shard, a root
     /// document), which is atomic by itself and costs the server a fraction of a script;
-    /// those bound for one master go in one pipeline ([`RedisStore::read_on_node`]).
+    /// those bound for one master go in one pipeline (`cluster_read.rs`).
     pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
         let names: Vec<String> = keys.iter().map(|k| self.names.doc(k)).collect();
         if !self.is_cluster() {
             let (docs, _) = self.read_hashes(keys, &names, &[], records).await?;
             return Ok(docs);
         }
-        let mut batches: HashMap<Slot, Vec<usize>> = HashMap::new();
-        for (i, name) in names.iter().enumerate() {
-            batches.entry(Slot::for_key(name)).or_default().push(i);
-        }
-        // A slot's only document, read without its record, goes with the others bound for
-        // its master in one pipeline (`slots`); the rest, one read script per slot.
-        let table = if records {
-            None
-        } else {
-            self.conns.slot_table()
-        };
-        let mut by_node: HashMap<usize, Vec<usize>> = HashMap::new();
-        let mut scripted = Vec::new();
-        for (slot, positions) in batches {
-            let owner = table.as_ref().and_then(|table| table.owner(slot));
-            match (positions.as_slice(), owner) {
-                ([only], Some((node, _))) => by_node.entry(node).or_default().push(*only),
-                _ => scripted.push(positions),
-            }
-        }
-        let names = &names;
-        let on_nodes = by_node.into_values().map(|positions| {
-            let table = table.as_ref();
-            async move {
-                match table {
-                    Some(table) => self.read_on_node(keys, names, &positions, table).await,
-                    None => Ok(Vec::new()),
-                }
-            }
-        });
-        let calls = scripted.into_iter().map(|positions| async move {
-            let batch: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
-            let mut call = ScriptCall::new(&self.scripts.read, &batch, 1);
-            call.arg(flag(records));
-            let first = &names[positions[0]];
-            let reply: Value = call
-                .run(&mut self.conns.get())
-                .await
-                .map_err(|e| self.backend(format_args!("read of `{first}`"), e))?;
-            let entries = reply::array(&reply)
-                .filter(|entries| entries.len() == positions.len())
-                .ok_or_else(|| {
-                    self.backend("read", reply::unexpected("the read script", &reply))
-                })?;
-            positions
-                .iter()
-                .zip(entries)
-                .map(|(&i, entry)| Ok((i, self.decode_entry(&keys[i], entry)?)))
-                .collect::<Result<Vec<_>>>()
-        });
-        let (on_nodes, calls) = futures::try_join!(
-            futures::future::try_join_all(on_nodes),
-            futures::future::try_join_all(calls)
-        )?;
-        let mut out = vec![None; keys.len()];
-        for (i, doc) in on_nodes.into_iter().chain(calls).flatten() {
-            out[i] = doc;
-        }
-        Ok(out)
+        let (docs, _) = self.read_cluster(keys, &names, &[], records).await?;
+        Ok(docs)
     }
 
     /// Reads documents (`names`: their Redis names) and lists the first page of each
@@ -170,71 +109,9 @@ impl RedisStore {
         Ok((docs, pages))
     }
 
-    /// Documents read without their records on a cluster, each its slot's only one in the
-    /// read, all served by one master as `table` says: one pipeline of `HGETALL`s sent to
-    /// that node (one document: a lone `HGETALL`). A document the node does not serve (an
-    /// error in its place, the table being stale) is read again through redis-rs's
-    /// routing, as is every document when the pipeline fails short of a timeout or a lost
-    /// connection (which fail the read, as they would fail each document's); the table is
-    /// then dropped (`slots`).
-    async fn read_on_node(
-        &self,
-        keys: &[Key],
-        names: &[String],
-        positions: &[usize],
-        table: &Arc<SlotTable>,
-    ) -> Result<Vec<(usize, Option<Versioned>)>> {
-        let node = match positions {
-            [only] => {
-                let doc = self.read_alone(&keys[*only], &names[*only]).await?;
-                return Ok(vec![(*only, doc)]);
-            }
-            [first, ..] => table
-                .owner(Slot::for_key(&names[*first]))
-                .map(|(_, node)| node),
-            [] => return Ok(Vec::new()),
-        };
-        let mut pipe = ::redis::pipe();
-        for &i in positions {
-            pipe.cmd("HGETALL").arg(&names[i]);
-        }
-        let replies = match node {
-            Some(node) => match self.conns.get().on_node(pipe, positions.len(), node).await {
-                Ok(replies) if replies.len() == positions.len() => Some(replies),
-                Err(e) if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() => {
-                    return Err(self.backend(format!("read of `{}`", names[positions[0]]), e));
-                }
-                _ => None,
-            },
-            None => None,
-        };
-        let stale = replies.as_ref().is_none_or(|replies| {
-            replies
-                .iter()
-                .any(|reply| matches!(reply, Value::ServerError(e) if e.code() != "WRONGTYPE"))
-        });
-        if stale {
-            self.conns.drop_slot_table(table);
-        }
-        let reads = positions.iter().enumerate().map(|(n, &i)| {
-            let reply = replies.as_ref().map(|replies| &replies[n]);
-            async move {
-                let doc = match reply {
-                    Some(Value::ServerError(e)) if e.code() != "WRONGTYPE" => {
-                        self.read_alone(&keys[i], &names[i]).await?
-                    }
-                    Some(reply) => self.decode_hash(&keys[i], &names[i], reply, false).await?,
-                    None => self.read_alone(&keys[i], &names[i]).await?,
-                };
-                Ok::<_, Error>((i, doc))
-            }
-        });
-        futures::future::try_join_all(reads).await
-    }
-
     /// One document read alone without its record (on a cluster, the only key of its slot
     /// in a read): one `HGETALL`, atomic by itself and a fraction of a script's cost.
-    async fn read_alone(&self, key: &Key, name: &str) -> Result<Option<Versioned>> {
+    pub(super) async fn read_alone(&self, key: &Key, name: &str) -> Result<Option<Versioned>> {
         let reply: ::redis::RedisResult<Value> = ::redis::cmd("HGETALL")
             .arg(name)
             .query_async(&mut self.conns.get())
@@ -250,34 +127,51 @@ impl RedisStore {
     /// documents in the index's own entity group (module docs).
     pub(super) async fn scan_page(&self, scan: &Scan, records: bool) -> Result<ScanPage> {
         let index = self.names.index(scan.parent.as_ref(), &scan.kind);
-        let limit = scan.limit.max(1);
-        let what = format!("scan of `{index}`");
-        // One script lists the page and reads its documents: atomic for the members in
-        // the index's own entity group (all of them on a standalone server).
-        let mut call = ScriptCall::new(&self.scripts.read, &[&index], 6);
-        call.arg(flag(records))
-            .arg("scan")
-            .arg(self.names.prefix())
-            .arg(cursor_min(scan))
-            .arg(limit)
-            .arg(if self.is_cluster() { "0" } else { "1" });
+        let call = self.scan_call(scan, &index, records);
         let mut conn = self.conns.get();
         let reply: Value = call
             .run(&mut conn)
             .await
-            .map_err(|e| self.backend(&what, e))?;
+            .map_err(|e| self.backend(format!("scan of `{index}`"), e))?;
         self.decode_page(scan, &index, &reply, records).await
     }
 
+    /// The read script's call for the first page of `scan`, whose index is `index`: it
+    /// lists the page and reads its documents, atomic for the members in the index's own
+    /// entity group (all of them on a standalone server).
+    pub(super) fn scan_call(&self, scan: &Scan, index: &str, records: bool) -> ScriptCall<'_> {
+        let mut call = ScriptCall::new(&self.scripts.read, &[index], 6);
+        call.arg(flag(records))
+            .arg("scan")
+            .arg(self.names.prefix())
+            .arg(cursor_min(scan))
+            .arg(scan.limit.max(1))
+            .arg(if self.is_cluster() { "0" } else { "1" });
+        call
+    }
+
     /// A lookup: on a standalone server one read script for all of it; on a cluster the
-    /// documents (one script per slot) and each scan page, concurrently.
+    /// documents and each scan page, concurrently (`cluster_read.rs`).
     pub(super) async fn lookup_all(&self, lookup: &Lookup) -> Result<Found> {
+        if self.is_cluster() {
+            let names: Vec<String> = lookup.keys.iter().map(|k| self.names.doc(k)).collect();
+            let scans: Vec<&Scan> = lookup.scans.iter().collect();
+            let (docs, listed) = self
+                .read_cluster(&lookup.keys, &names, &scans, lookup.records)
+                .await?;
+            let pages = lookup
+                .scans
+                .iter()
+                .zip(listed)
+                .map(|(scan, (index, reply))| async move {
+                    self.decode_page(scan, &index, &reply, lookup.records).await
+                });
+            let pages = futures::future::try_join_all(pages).await?;
+            return Ok(Found { docs, pages });
+        }
         // Without documents one scan is a lookup's one atomic read; several go through the
         // read script, which lists them in one step (`snapshot_lookups`).
-        if self.is_cluster()
-            || lookup.scans.is_empty()
-            || (lookup.keys.is_empty() && lookup.scans.len() == 1)
-        {
+        if lookup.scans.is_empty() || (lookup.keys.is_empty() && lookup.scans.len() == 1) {
             let pages = lookup
                 .scans
                 .iter()

@@ -10,6 +10,7 @@
 //! dropped and fetched anew in the background, at most once per [`REFRESH_EVERY`], while
 //! reads go key by key.
 
+use crate::key::{FastHasher, FastMap};
 use ::redis::Value;
 use ::redis::cluster_routing::Slot;
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ pub(super) struct Node {
 #[derive(Debug, Default)]
 pub(super) struct SlotTable {
     nodes: Vec<Node>,
-    owners: HashMap<Slot, u16>,
+    owners: FastMap<Slot, u16>,
 }
 
 impl SlotTable {
@@ -46,7 +47,10 @@ impl SlotTable {
         let Value::Array(ranges) = reply else {
             return None;
         };
-        let mut table = SlotTable::default();
+        let mut table = SlotTable {
+            nodes: Vec::new(),
+            owners: FastMap::with_capacity_and_hasher(usize::from(SLOTS), FastHasher::default()),
+        };
         let mut index: HashMap<Node, u16> = HashMap::new();
         for range in ranges {
             let Value::Array(items) = range else {

@@ -1,0 +1,276 @@
+//! Reads on a Redis Cluster. A slot of several documents in a read is read by one read
+//! script (`lua/read.lua`), atomically; a slot of one document read without its record
+//! (a static shard, a root document) by a plain `HGETALL`, atomic by itself and a fraction
+//! of a script's cost; a scan's first page by the read script on its index's slot. The
+//! `HGETALL`s and the scans bound for one master go to it as one pipeline (not a
+//! transaction: each is atomic alone, as it is when sent alone), by the slot table
+//! (`slots.rs`): a load of an entity with ten static shards and its dynamic-shard scan is
+//! three requests on a three-master cluster.
+//!
+//! The table is a hint. A node that does not serve a slot answers a command in it with an
+//! error, never with data, so a document or a scan answered with an error (or a pipeline
+//! that failed short of a timeout or a lost connection) is read again on its own through
+//! redis-rs's routing, and the table is dropped (`slots.rs`). Pipelines carry reads only:
+//! redis-rs sends a pipeline again whole when one of its replies is `MOVED` or `ASK`, which
+//! a write must never be.
+
+use super::RedisStore;
+use super::call::ScriptCall;
+use super::reply;
+use super::slots::SlotTable;
+use crate::document::Versioned;
+use crate::error::{Error, Result};
+use crate::key::{FastMap, Key};
+use crate::store::Scan;
+use ::redis::Value;
+use ::redis::cluster_routing::Slot;
+use std::sync::Arc;
+
+/// What a pipeline to one master reads: a document (its position in the read) or the
+/// first page of a scan (its position among the scans).
+#[derive(Clone, Copy)]
+enum Item {
+    Doc(usize),
+    Scan(usize),
+}
+
+/// A scan's index name and the read script's reply for its first page, to decode.
+pub(super) type Listed = (String, Value);
+
+impl RedisStore {
+    /// Reads documents (`names`: their Redis names) with or without their write records,
+    /// and the first page of each scan (answered as the read script's reply), on a
+    /// cluster (module docs).
+    pub(super) async fn read_cluster(
+        &self,
+        keys: &[Key],
+        names: &[String],
+        scans: &[&Scan],
+        records: bool,
+    ) -> Result<(Vec<Option<Versioned>>, Vec<Listed>)> {
+        let mut batches: FastMap<Slot, Vec<usize>> = FastMap::default();
+        for (i, name) in names.iter().enumerate() {
+            batches.entry(Slot::for_key(name)).or_default().push(i);
+        }
+        let indexes: Vec<String> = scans
+            .iter()
+            .map(|scan| self.names.index(scan.parent.as_ref(), &scan.kind))
+            .collect();
+        let table = self.conns.slot_table();
+        let owner = |name: &str| {
+            let table = table.as_ref()?;
+            table.owner(Slot::for_key(name)).map(|(node, _)| node)
+        };
+        let mut by_node: FastMap<usize, Vec<Item>> = FastMap::default();
+        let mut scripted = Vec::new();
+        for (_, positions) in batches {
+            let node = match positions.as_slice() {
+                [only] if !records => owner(&names[*only]),
+                _ => None,
+            };
+            match node {
+                Some(node) => by_node
+                    .entry(node)
+                    .or_default()
+                    .push(Item::Doc(positions[0])),
+                None => scripted.push(positions),
+            }
+        }
+        let mut unplaced = Vec::new();
+        for (j, index) in indexes.iter().enumerate() {
+            match owner(index) {
+                Some(node) => by_node.entry(node).or_default().push(Item::Scan(j)),
+                None => unplaced.push(j),
+            }
+        }
+        let on_nodes = by_node.into_values().map(|items| {
+            let (table, indexes) = (table.as_ref(), &indexes);
+            async move {
+                match table {
+                    Some(table) => {
+                        self.read_on_node(keys, names, scans, indexes, &items, table, records)
+                            .await
+                    }
+                    None => Ok(Vec::new()),
+                }
+            }
+        });
+        let calls = scripted
+            .into_iter()
+            .map(|positions| self.read_slot(keys, names, positions, records));
+        let lists = unplaced.into_iter().map(|j| {
+            let index = &indexes[j];
+            async move {
+                let reply = self.list_alone(scans[j], index, records).await?;
+                Ok::<_, Error>((Item::Scan(j), Read::Page(reply)))
+            }
+        });
+        let (on_nodes, calls, lists) = futures::try_join!(
+            futures::future::try_join_all(on_nodes),
+            futures::future::try_join_all(calls),
+            futures::future::try_join_all(lists)
+        )?;
+        let mut docs = vec![None; keys.len()];
+        let mut replies = vec![None; scans.len()];
+        for (i, doc) in calls.into_iter().flatten() {
+            docs[i] = doc;
+        }
+        for (item, read) in on_nodes.into_iter().flatten().chain(lists) {
+            match (item, read) {
+                (Item::Doc(i), Read::Doc(doc)) => docs[i] = doc,
+                (Item::Scan(j), Read::Page(reply)) => replies[j] = Some(reply),
+                _ => {}
+            }
+        }
+        let listed = indexes
+            .into_iter()
+            .zip(replies)
+            .map(|(index, reply)| {
+                let reply = reply.ok_or_else(|| {
+                    self.backend(format!("scan of `{index}`"), "no reply for the scan")
+                })?;
+                Ok((index, reply))
+            })
+            .collect::<Result<_>>()?;
+        Ok((docs, listed))
+    }
+
+    /// The read script's reply for the first page of `scan` (index `index`), sent on its
+    /// own.
+    async fn list_alone(&self, scan: &Scan, index: &str, records: bool) -> Result<Value> {
+        self.scan_call(scan, index, records)
+            .run(&mut self.conns.get())
+            .await
+            .map_err(|e| self.backend(format!("scan of `{index}`"), e))
+    }
+
+    /// The documents of one slot (`positions` into `keys`), with or without their
+    /// records, by one read script.
+    async fn read_slot(
+        &self,
+        keys: &[Key],
+        names: &[String],
+        positions: Vec<usize>,
+        records: bool,
+    ) -> Result<Vec<(usize, Option<Versioned>)>> {
+        let batch: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
+        let mut call = ScriptCall::new(&self.scripts.read, &batch, 1);
+        call.arg(if records { "1" } else { "0" });
+        let first = &names[positions[0]];
+        let reply: Value = call
+            .run(&mut self.conns.get())
+            .await
+            .map_err(|e| self.backend(format_args!("read of `{first}`"), e))?;
+        let entries = reply::array(&reply)
+            .filter(|entries| entries.len() == positions.len())
+            .ok_or_else(|| self.backend("read", reply::unexpected("the read script", &reply)))?;
+        positions
+            .iter()
+            .zip(entries)
+            .map(|(&i, entry)| Ok((i, self.decode_entry(&keys[i], entry)?)))
+            .collect()
+    }
+
+    /// The `items` one master serves as `table` says, as one pipeline (one item alone: sent
+    /// alone). An item answered with an error is read again on its own, and so is every
+    /// item when the pipeline fails short of a timeout or a lost connection; the table is
+    /// then dropped (module docs).
+    #[allow(clippy::too_many_arguments)]
+    async fn read_on_node(
+        &self,
+        keys: &[Key],
+        names: &[String],
+        scans: &[&Scan],
+        indexes: &[String],
+        items: &[Item],
+        table: &Arc<SlotTable>,
+        records: bool,
+    ) -> Result<Vec<(Item, Read)>> {
+        let name_of = |item: &Item| match *item {
+            Item::Doc(i) => &names[i],
+            Item::Scan(j) => &indexes[j],
+        };
+        match *items {
+            [Item::Doc(i)] => {
+                let doc = self.read_alone(&keys[i], &names[i]).await?;
+                return Ok(vec![(items[0], Read::Doc(doc))]);
+            }
+            [Item::Scan(j)] => {
+                let reply = self.list_alone(scans[j], &indexes[j], records).await?;
+                return Ok(vec![(items[0], Read::Page(reply))]);
+            }
+            [] => return Ok(Vec::new()),
+            _ => {}
+        }
+        let node = table
+            .owner(Slot::for_key(name_of(&items[0])))
+            .map(|(_, node)| node);
+        let mut pipe = ::redis::pipe();
+        for item in items {
+            match *item {
+                Item::Doc(i) => {
+                    pipe.cmd("HGETALL").arg(&names[i]);
+                }
+                Item::Scan(j) => {
+                    pipe.add_command(self.scan_call(scans[j], &indexes[j], records).cmd().clone());
+                }
+            }
+        }
+        let replies = match node {
+            Some(node) => match self.conns.get().on_node(pipe, items.len(), node).await {
+                Ok(replies) if replies.len() == items.len() => Some(replies),
+                Err(e) if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() => {
+                    let first = name_of(&items[0]);
+                    return Err(self.backend(format!("read of `{first}`"), e));
+                }
+                _ => None,
+            },
+            None => None,
+        };
+        let stale = replies
+            .as_ref()
+            .is_none_or(|replies| replies.iter().any(misrouted));
+        if stale {
+            self.conns.drop_slot_table(table);
+        }
+        let reads = items.iter().enumerate().map(|(n, item)| {
+            let reply = replies.as_ref().map(|replies| &replies[n]);
+            async move {
+                let read = match (*item, reply) {
+                    (Item::Doc(i), Some(reply)) if !is_error(reply) || wrong_type(reply) => {
+                        Read::Doc(self.decode_hash(&keys[i], &names[i], reply, false).await?)
+                    }
+                    (Item::Doc(i), _) => Read::Doc(self.read_alone(&keys[i], &names[i]).await?),
+                    (Item::Scan(_), Some(reply)) if !is_error(reply) => Read::Page(reply.clone()),
+                    (Item::Scan(j), _) => {
+                        Read::Page(self.list_alone(scans[j], &indexes[j], records).await?)
+                    }
+                };
+                Ok::<_, Error>((*item, read))
+            }
+        });
+        futures::future::try_join_all(reads).await
+    }
+}
+
+/// What [`RedisStore::read_on_node`] read of an item.
+enum Read {
+    Doc(Option<Versioned>),
+    /// The read script's reply.
+    Page(Value),
+}
+
+fn is_error(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(_))
+}
+
+fn wrong_type(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(e) if e.code() == "WRONGTYPE")
+}
+
+/// Whether a reply says the node does not serve the slot now (or not yet): what makes
+/// the table stale. `WRONGTYPE` (a value of another type) and `NOSCRIPT` (a script the
+/// node does not hold yet) are answers of the right node.
+fn misrouted(reply: &Value) -> bool {
+    matches!(reply, Value::ServerError(e) if !matches!(e.code(), "WRONGTYPE" | "NOSCRIPT"))
+}
