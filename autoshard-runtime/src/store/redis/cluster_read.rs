@@ -9,8 +9,8 @@
 //!
 //! The table is a hint. A node that does not serve a slot answers a command in it with an
 //! error, never with data, so a document or a scan answered with an error (or a pipeline
-//! that failed short of a timeout or a lost connection) is read again on its own through
-//! redis-rs's routing, and the table is dropped (`slots.rs`). Pipelines carry reads only:
+//! that failed short of a timeout: a node gone, a connection lost) is read again on its
+//! own through redis-rs's routing and its retries, and the table is dropped (`slots.rs`). Pipelines carry reads only:
 //! redis-rs sends a pipeline again whole when one of its replies is `MOVED` or `ASK`, which
 //! a write must never be.
 
@@ -173,8 +173,8 @@ impl RedisStore {
 
     /// The `items` one master serves as `table` says, as one pipeline (one item alone: sent
     /// alone). An item answered with an error is read again on its own, and so is every
-    /// item when the pipeline fails short of a timeout or a lost connection; the table is
-    /// then dropped (module docs).
+    /// item when the pipeline fails short of a timeout; the table is then dropped (module
+    /// docs).
     #[allow(clippy::too_many_arguments)]
     async fn read_on_node(
         &self,
@@ -219,7 +219,8 @@ impl RedisStore {
         let replies = match node {
             Some(node) => match self.conns.get().on_node(pipe, items.len(), node).await {
                 Ok(replies) if replies.len() == items.len() => Some(replies),
-                Err(e) if e.is_timeout() || e.is_io_error() || e.is_connection_dropped() => {
+                // Past the request's bound: reading each item again would wait as long.
+                Err(e) if e.is_timeout() => {
                     let first = name_of(&items[0]);
                     return Err(self.backend(format!("read of `{first}`"), e));
                 }
