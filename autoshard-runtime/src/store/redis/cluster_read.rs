@@ -86,13 +86,8 @@ impl RedisStore {
         let on_nodes = by_node.into_values().map(|items| {
             let (table, indexes) = (table.as_ref(), &indexes);
             async move {
-                match table {
-                    Some(table) => {
-                        self.read_on_node(keys, names, scans, indexes, &items, table, records)
-                            .await
-                    }
-                    None => Ok(Vec::new()),
-                }
+                self.read_on_node(keys, names, scans, indexes, &items, table, records)
+                    .await
             }
         });
         let calls = scripted
@@ -171,8 +166,8 @@ impl RedisStore {
             .collect()
     }
 
-    /// The `items` one master serves as `table` says, as one pipeline (one item alone: sent
-    /// alone). An item answered with an error is read again on its own, and so is every
+    /// The `items` one master serves as `table` says, as one pipeline (one item alone, or
+    /// no table: each sent alone). An item answered with an error is read again on its own, and so is every
     /// item when the pipeline fails short of a timeout; the table is then dropped (module
     /// docs).
     #[allow(clippy::too_many_arguments)]
@@ -183,7 +178,7 @@ impl RedisStore {
         scans: &[&Scan],
         indexes: &[String],
         items: &[Item],
-        table: &Arc<SlotTable>,
+        table: Option<&Arc<SlotTable>>,
         records: bool,
     ) -> Result<Vec<(Item, Read)>> {
         let name_of = |item: &Item| match *item {
@@ -203,7 +198,7 @@ impl RedisStore {
             _ => {}
         }
         let node = table
-            .owner(Slot::for_key(name_of(&items[0])))
+            .and_then(|table| table.owner(Slot::for_key(name_of(&items[0]))))
             .map(|(_, node)| node);
         let mut pipe = ::redis::pipe();
         for item in items {
@@ -231,7 +226,7 @@ impl RedisStore {
         let stale = replies
             .as_ref()
             .is_none_or(|replies| replies.iter().any(misrouted));
-        if stale {
+        if let Some(table) = table.filter(|_| stale) {
             self.conns.drop_slot_table(table);
         }
         let reads = items.iter().enumerate().map(|(n, item)| {
