@@ -37,6 +37,26 @@ enum Item {
 /// A scan's index name and the read script's reply for its first page, to decode.
 pub(super) type Listed = (String, Value);
 
+/// What one read reads: documents (`names`: their Redis names) and the first pages of
+/// scans (`indexes`: their indexes' names).
+struct Reading<'a> {
+    keys: &'a [Key],
+    names: &'a [String],
+    scans: &'a [&'a Scan],
+    indexes: &'a [String],
+    records: bool,
+}
+
+impl Reading<'_> {
+    /// The Redis name an item reads.
+    fn name_of(&self, item: Item) -> &str {
+        match item {
+            Item::Doc(i) => &self.names[i],
+            Item::Scan(j) => &self.indexes[j],
+        }
+    }
+}
+
 impl RedisStore {
     /// Reads documents (`names`: their Redis names) with or without their write records,
     /// and the first page of each scan (answered as the read script's reply), on a
@@ -83,22 +103,23 @@ impl RedisStore {
                 None => unplaced.push(j),
             }
         }
-        let on_nodes = by_node.into_values().map(|items| {
-            let (table, indexes) = (table.as_ref(), &indexes);
-            async move {
-                self.read_on_node(keys, names, scans, indexes, &items, table, records)
-                    .await
-            }
-        });
+        let reading = Reading {
+            keys,
+            names,
+            scans,
+            indexes: &indexes,
+            records,
+        };
+        let (reading, table) = (&reading, table.as_ref());
+        let on_nodes = by_node
+            .into_values()
+            .map(|items| async move { self.read_on_node(reading, &items, table).await });
         let calls = scripted
             .into_iter()
             .map(|positions| self.read_slot(keys, names, positions, records));
-        let lists = unplaced.into_iter().map(|j| {
-            let index = &indexes[j];
-            async move {
-                let reply = self.list_alone(scans[j], index, records).await?;
-                Ok::<_, Error>((Item::Scan(j), Read::Page(reply)))
-            }
+        let lists = unplaced.into_iter().map(|j| async move {
+            let item = Item::Scan(j);
+            Ok::<_, Error>((item, self.read_alone_item(reading, item).await?))
         });
         let (on_nodes, calls, lists) = futures::try_join!(
             futures::future::try_join_all(on_nodes),
@@ -167,47 +188,33 @@ impl RedisStore {
     }
 
     /// The `items` one master serves as `table` says, as one pipeline (one item alone, or
-    /// no table: each sent alone). An item answered with an error is read again on its own, and so is every
-    /// item when the pipeline fails short of a timeout; the table is then dropped (module
-    /// docs).
-    #[allow(clippy::too_many_arguments)]
+    /// no table: each sent alone). An item answered with an error is read again on its
+    /// own, and so is every item when the pipeline fails short of a timeout; the table is
+    /// then dropped (module docs).
     async fn read_on_node(
         &self,
-        keys: &[Key],
-        names: &[String],
-        scans: &[&Scan],
-        indexes: &[String],
+        reading: &Reading<'_>,
         items: &[Item],
         table: Option<&Arc<SlotTable>>,
-        records: bool,
     ) -> Result<Vec<(Item, Read)>> {
-        let name_of = |item: &Item| match *item {
-            Item::Doc(i) => &names[i],
-            Item::Scan(j) => &indexes[j],
-        };
-        match *items {
-            [Item::Doc(i)] => {
-                let doc = self.read_alone(&keys[i], &names[i]).await?;
-                return Ok(vec![(items[0], Read::Doc(doc))]);
-            }
-            [Item::Scan(j)] => {
-                let reply = self.list_alone(scans[j], &indexes[j], records).await?;
-                return Ok(vec![(items[0], Read::Page(reply))]);
-            }
-            [] => return Ok(Vec::new()),
-            _ => {}
+        if let [item] = *items {
+            return Ok(vec![(item, self.read_alone_item(reading, item).await?)]);
         }
+        let Some(&first) = items.first() else {
+            return Ok(Vec::new());
+        };
         let node = table
-            .and_then(|table| table.owner(Slot::for_key(name_of(&items[0]))))
+            .and_then(|table| table.owner(Slot::for_key(reading.name_of(first))))
             .map(|(_, node)| node);
         let mut pipe = ::redis::pipe();
         for item in items {
             match *item {
                 Item::Doc(i) => {
-                    pipe.cmd("HGETALL").arg(&names[i]);
+                    pipe.cmd("HGETALL").arg(&reading.names[i]);
                 }
                 Item::Scan(j) => {
-                    pipe.add_command(self.scan_call(scans[j], &indexes[j], records).cmd().clone());
+                    let (scan, index) = (reading.scans[j], &reading.indexes[j]);
+                    pipe.add_command(self.scan_call(scan, index, reading.records).cmd().clone());
                 }
             }
         }
@@ -216,8 +223,8 @@ impl RedisStore {
                 Ok(replies) if replies.len() == items.len() => Some(replies),
                 // Past the request's bound: reading each item again would wait as long.
                 Err(e) if e.is_timeout() => {
-                    let first = name_of(&items[0]);
-                    return Err(self.backend(format!("read of `{first}`"), e));
+                    let what = format!("read of `{}`", reading.name_of(first));
+                    return Err(self.backend(what, e));
                 }
                 _ => None,
             },
@@ -229,23 +236,33 @@ impl RedisStore {
         if let Some(table) = table.filter(|_| stale) {
             self.conns.drop_slot_table(table);
         }
-        let reads = items.iter().enumerate().map(|(n, item)| {
-            let reply = replies.as_ref().map(|replies| &replies[n]);
+        let mut replies = replies.map(Vec::into_iter);
+        let reads = items.iter().map(|&item| {
+            let reply = replies.as_mut().and_then(Iterator::next);
             async move {
-                let read = match (*item, reply) {
-                    (Item::Doc(i), Some(reply)) if !is_error(reply) || wrong_type(reply) => {
-                        Read::Doc(self.decode_hash(&keys[i], &names[i], reply, false).await?)
+                let read = match (item, reply) {
+                    (Item::Doc(i), Some(reply)) if !is_error(&reply) || wrong_type(&reply) => {
+                        let (key, name) = (&reading.keys[i], &reading.names[i]);
+                        Read::Doc(self.decode_hash(key, name, &reply, false).await?)
                     }
-                    (Item::Doc(i), _) => Read::Doc(self.read_alone(&keys[i], &names[i]).await?),
-                    (Item::Scan(_), Some(reply)) if !is_error(reply) => Read::Page(reply.clone()),
-                    (Item::Scan(j), _) => {
-                        Read::Page(self.list_alone(scans[j], &indexes[j], records).await?)
-                    }
+                    (Item::Scan(_), Some(reply)) if !is_error(&reply) => Read::Page(reply),
+                    _ => self.read_alone_item(reading, item).await?,
                 };
-                Ok::<_, Error>((*item, read))
+                Ok::<_, Error>((item, read))
             }
         });
         futures::future::try_join_all(reads).await
+    }
+
+    /// `item` read on its own, through redis-rs's routing.
+    async fn read_alone_item(&self, reading: &Reading<'_>, item: Item) -> Result<Read> {
+        Ok(match item {
+            Item::Doc(i) => Read::Doc(self.read_alone(&reading.keys[i], &reading.names[i]).await?),
+            Item::Scan(j) => Read::Page(
+                self.list_alone(reading.scans[j], &reading.indexes[j], reading.records)
+                    .await?,
+            ),
+        })
     }
 }
 
