@@ -19,6 +19,16 @@ fn options(case: &str) -> RedisOptions {
     RedisOptions::default().namespace(namespace(case))
 }
 
+/// A write id of `writer`'s write number `seq`, whose records never expire.
+fn write_id(writer: &str, seq: u64) -> WriteId {
+    WriteId {
+        writer: writer.into(),
+        seq,
+        at_ms: 1,
+        horizon_ms: 0,
+    }
+}
+
 /// The Redis key of `key` in a store with namespace `ns`.
 fn redis_key(ns: &str, key: &Key) -> String {
     format!("{ns}:{}", key.encode())
@@ -40,12 +50,7 @@ async fn layout_on_the_server(server: &RedisServer, store: &RedisStore, ns: &str
     assert_eq!(server.cli(&["HLEN", &name]).trim(), "2");
 
     let record = format!("{name}/~w");
-    let write = WriteId {
-        writer: "w".into(),
-        seq: 3,
-        at_ms: 1,
-        horizon_ms: 0,
-    };
+    let write = write_id("w", 3);
     let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 2.into(), write);
     assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
     assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "9");
@@ -86,12 +91,7 @@ async fn merges_honour_entries_an_earlier_layout_kept_in_the_document(
     let name = redis_key(ns, &key);
     server.cli(&["HSET", &name, "v", "7", "p:n", "5", "w:w", "[5,1]"]);
     let merge = |writer: &str, seq: u64| {
-        let write = WriteId {
-            writer: writer.into(),
-            seq,
-            at_ms: 1,
-            horizon_ms: 0,
-        };
+        let write = write_id(writer, seq);
         Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write)
     };
     let value = || async { store.get(&key).await.unwrap().unwrap().doc["n"].clone() };
@@ -135,12 +135,7 @@ async fn a_foreign_value_at_a_record_hash_is_malformed(
     let record = format!("{name}/~w");
     server.cli(&["SET", &record, "plain"]);
     for (writer, seq) in [("w", 1), ("w", 256)] {
-        let write = WriteId {
-            writer: writer.into(),
-            seq,
-            at_ms: 1,
-            horizon_ms: 0,
-        };
+        let write = write_id(writer, seq);
         let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write);
         match store.merge(&merge).await {
             Err(Error::Malformed { key: k, .. }) => assert_eq!(k, key),
@@ -196,12 +191,7 @@ async fn foreign_values_are_malformed(server: &RedisServer, store: &RedisStore, 
             .expect(key.clone(), None)
             .put(key.clone(), doc(1));
         malformed(store.commit(&txn).await.unwrap_err(), "commit");
-        let write = WriteId {
-            writer: "w".into(),
-            seq: 1,
-            at_ms: 1,
-            horizon_ms: 0,
-        };
+        let write = write_id("w", 1);
         let merge = Merge::new(key.clone(), "n", Fold::MAX_I64, 1.into(), write);
         malformed(store.merge(&merge).await.unwrap_err(), "merge");
         let ty = server.cli(&["TYPE", &name]);
@@ -263,12 +253,7 @@ async fn merges_answer_stored_texts_as_the_reference(
             let key = Key::new("Texts", format!("{i}.{j}"));
             let name = redis_key(ns, &key);
             server.cli(&["HSET", &name, "v", version, "p:n", value]);
-            let write = WriteId {
-                writer: "w".into(),
-                seq: 1,
-                at_ms: 1,
-                horizon_ms: 0,
-            };
+            let write = write_id("w", 1);
             let m = Merge::new(key.clone(), "n", fold, operand.into(), write);
             let what = format!("{fold:?} {operand} into v={version} n={value}");
             let read_before = store.get(&key).await;
