@@ -123,6 +123,7 @@ cases!(
     a_passed_lease_frees_the_document,
     a_held_document_stays_owned_past_its_lease,
     malformed_owners_own_nothing,
+    any_group_id_owns_alike,
     the_owner_alone_changes_only_the_owner,
     owner_writes_never_bring_a_version_back,
 );

@@ -275,6 +275,63 @@ pub async fn malformed_owners_own_nothing(store: &dyn DocumentStore) {
     }
 }
 
+/// A group owns its documents whatever its id (empty, with quotes, backslashes or letters
+/// beyond ASCII) and whatever else its ownership property holds: writes and merges
+/// without its token are refused naming it, and its own commit applies.
+pub async fn any_group_id_owns_alike(store: &dyn DocumentStore) {
+    let kind = fresh_kind("AnyOwner");
+    let far = ok(store.now_ms().await, "now_ms") + 600_000;
+    let ids = ["", "g\"1", "g\\b", "é-1", "g 1/{x}"];
+    for (i, id) in ids.into_iter().enumerate() {
+        let key = Key::new(kind.as_str(), i.to_string());
+        let mut owner = Owner {
+            group: id.to_owned(),
+            until_ms: far,
+            txn: None,
+        }
+        .to_value();
+        if i % 2 == 1 {
+            owner["note"] = "kept".into();
+        }
+        let version = ok(
+            store
+                .put(&key, doc(&[("n", 1.into()), (OWNER, owner.clone())]))
+                .await,
+            "put",
+        );
+        let what = format!("group {id:?}");
+        assert_grouped(
+            store.put(&key, doc(&[("n", 2.into())])).await,
+            &key,
+            id,
+            &what,
+        );
+        let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+        assert_grouped(store.merge(&m).await, &key, id, &what);
+        let plain = Transaction::new()
+            .expect(key.clone(), Some(version))
+            .put(key.clone(), doc(&[("n", 3.into())]));
+        assert_grouped(store.commit(&plain).await, &key, id, &what);
+        let own = Transaction::new()
+            .expect(key.clone(), Some(version))
+            .put(key.clone(), doc(&[("n", 4.into()), (OWNER, owner)]))
+            .owned_by(id);
+        assert_eq!(commit(store, &own).await, Commit::Committed, "{what}");
+        assert_eq!(
+            get(store, &key).await.and_then(|d| d.doc.get("n").cloned()),
+            Some(4.into())
+        );
+        let release = Transaction::new()
+            .put(key.clone(), doc(&[("n", 5.into())]))
+            .owned_by(id);
+        assert_eq!(commit(store, &release).await, Commit::Committed, "{what}");
+        ok(
+            store.put(&key, doc(&[("n", 6.into())])).await,
+            "put once released",
+        );
+    }
+}
+
 /// A document a group's transaction holds (`~own.txn`) stays owned after its lease has
 /// passed: writes without the token are refused with `Grouped`, the group's own commit
 /// settles it. A `txn` that is not a string owns nothing.

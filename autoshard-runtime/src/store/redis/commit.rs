@@ -228,7 +228,10 @@ impl RedisStore {
             .extend(owners.into_iter().map(|(_, text)| Arg::Owned(text)));
         call.args.push(Arg::Num(txn.writes().len() as u64));
         call.args.extend(writes);
-        call.args.push(Arg::Text(txn.owner().unwrap_or_default()));
+        call.args.push(match txn.owner() {
+            Some(token) => Arg::Owned(format!("={token}")),
+            None => Arg::Text(""),
+        });
         call.args.push(Arg::Num(self.names.prefix().len() as u64));
         Ok((call, out_of_slot))
     }

@@ -23,7 +23,8 @@
 --                  P pairs: field name (`p:...` or `w:...`), its JSON.
 --              A `w:` field goes to the document's record hash, which the script names
 --              (KEYS[key position] .. '/~w', in the document's slot).
--- ARGV[#ARGV-1] the owner token: the key group the transaction commits for ('' for none).
+-- ARGV[#ARGV-1] the owner token: '=' followed by the key group the transaction commits
+--              for ('' for none: a group's id may be empty).
 -- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
 --              Redis key without the namespace (its `Key::encode()`).
 --
@@ -115,16 +116,18 @@ for c = 1, checks do
 end
 
 local token = ARGV[#ARGV - 1]
+local tokened = token ~= ''
+token = string.sub(token, 2)
 for _, at in ipairs(checked) do
   local text = owners[at]
   if text == nil and had[at] then
     text = redis.pcall('HGET', KEYS[at], 'p:~own')
   end
   local group, until_ms = live_owner(text)
-  if group and group ~= token then
+  if group and (not tokened or group ~= token) then
     return { 'grouped', at, group, until_ms }
   end
-  if token ~= '' and not group and had[at] then
+  if tokened and not group and had[at] then
     return { 'lost', at, token }
   end
 end
