@@ -3,8 +3,8 @@
 //! concurrent optimistic commits through shared connections.
 
 use autoshard::store::{
-    Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Lookup, Merge, Merged, RedisOptions,
-    RedisStore, Scan, Transaction, Versioned, WriteId, fold_lookup, merge,
+    Commit, Document, DocumentStore, Fold, FoldLookup, Folded, Lookup, Merge, Merged, OWNER, Owner,
+    RedisOptions, RedisStore, Scan, Transaction, Version, Versioned, WriteId, fold_lookup, merge,
 };
 use autoshard::{Error, Key};
 use autoshard_test_support::redis::{Cluster, RedisServer, Standalone, namespace};
@@ -148,6 +148,65 @@ async fn a_foreign_value_at_a_record_hash_is_malformed(
     }
     assert_eq!(server.cli(&["GET", &record]).trim(), "plain");
     assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "5");
+}
+
+/// An owner field holding any JSON text, as another client may write it (keys in another
+/// order, spaces, escapes, fields the store does not write), owns the document as the
+/// owner the text decodes to, read as a read decodes it (`Owner::of`): a commit and a
+/// merge without the group's token are refused naming that group while it is live, and
+/// apply when it is not.
+async fn owner_texts_own_as_their_json_reads(server: &RedisServer, store: &RedisStore, ns: &str) {
+    let now = store.now_ms().await.unwrap();
+    let (far, past) = (now + 600_000, now - 1);
+    let texts = [
+        format!(r#"{{"group":"g-1","until":{far}}}"#),
+        format!(r#"{{"until":{far},"group":"g-1"}}"#),
+        format!(r#"{{ "group" : "g-1" , "until" : {far} }}"#),
+        format!(r#"{{"group":"g\u002d1","until":{far}}}"#),
+        format!(r#"{{"group":"g\"1","until":{far}}}"#),
+        format!(r#"{{"group":"","until":{far}}}"#),
+        format!(r#"{{"group":"g-1","txn":"t-1","until":{past}}}"#),
+        format!(r#"{{"group":"g-1","until":{past},"txn":"t-1"}}"#),
+        format!(r#"{{"group":"g-1","txn":7,"until":{past}}}"#),
+        format!(r#"{{"group":"g-1","until":{past}}}"#),
+        format!(r#"{{"group":"g-1","until":{far},"x":1}}"#),
+        r#"{"group":"g-1","until":9999999999999999}"#.to_owned(),
+        r#"{"group":"g-1","until":0}"#.to_owned(),
+    ];
+    for (i, text) in texts.iter().enumerate() {
+        let key = Key::new("OwnerText", i.to_string());
+        let name = redis_key(ns, &key);
+        server.cli(&["HSET", &name, "v", "1", "p:n", "1", "p:~own", text]);
+        let stored: Document = [(OWNER.to_owned(), serde_json::from_str(text).unwrap())].into();
+        let live = Owner::of(&stored).filter(|owner| owner.is_live(now));
+        let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write_id("w", 1));
+        let merged = store.merge(&merge).await;
+        let txn = Transaction::new()
+            .expect(key.clone(), Some(Version(1)))
+            .put(key.clone(), doc(5));
+        let committed = store.commit(&txn).await;
+        match live {
+            Some(owner) => {
+                for (op, answer) in [("merge", merged.map(drop)), ("commit", committed.map(drop))] {
+                    match answer {
+                        Err(Error::Grouped { group, .. }) => {
+                            assert_eq!(group, owner.group, "{op} under {text}");
+                        }
+                        other => panic!("{op} under {text}: expected Grouped, got {other:?}"),
+                    }
+                }
+            }
+            None => {
+                assert_eq!(merged.unwrap(), Merged::Applied, "merge under {text}");
+                let conflict = Commit::Conflict { key: key.clone() };
+                assert_eq!(
+                    committed.unwrap(),
+                    conflict,
+                    "commit under {text} (after the merge)"
+                );
+            }
+        }
+    }
 }
 
 /// A value that is not ours at one of our keys is a typed error naming the key, on every
@@ -444,6 +503,8 @@ async fn standalone() {
     merges_honour_entries_an_earlier_layout_kept_in_the_document(&server.server, &store, &ns).await;
     let (store, ns) = connect("foreign").await;
     foreign_values_are_malformed(&server.server, &store, &ns).await;
+    let (store, ns) = connect("owner texts").await;
+    owner_texts_own_as_their_json_reads(&server.server, &store, &ns).await;
     let (store, ns) = connect("foreign record").await;
     a_foreign_value_at_a_record_hash_is_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;
@@ -486,6 +547,8 @@ async fn cluster() {
     merges_honour_entries_an_earlier_layout_kept_in_the_document(node, &store, &ns).await;
     let (store, ns) = connect("foreign").await;
     foreign_values_are_malformed(node, &store, &ns).await;
+    let (store, ns) = connect("owner texts").await;
+    owner_texts_own_as_their_json_reads(node, &store, &ns).await;
     let (store, ns) = connect("foreign record").await;
     a_foreign_value_at_a_record_hash_is_malformed(node, &store, &ns).await;
     let (store, ns) = connect("stale").await;

@@ -125,7 +125,7 @@ for _, at in ipairs(checked) do
   end
   local group, until_ms = live_owner(text)
   if group and (not tokened or group ~= token) then
-    return { 'grouped', at, group, until_ms }
+    return { 'grouped', at, group, lease_text(until_ms) }
   end
   if tokened and not group and had[at] then
     return { 'lost', at, token }

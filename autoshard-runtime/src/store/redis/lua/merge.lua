@@ -67,7 +67,7 @@ if not string.match(version, '^%d+$') then
 end
 local owner, owned_until = live_owner(fields[5])
 if owner then
-  return { 'grouped', owner, owned_until }
+  return { 'grouped', owner, lease_text(owned_until) }
 end
 
 if guard ~= '' then
