@@ -640,12 +640,13 @@ async fn cluster() {
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
 }
 
-/// A read of documents each alone in its slot (without write records, as a load reads)
-/// and of scan pages goes to each master as one pipeline, by the slot table the store
-/// fetched when it connected; once a slot has moved to another master, reads through that
-/// table still answer every document and page as stored (the node that lost the slot
-/// answers with an error, never with data, and the item is read again through the
-/// cluster's routing, the table dropped), and keep answering so.
+/// A read of documents each alone in its slot (without write records, as a load reads,
+/// and with them, as `get_many` and key groups read) and of scan pages goes to each
+/// master as one pipeline, by the slot table the store fetched when it connected; once a
+/// slot has moved to another master, reads through that table still answer every
+/// document and page as stored (the node that lost the slot answers with an error, never
+/// with data, and the item is read again through the cluster's routing, the table
+/// dropped), and keep answering so.
 async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
     cluster: &Cluster,
     store: &RedisStore,
@@ -663,16 +664,16 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
     for (i, child) in (20..).zip(&children) {
         store.insert(child, doc(i)).await.unwrap();
     }
-    // A lookup without write records, what a load reads, with a scan in the entity's
-    // group (its index in the entity's slot).
-    let lookup = Lookup {
+    // A lookup with a scan in the entity's group (its index in the entity's slot),
+    // without write records (what a load reads) or with them.
+    let lookup = |records| Lookup {
         keys: keys.clone(),
         scans: vec![Scan::new("Answer", Some(entity.clone()))],
-        records: false,
+        records,
         prefetch: Vec::new(),
     };
-    let read = || async {
-        let found = store.lookup(&lookup).await.unwrap();
+    let read = |records| async move {
+        let found = store.lookup(&lookup(records)).await.unwrap();
         let docs: Vec<_> = found.docs.into_iter().map(|d| d.map(|d| d.doc)).collect();
         let page: Vec<_> = found.pages[0]
             .items
@@ -681,29 +682,72 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
             .collect();
         (docs, page)
     };
+    // The main document and a shard hold a write record, which only a read with records
+    // answers.
+    let main = keys.len() - 1;
     let mut expected: Vec<Option<Document>> = (0..).zip(&keys).map(|(i, _)| Some(doc(i))).collect();
+    let mut recorded = expected.clone();
+    for at in [0, main] {
+        let merge = Merge::new(
+            keys[at].clone(),
+            "n",
+            Fold::SUM_I64,
+            1.into(),
+            write_id("w", 1),
+        );
+        assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+        let n = i64::try_from(at).unwrap() + 1;
+        expected[at] = Some(doc(n));
+        let mut with_record = doc(n);
+        with_record.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
+        recorded[at] = Some(with_record);
+    }
+    let want = |records: bool| {
+        if records {
+            recorded.clone()
+        } else {
+            expected.clone()
+        }
+    };
     let page: Vec<(Key, Document)> = (20..)
         .zip(&children)
         .map(|(i, k)| (k.clone(), doc(i)))
         .collect();
-    assert_eq!(read().await, (expected.clone(), page.clone()));
+    for records in [false, true] {
+        assert_eq!(read(records).await, (want(records), page.clone()));
+    }
     // Move the entity's slot (its main document and the scan's index) to a master that
     // serves a shard of the read, so that the old table sends both to a node that no
     // longer has them.
     let names: Vec<String> = keys.iter().map(|k| redis_key(ns, k)).collect();
     let masters: Vec<usize> = names.iter().map(|n| cluster.master_of(n)).collect();
-    let main = names.len() - 1;
     let to = *masters
         .iter()
         .find(|&&m| m != masters[main])
         .expect("the documents span two masters");
     cluster.move_slot_of(&names[main], to);
-    for _ in 0..20 {
-        assert_eq!(read().await, (expected.clone(), page.clone()));
+    for round in 0..20 {
+        let records = round % 2 == 1;
+        assert_eq!(read(records).await, (want(records), page.clone()));
+        let docs = store.get_many(&keys).await.unwrap();
+        let docs: Vec<_> = docs.into_iter().map(|d| d.map(|d| d.doc)).collect();
+        assert_eq!(docs, recorded, "get_many, round {round}");
     }
-    store.put(&keys[main], doc(100)).await.unwrap();
+    let mut rewritten = doc(100);
+    rewritten.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
+    store.put(&keys[main], rewritten.clone()).await.unwrap();
     expected[main] = Some(doc(100));
-    assert_eq!(read().await, (expected, page));
+    recorded[main] = Some(rewritten);
+    let want = |records: bool| {
+        if records {
+            recorded.clone()
+        } else {
+            expected.clone()
+        }
+    };
+    for records in [false, true] {
+        assert_eq!(read(records).await, (want(records), page.clone()));
+    }
 }
 
 /// `rediss://` (feature `tls`): a server whose certificate the platform does not trust is

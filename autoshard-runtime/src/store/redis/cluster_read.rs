@@ -1,14 +1,17 @@
 //! Reads on a Redis Cluster. A slot of several documents in a read is read by one read
-//! script (`lua/read.lua`), atomically; a slot of one document read without its record
-//! (a static shard, a root document) by a plain `HGETALL`, atomic by itself and a fraction
-//! of a script's cost; a scan's first page by the read script on its index's slot. The
-//! `HGETALL`s and the scans bound for one master go to it as one pipeline (not a
-//! transaction: each is atomic alone, as it is when sent alone), by the slot table
-//! (`slots.rs`): a load of an entity with ten static shards and its dynamic-shard scan is
-//! three requests on a three-master cluster.
+//! script (`lua/read.lua`), atomically; a slot of one document (a static shard, a root
+//! document) by a plain `HGETALL`, atomic by itself and a fraction of a script's cost, or,
+//! with its write record, by `MULTI`, `HGETALL` of the document and of its record hash (the
+//! same slot) and `EXEC`, as a standalone server reads it; a scan's first page by the read
+//! script on its index's slot. The reads of one document and the scans bound for one
+//! master go to it as one pipeline (not a transaction: each is atomic alone, as it is when
+//! sent alone), by the slot table (`slots.rs`): a load of an entity with ten static shards
+//! and its dynamic-shard scan is three requests on a three-master cluster, and so is the
+//! read of two such entities a key group forms over.
 //!
 //! The table is a hint. A node that does not serve a slot answers a command in it with an
-//! error, never with data, so a document or a scan answered with an error (or a pipeline
+//! error, never with data (inside a `MULTI`, the command is not queued and `EXEC` fails),
+//! so a document or a scan answered with an error (or a pipeline
 //! that failed short of a timeout: a node gone, a connection lost) is read again on its
 //! own through redis-rs's routing and its retries, and the table is dropped (`slots.rs`). Pipelines carry reads only:
 //! redis-rs sends a pipeline again whole when one of its replies is `MOVED` or `ASK`, which
@@ -16,8 +19,8 @@
 
 use super::RedisStore;
 use super::call::ScriptCall;
-use super::reply;
 use super::slots::SlotTable;
+use super::{names, reply};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::{FastMap, Key};
@@ -48,6 +51,16 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
+    /// How many replies an item's commands get in a pipeline: a document with its record
+    /// is read by `MULTI`, two `HGETALL`s (the document and its record hash, one slot) and
+    /// `EXEC`; anything else by one command.
+    fn replies(&self, item: Item) -> usize {
+        match item {
+            Item::Doc(_) if self.records => 4,
+            _ => 1,
+        }
+    }
+
     /// The Redis name an item reads.
     fn name_of(&self, item: Item) -> &str {
         match item {
@@ -85,7 +98,7 @@ impl RedisStore {
         let mut scripted = Vec::new();
         for (_, positions) in batches {
             let node = match positions.as_slice() {
-                [only] if !records => owner(&names[*only]),
+                [only] => owner(&names[*only]),
                 _ => None,
             };
             match node {
@@ -209,6 +222,7 @@ impl RedisStore {
         let mut pipe = ::redis::pipe();
         for item in items {
             match *item {
+                Item::Doc(i) if reading.records => recorded_read(&mut pipe, &reading.names[i]),
                 Item::Doc(i) => {
                     pipe.cmd("HGETALL").arg(&reading.names[i]);
                 }
@@ -218,9 +232,10 @@ impl RedisStore {
                 }
             }
         }
+        let sent: usize = items.iter().map(|item| reading.replies(*item)).sum();
         let replies = match node {
-            Some(node) => match self.conns.get().on_node(pipe, items.len(), node).await {
-                Ok(replies) if replies.len() == items.len() => Some(replies),
+            Some(node) => match self.conns.get().on_node(pipe, sent, node).await {
+                Ok(replies) if replies.len() == sent => Some(replies),
                 // Past the request's bound: reading each item again would wait as long.
                 Err(e) if e.is_timeout() => {
                     let what = format!("read of `{}`", reading.name_of(first));
@@ -238,10 +253,23 @@ impl RedisStore {
         }
         let mut replies = replies.map(Vec::into_iter);
         let reads = items.iter().map(|&item| {
-            let reply = replies.as_mut().and_then(Iterator::next);
+            // An item's reply: a `MULTI`'s is its `EXEC`'s (the replies before it say
+            // `OK` and `QUEUED`, or why a command was not queued, which `EXEC` refuses).
+            let reply = replies
+                .as_mut()
+                .and_then(|replies| replies.nth(reading.replies(item) - 1));
             async move {
                 let read = match (item, reply) {
-                    (Item::Doc(i), Some(reply)) if !is_error(&reply) || wrong_type(&reply) => {
+                    (Item::Doc(i), Some(reply)) if reading.records => {
+                        let (key, name) = (&reading.keys[i], &reading.names[i]);
+                        match self.decode_recorded(key, name, &reply).await? {
+                            Some(doc) => Read::Doc(doc),
+                            None => self.read_alone_item(reading, item).await?,
+                        }
+                    }
+                    (Item::Doc(i), Some(reply))
+                        if !reading.records && (!is_error(&reply) || wrong_type(&reply)) =>
+                    {
                         let (key, name) = (&reading.keys[i], &reading.names[i]);
                         Read::Doc(self.decode_hash(key, name, &reply, false).await?)
                     }
@@ -254,9 +282,17 @@ impl RedisStore {
         futures::future::try_join_all(reads).await
     }
 
-    /// `item` read on its own, through redis-rs's routing.
+    /// `item` read on its own, through redis-rs's routing (and its retries, `ASK`
+    /// redirects of a slot being migrated included, which a `MULTI` would not follow): a
+    /// document by an `HGETALL`, with its record by the read script.
     async fn read_alone_item(&self, reading: &Reading<'_>, item: Item) -> Result<Read> {
         Ok(match item {
+            Item::Doc(i) if reading.records => {
+                let read = self
+                    .read_slot(reading.keys, reading.names, vec![i], true)
+                    .await?;
+                Read::Doc(read.into_iter().next().and_then(|(_, doc)| doc))
+            }
             Item::Doc(i) => Read::Doc(self.read_alone(&reading.keys[i], &reading.names[i]).await?),
             Item::Scan(j) => Read::Page(
                 self.list_alone(reading.scans[j], &reading.indexes[j], reading.records)
@@ -264,6 +300,45 @@ impl RedisStore {
             ),
         })
     }
+}
+
+impl RedisStore {
+    /// The document `recorded_read` read, with its record, from the reply to its `EXEC`;
+    /// `None` when `EXEC` did not run the reads (a command refused, as a node that does
+    /// not serve the slot refuses it), or the document's read is another error than a
+    /// value of another type (which is [`Error::Malformed`]).
+    async fn decode_recorded(
+        &self,
+        key: &Key,
+        name: &str,
+        exec: &Value,
+    ) -> Result<Option<Option<Versioned>>> {
+        let Value::Array(replies) = exec else {
+            return Ok(None);
+        };
+        let [doc, record] = replies.as_slice() else {
+            return Ok(None);
+        };
+        if is_error(doc) && !wrong_type(doc) {
+            return Ok(None);
+        }
+        Ok(Some(match self.decode_hash(key, name, doc, true).await? {
+            Some(doc) => Some(self.with_record(key, name, doc, record)?),
+            None => None,
+        }))
+    }
+}
+
+/// Adds to `pipe` the read of the document `name` with its write record, in one
+/// `MULTI` (the document's hash and its record hash share a slot), as a standalone server
+/// reads it: four replies, the last `EXEC`'s.
+fn recorded_read(pipe: &mut ::redis::Pipeline, name: &str) {
+    pipe.cmd("MULTI")
+        .cmd("HGETALL")
+        .arg(name)
+        .cmd("HGETALL")
+        .arg(names::record_of(name))
+        .cmd("EXEC");
 }
 
 /// What [`RedisStore::read_on_node`] read of an item.

@@ -16,9 +16,10 @@ use ::redis::Value;
 impl RedisStore {
     /// Reads documents with their write records or (`records` off) without: on a
     /// standalone server in one `MULTI`; on a cluster, concurrently, one read script per
-    /// slot, or (`records` off) one `HGETALL` for a slot of one key (a static shard, a root
-    /// document), which is atomic by itself and costs the server a fraction of a script;
-    /// those bound for one master go in one pipeline (`cluster_read.rs`).
+    /// slot, or for a slot of one key (a static shard, a root document) one `HGETALL`
+    /// (with the record, `HGETALL`s of the document and its record hash in one `MULTI`),
+    /// which costs the server a fraction of a script; those bound for one master go in
+    /// one pipeline (`cluster_read.rs`).
     pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
         let names: Vec<String> = keys.iter().map(|k| self.names.doc(k)).collect();
         if !self.is_cluster() {
