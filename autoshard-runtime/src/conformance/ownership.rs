@@ -208,6 +208,33 @@ pub async fn the_owner_alone_changes_only_the_owner(store: &dyn DocumentStore) {
         "g",
         "the owner without a token",
     );
+    // The same, expecting the version it has (a group's join or release of one document).
+    let at_version = || {
+        Transaction::new()
+            .expect(key.clone(), Some(stamped.version))
+            .own(key.clone(), None)
+    };
+    assert_grouped(
+        store.commit(&at_version()).await,
+        &key,
+        "g",
+        "the owner at its version without a token",
+    );
+    assert_grouped(
+        store.commit(&at_version().owned_by("h")).await,
+        &key,
+        "g",
+        "the owner at its version with another group's token",
+    );
+    let stale = Transaction::new()
+        .expect(key.clone(), Some(before.version))
+        .own(key.clone(), None)
+        .owned_by("g");
+    assert_eq!(
+        commit(store, &stale).await,
+        Commit::Conflict { key: key.clone() },
+        "the owner at a version it no longer has"
+    );
     let back = Transaction::new()
         .expect(key.clone(), Some(stamped.version))
         .own(key.clone(), None)
@@ -216,6 +243,16 @@ pub async fn the_owner_alone_changes_only_the_owner(store: &dyn DocumentStore) {
     let freed = must_get(store, &key).await;
     assert_ne!(freed.version, stamped.version, "taken out: a new version");
     assert_eq!(freed.doc, before.doc, "taken out: the rest as before");
+    let lost = Transaction::new()
+        .expect(key.clone(), Some(freed.version))
+        .own(key.clone(), Some(owner.clone()))
+        .owned_by("g");
+    assert_lost(
+        store.commit(&lost).await,
+        &key,
+        "g",
+        "the owner at its version, with the token of a group that owns it no more",
+    );
     assert_eq!(
         merge_ok(store, &m).await,
         Merged::AlreadyApplied,

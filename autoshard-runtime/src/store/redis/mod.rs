@@ -59,6 +59,7 @@ const COMMIT_LUA: &str = concat!(
     include_str!("lua/owner.lua"),
     include_str!("lua/commit.lua")
 );
+const OWN_LUA: &str = concat!(include_str!("lua/owner.lua"), include_str!("lua/own.lua"));
 const READ_LUA: &str = include_str!("lua/read.lua");
 const MERGE_LUA: &str = concat!(include_str!("lua/owner.lua"), include_str!("lua/merge.lua"));
 const MERGE_COMMON_LUA: &str = include_str!("lua/merge_common.lua");
@@ -112,6 +113,7 @@ pub struct RedisStore {
 /// The store's Lua scripts, loaded into a server at their first use.
 struct Scripts {
     commit: Script,
+    own: Script,
     read: Script,
     merge: Script,
     merge_common: Script,
@@ -240,6 +242,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
             names: Arc::new(names),
             scripts: Arc::new(Scripts {
                 commit: Script::new(COMMIT_LUA),
+                own: Script::new(OWN_LUA),
                 read: Script::new(READ_LUA),
                 merge: Script::new(MERGE_LUA),
                 merge_common: Script::new(MERGE_COMMON_LUA),
