@@ -1,6 +1,11 @@
 //! Commits: planning the KEYS and ARGV of one `lua/commit.lua` call for a
 //! [`Transaction`], running it (with the out-of-slot index steps of `index` on a cluster),
-//! and decoding its reply. The call format is specified in the script's header.
+//! and decoding its reply. The call format is specified in the script's header. The
+//! commit of one document's owner alone, expecting its version (what a key group sends
+//! per document on a cluster), first goes to `lua/own.lua`, which runs only the commands
+//! that transaction needs: it answers as `commit.lua` would, in the same reply format, or
+//! writes nothing and answers `slow` (the document does not hold the version expected),
+//! and then `commit.lua` decides it.
 
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
