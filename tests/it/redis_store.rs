@@ -699,19 +699,13 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
         with_record.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
         recorded[at] = Some(with_record);
     }
-    let want = |records: bool| {
-        if records {
-            recorded.clone()
-        } else {
-            expected.clone()
-        }
-    };
     let page: Vec<(Key, Document)> = (20..)
         .zip(&children)
         .map(|(i, k)| (k.clone(), doc(i)))
         .collect();
     for records in [false, true] {
-        assert_eq!(read(records).await, (want(records), page.clone()));
+        let want = answered(records, &recorded, &expected);
+        assert_eq!(read(records).await, (want, page.clone()));
     }
     // Move the entity's slot (its main document and the scan's index) to a master that
     // serves a shard of the read, so that the old table sends both to a node that no
@@ -725,7 +719,8 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
     cluster.move_slot_of(&names[main], to);
     for round in 0..20 {
         let records = round % 2 == 1;
-        assert_eq!(read(records).await, (want(records), page.clone()));
+        let want = answered(records, &recorded, &expected);
+        assert_eq!(read(records).await, (want, page.clone()));
         let docs = store.get_many(&keys).await.unwrap();
         let docs: Vec<_> = docs.into_iter().map(|d| d.map(|d| d.doc)).collect();
         assert_eq!(docs, recorded, "get_many, round {round}");
@@ -735,16 +730,20 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
     store.put(&keys[main], rewritten.clone()).await.unwrap();
     expected[main] = Some(doc(100));
     recorded[main] = Some(rewritten);
-    let want = |records: bool| {
-        if records {
-            recorded.clone()
-        } else {
-            expected.clone()
-        }
-    };
     for records in [false, true] {
-        assert_eq!(read(records).await, (want(records), page.clone()));
+        let want = answered(records, &recorded, &expected);
+        assert_eq!(read(records).await, (want, page.clone()));
     }
+}
+
+/// What a read answers of documents stored as `recorded` (with their write records) and
+/// read as `expected` without them.
+fn answered(
+    records: bool,
+    recorded: &[Option<Document>],
+    expected: &[Option<Document>],
+) -> Vec<Option<Document>> {
+    if records { recorded } else { expected }.to_vec()
 }
 
 /// `rediss://` (feature `tls`): a server whose certificate the platform does not trust is
