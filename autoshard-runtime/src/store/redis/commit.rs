@@ -69,6 +69,13 @@ fn owner_ref(owner: Option<&Owner>, owners: &mut Vec<(Owner, String)>) -> u64 {
     at as u64 + 1
 }
 
+/// The owner token as the scripts take it (`commit.lua`, `own.lua`): `=` followed by the
+/// key group `txn` commits for, or empty for none (a group's id may itself be empty).
+fn token_text(txn: &Transaction) -> String {
+    txn.owner()
+        .map_or_else(String::new, |token| format!("={token}"))
+}
+
 /// What the commit script did to one write.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct WriteOutcome {
@@ -233,10 +240,7 @@ impl RedisStore {
             .extend(owners.into_iter().map(|(_, text)| Arg::Owned(text)));
         call.args.push(Arg::Num(txn.writes().len() as u64));
         call.args.extend(writes);
-        call.args.push(match txn.owner() {
-            Some(token) => Arg::Owned(format!("={token}")),
-            None => Arg::Text(""),
-        });
+        call.args.push(Arg::Owned(token_text(txn)));
         call.args.push(Arg::Num(self.names.prefix().len() as u64));
         Ok((call, out_of_slot))
     }
@@ -254,6 +258,15 @@ impl RedisStore {
         if txn.reads().is_empty() && txn.writes().is_empty() {
             return Ok(Applied::Committed(Vec::new()));
         }
+        if let Some((call, own)) = self.owner_alone(txn) {
+            let first = &call.keys[0];
+            let reply = self
+                .run_write(&own, || format!("{what} of `{first}`"))
+                .await?;
+            if reply::text(&reply) != Some("slow") {
+                return self.decode_commit(&call, 1, &reply, what);
+            }
+        }
         let (call, out_of_slot) = self.plan(txn)?;
 
         // Step 1 on a cluster: index entries of documents this write may create.
@@ -263,15 +276,6 @@ impl RedisStore {
             .map(|o| self.index_add(o));
         futures::future::try_join_all(pre).await?;
 
-        if let Some(own) = self.owner_alone(txn, &call) {
-            let first = &call.keys[0];
-            let reply = self
-                .run_write(&own, || format!("{what} of `{first}`"))
-                .await?;
-            if reply::text(&reply) != Some("slow") {
-                return self.decode_commit(&call, 1, &reply, what);
-            }
-        }
         let mut script = ScriptCall::new(&self.scripts.commit, &call.keys, call.args.len());
         for arg in &call.args {
             match arg {
@@ -302,27 +306,28 @@ impl RedisStore {
     }
 
     /// The call of `lua/own.lua` for `txn` when it is the commit of one document's owner
-    /// alone expecting its version (`call` is its plan): what a key group sends per
-    /// document on a cluster. `None` for any other transaction.
-    fn owner_alone(&self, txn: &Transaction, call: &Call) -> Option<ScriptCall<'_>> {
+    /// alone expecting its version (what a key group sends per document on a cluster),
+    /// with the one document it names for decoding the reply (the owner alone touches
+    /// no counter and no index, so that is all its plan holds). `None` for any other
+    /// transaction.
+    fn owner_alone<'t>(&self, txn: &'t Transaction) -> Option<(Call<'t>, ScriptCall<'_>)> {
         let ([(read, Some(version))], [(key, Write::Own(owner))]) = (txn.reads(), txn.writes())
         else {
             return None;
         };
-        if read != key || call.keys.len() != 1 {
+        if read != key {
             return None;
         }
+        let mut call = Call::default();
+        call.doc(&self.names, key);
         let mut own = ScriptCall::new(&self.scripts.own, &call.keys, 3);
         own.arg(version.0);
         match owner {
             Some(owner) => own.arg(owner.to_value().to_string()),
             None => own.arg(""),
         };
-        match txn.owner() {
-            Some(token) => own.arg(format!("={token}")),
-            None => own.arg(""),
-        };
-        Some(own)
+        own.arg(token_text(txn));
+        Some((call, own))
     }
 
     fn decode_commit(
