@@ -300,9 +300,7 @@ impl RedisStore {
             ),
         })
     }
-}
 
-impl RedisStore {
     /// The document `recorded_read` read, with its record, from the reply to its `EXEC`;
     /// `None` when `EXEC` did not run the reads (a command refused, as a node that does
     /// not serve the slot refuses it), or the document's read is another error than a
@@ -322,10 +320,7 @@ impl RedisStore {
         if is_error(doc) && !wrong_type(doc) {
             return Ok(None);
         }
-        Ok(Some(match self.decode_hash(key, name, doc, true).await? {
-            Some(doc) => Some(self.with_record(key, name, doc, record)?),
-            None => None,
-        }))
+        Ok(Some(self.decode_with_record(key, name, doc, record).await?))
     }
 }
 

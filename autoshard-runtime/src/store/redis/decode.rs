@@ -135,6 +135,21 @@ impl RedisStore {
         }
     }
 
+    /// The document a read of its hash and of its record hash at one instant found
+    /// (`doc` and `record`: their `HGETALL` replies, inside one `MULTI`).
+    pub(super) async fn decode_with_record(
+        &self,
+        key: &Key,
+        name: &str,
+        doc: &Value,
+        record: &Value,
+    ) -> Result<Option<Versioned>> {
+        match self.decode_hash(key, name, doc, true).await? {
+            Some(doc) => Ok(Some(self.with_record(key, name, doc, record)?)),
+            None => Ok(None),
+        }
+    }
+
     /// `doc` with the entries of its record hash (`entries`: its `HGETALL` reply) in its
     /// write record.
     pub(super) fn with_record(

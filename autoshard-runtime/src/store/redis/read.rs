@@ -84,10 +84,9 @@ impl RedisStore {
         let (hashes, pages) = replies.split_at(per_document * names.len());
         let mut docs = Vec::with_capacity(keys.len());
         for ((key, name), replies) in keys.iter().zip(names).zip(hashes.chunks(per_document)) {
-            let doc = self.decode_hash(key, name, &replies[0], records).await?;
-            docs.push(match (doc, replies.get(1)) {
-                (Some(doc), Some(entries)) => Some(self.with_record(key, name, doc, entries)?),
-                (doc, _) => doc,
+            docs.push(match replies {
+                [doc, record] => self.decode_with_record(key, name, doc, record).await?,
+                _ => self.decode_hash(key, name, &replies[0], records).await?,
             });
         }
         let pages = pages

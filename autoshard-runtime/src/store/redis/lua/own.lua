@@ -5,7 +5,7 @@
 -- 'slow', having written nothing, when the document does not hold the version expected
 -- (absent, changed, not ours): `commit.lua` then decides it. `commit.lua`'s generic
 -- reading of its arguments and its setup cost a pinned server more than the commands
--- this takes (about 7 us against 5).
+-- this takes (7-10 us a call against 5, `docs/design/redis.md`).
 --
 -- KEYS: {document}
 -- ARGV: the version expected (decimal); the owner's text (`p:~own`, '' to take the owner
