@@ -845,3 +845,112 @@ async fn connect_errors_say_why_and_never_show_the_password() {
         RedisStore::connect_with(&format!("redis://:s3cret@127.0.0.1:{port}/"), quick()).await;
     assert!(right.is_ok(), "{right:?}");
 }
+
+/// The outcome of a commit as the test compares it across stores (versions left out).
+fn outcome(result: autoshard::Result<Commit>) -> String {
+    match result {
+        Ok(commit) => format!("{commit:?}"),
+        Err(Error::Grouped { key, group, .. }) => format!("grouped {key} by {group}"),
+        Err(e) => format!("{e:?}"),
+    }
+}
+
+/// Owner-alone commits (a key group's join, renewal or release of one document) of 48
+/// documents in slots of their own, six of each kind: a join at the version read; one at
+/// a version the document does not hold; a commit without a token on a document another
+/// group owns; a release by the group that owns it; a join of an absent document; a
+/// release by a group that owns nothing. Prepared the same way on `store`; the commits,
+/// and the owners they set.
+async fn owner_commits(store: &dyn DocumentStore, docs: &[Key], until_ms: u64) -> Vec<Transaction> {
+    let owner = |group: &str| Owner {
+        group: group.to_owned(),
+        until_ms,
+        txn: None,
+    };
+    let mut commits = Vec::new();
+    for (i, key) in (0..).zip(docs) {
+        let case = i % 6;
+        if case != 4 {
+            store.insert(key, doc(i)).await.unwrap();
+        }
+        if case == 2 || case == 3 {
+            let version = store.get(key).await.unwrap().unwrap().version;
+            let group = if case == 2 { "other" } else { "g2" };
+            let join = Transaction::new()
+                .expect(key.clone(), Some(version))
+                .own(key.clone(), Some(owner(group)));
+            assert_eq!(store.commit(&join).await.unwrap(), Commit::Committed);
+        }
+        let version = match store.get(key).await.unwrap() {
+            Some(found) => found.version,
+            None => Version(1),
+        };
+        let at = |v: Version| Transaction::new().expect(key.clone(), Some(v));
+        commits.push(match case {
+            0 | 4 => at(version).own(key.clone(), Some(owner("g"))),
+            1 => at(Version(version.0 + 1_000)).own(key.clone(), Some(owner("g"))),
+            2 => at(version).own(key.clone(), None),
+            3 => at(version).own(key.clone(), None).owned_by("g2"),
+            _ => at(version).own(key.clone(), None).owned_by("gone"),
+        });
+    }
+    commits
+}
+
+/// On a cluster, owner-alone commits bound for one master go to it together, in one call
+/// of the owner script (on this current-thread runtime every commit sent at once is queued
+/// before the first call leaves). Each answers as it would alone, and as the reference
+/// store answers it; so do those whose slot moved to another master after the store
+/// fetched its slot table (the call's master no longer serves them), and one at a key
+/// that holds a foreign value.
+#[tokio::test(flavor = "current_thread")]
+async fn owner_commits_sent_together_answer_as_each_alone() {
+    let cluster = Cluster::start();
+    let options = options("own together");
+    let ns = options.namespace.clone();
+    let store = RedisStore::connect_cluster_with(&cluster.urls(), options)
+        .await
+        .unwrap();
+    let reference = autoshard::store::MemoryStore::new();
+    let entity = Key::new("Account", "together");
+    let docs: Vec<Key> = (0..48)
+        .map(|i| autoshard::layout::static_shard(&entity, "balance", i))
+        .collect();
+    let until_ms = store.now_ms().await.unwrap() + 600_000;
+    let commits = owner_commits(&store, &docs, until_ms).await;
+    let expected = owner_commits(&reference, &docs, until_ms).await;
+    // One document of each kind moves to another master; the slot table is not told.
+    for key in &docs[..6] {
+        let name = redis_key(&ns, key);
+        let from = cluster.master_of(&name);
+        cluster.move_slot_of(&name, (from + 1) % cluster.nodes.len());
+    }
+    let foreign = autoshard::layout::static_shard(&entity, "balance", 100);
+    let foreign_name = redis_key(&ns, &foreign);
+    cluster.nodes[cluster.master_of(&foreign_name)].cli(&["SET", &foreign_name, "x"]);
+    let foreign_commit = Transaction::new()
+        .expect(foreign.clone(), Some(Version(1)))
+        .own(foreign.clone(), None);
+
+    let sent = commits.iter().map(|txn| store.commit(txn));
+    let (answers, foreign_answer) = futures::join!(
+        futures::future::join_all(sent),
+        store.commit(&foreign_commit)
+    );
+    let reference_answers =
+        futures::future::join_all(expected.iter().map(|txn| reference.commit(txn))).await;
+    for ((key, got), want) in docs.iter().zip(answers).zip(reference_answers) {
+        assert_eq!(outcome(got), outcome(want), "{key}");
+    }
+    assert!(
+        matches!(&foreign_answer, Err(Error::Malformed { key, .. }) if *key == foreign),
+        "{foreign_answer:?}"
+    );
+    let stored = |docs: Vec<Option<Versioned>>| -> Vec<Option<Document>> {
+        docs.into_iter().map(|d| d.map(|d| d.doc)).collect()
+    };
+    assert_eq!(
+        stored(store.get_many(&docs).await.unwrap()),
+        stored(reference.get_many(&docs).await.unwrap())
+    );
+}

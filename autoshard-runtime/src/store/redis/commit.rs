@@ -10,6 +10,7 @@
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
 use super::names::Names;
+use super::own_batch::OwnCommit;
 use super::{RedisStore, reply};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
@@ -259,10 +260,7 @@ impl RedisStore {
             return Ok(Applied::Committed(Vec::new()));
         }
         if let Some((call, own)) = self.owner_alone(txn) {
-            let first = &call.keys[0];
-            let reply = self
-                .run_write(&own, || format!("{what} of `{first}`"))
-                .await?;
+            let reply = self.own(own, what).await?;
             if reply::text(&reply) != Some("slow") {
                 return self.decode_commit(&call, 1, &reply, what);
             }
@@ -305,12 +303,12 @@ impl RedisStore {
         Ok(applied)
     }
 
-    /// The call of `lua/own.lua` for `txn` when it is the commit of one document's owner
-    /// alone expecting its version (what a key group sends per document on a cluster),
-    /// with the one document it names for decoding the reply (the owner alone touches
-    /// no counter and no index, so that is all its plan holds). `None` for any other
-    /// transaction.
-    fn owner_alone<'t>(&self, txn: &'t Transaction) -> Option<(Call<'t>, ScriptCall<'_>)> {
+    /// The commit for `lua/own.lua` (`own_batch.rs`) when `txn` is the commit of one
+    /// document's owner alone expecting its version (what a key group sends per document
+    /// on a cluster), with the one document it names for decoding the answer (the owner
+    /// alone touches no counter and no index, so that is all its plan holds). `None` for
+    /// any other transaction.
+    fn owner_alone<'t>(&self, txn: &'t Transaction) -> Option<(Call<'t>, OwnCommit)> {
         let ([(read, Some(version))], [(key, Write::Own(owner))]) = (txn.reads(), txn.writes())
         else {
             return None;
@@ -320,13 +318,14 @@ impl RedisStore {
         }
         let mut call = Call::default();
         call.doc(&self.names, key);
-        let mut own = ScriptCall::new(&self.scripts.own, &call.keys, 3);
-        own.arg(version.0);
-        match owner {
-            Some(owner) => own.arg(owner.to_value().to_string()),
-            None => own.arg(""),
+        let own = OwnCommit {
+            name: call.keys[0].clone(),
+            version: version.0,
+            owner: owner
+                .as_ref()
+                .map_or_else(String::new, |owner| owner.to_value().to_string()),
+            token: token_text(txn),
         };
-        own.arg(token_text(txn));
         Some((call, own))
     }
 

@@ -10,8 +10,10 @@
 //! - Invariant: every write (`commit`, `insert`, `put`, `delete`: `lua/commit.lua`; `merge`:
 //!   `lua/merge_common.lua`, or `lua/merge.lua` for what that one leaves) is one script
 //!   that checks every expectation and that every key it touches is ours before its first
-//!   write, so it applies all or nothing, atomically, without WATCH. Scan indexes in another slot are kept around the script in an order that
-//!   never hides a live document.
+//!   write, so it applies all or nothing, atomically, without WATCH (on a cluster, one
+//!   call of `lua/own.lua` carries several owner-alone commits, each one document's,
+//!   each decided and applied whole on its own: `own_batch`). Scan indexes in another
+//!   slot are kept around the script in an order that never hides a live document.
 //! - Limits: Redis's own (512 MB per key and per property's JSON text); keep ids short and
 //!   hot documents small.
 //!
@@ -19,7 +21,8 @@
 //! waiting for replicas),
 //! `names` (key names and slots), `read`, `cluster_read` (reads on a cluster, sent to
 //! each master as one pipeline), `slots` (which master serves a slot), `decode` (replies
-//! into documents), `commit`,
+//! into documents), `commit`, `own_batch` (owner-alone commits on a cluster, batched per
+//! master),
 //! `merge`, `index`, `reply`. The full layout,
 //! the scan-index protocol and the round trips of each call: the repository's
 //! `docs/design/redis.md`.
@@ -34,6 +37,7 @@ mod index;
 mod merge;
 mod names;
 mod options;
+mod own_batch;
 mod read;
 mod reply;
 mod slots;
@@ -106,6 +110,8 @@ pub struct RedisStore {
     conns: Arc<Connections>,
     names: Arc<Names>,
     scripts: Arc<Scripts>,
+    /// Owner-alone commits waiting for their master's next call (cluster only).
+    own_batches: Arc<own_batch::OwnBatches>,
     /// The replicas every write waits for (see `durability`).
     replicas: Option<durability::Replicas>,
 }
@@ -247,6 +253,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
                 merge: Script::new(MERGE_LUA),
                 merge_common: Script::new(MERGE_COMMON_LUA),
             }),
+            own_batches: Arc::default(),
             replicas: durability::Replicas::from_options(options),
         }
     }

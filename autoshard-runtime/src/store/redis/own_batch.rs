@@ -1,0 +1,195 @@
+//! Commits of documents' owners alone on a Redis Cluster, sent to each master in batches.
+//!
+//! A key group on a cluster joins, renews and hands back each document it owns in a commit
+//! of its own (every static shard and root document is an entity group of its own): a
+//! group of 50 accounts with 4 shards each is 250 commits. Sent one by one, each is a
+//! request through the cluster client, whose client-side cost (its task, routing, the
+//! node's connection, the wake-ups) is several times the server's. Here the owner-alone
+//! commits (`lua/own.lua`) bound for one master (by the slot table, `slots.rs`) wait in
+//! that master's queue while one call of `own.lua` for the queue's earlier commits is under
+//! way, and go in the next call together, up to [`MOST`] per call.
+//!
+//! Why each commit stays what it was alone:
+//! - `own.lua` decides each document's commit on its own, with the same checks and the
+//!   same write as a call for that document alone, and answers each in the same form.
+//!   Nothing in one commit depends on another of the call.
+//! - The call is routed by its first document. A document its master does not serve (the
+//!   table was stale, the slot is migrating) fails its first command before anything is
+//!   written to it and is answered `slow`; the commit is then decided by `commit.lua`,
+//!   routed on its own as any commit is.
+//! - A call that fails (a lost reply, a connection cut) fails every commit in it with the
+//!   same error: each commit's outcome is unknown, as it is when its own call fails, and
+//!   callers handle that already (the store contract). The same holds for a commit whose
+//!   future is dropped while it waits: the call it joined may still run it, as a call
+//!   already written to the socket would.
+//! - The calls for one master are sent one at a time, in the order the commits came.
+
+use super::RedisStore;
+use super::call::ScriptCall;
+use crate::error::Result;
+use crate::key::FastMap;
+use crate::sync::lock;
+use ::redis::Value;
+use ::redis::cluster_routing::Slot;
+use std::sync::Mutex;
+use tokio::sync::oneshot;
+
+/// The most commits one call carries (a script holds the server while it runs: 256
+/// commits take a pinned server about a millisecond).
+pub(super) const MOST: usize = 256;
+
+/// One owner-alone commit: its document's Redis name, the version it expects, the owner's
+/// text (empty to take the owner out) and the token (`commit::token_text`).
+pub(super) struct OwnCommit {
+    pub name: String,
+    pub version: u64,
+    pub owner: String,
+    pub token: String,
+}
+
+/// A commit waiting in a master's queue, and where its answer goes.
+struct Waiting {
+    commit: OwnCommit,
+    answer: oneshot::Sender<Result<Value>>,
+}
+
+/// One master's queue; `sending` while a task sends its calls.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    sending: bool,
+}
+
+/// The queues of owner-alone commits, per master (`host:port`).
+#[derive(Default)]
+pub(super) struct OwnBatches {
+    queues: Mutex<FastMap<String, Queue>>,
+}
+
+impl std::fmt::Debug for OwnBatches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnBatches").finish_non_exhaustive()
+    }
+}
+
+/// Takes a master's queue back from its sending task when the task ends in any way (the
+/// runtime dropped it, a panic): commits still waiting then fail as in doubt, and the next
+/// commit for the master starts a new task.
+struct Sending<'a> {
+    batches: &'a OwnBatches,
+    master: &'a str,
+    /// The queue was found empty and taken back already.
+    done: bool,
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            // Dropping the senders tells each waiting commit that its outcome is unknown.
+            lock(&self.batches.queues).remove(self.master);
+        }
+    }
+}
+
+impl RedisStore {
+    /// The answer of `own.lua` to `commit` (as to a call for it alone): batched with the
+    /// other owner-alone commits bound for the same master on a cluster whose slot table
+    /// is known, else sent alone.
+    pub(super) async fn own(&self, commit: OwnCommit, what: &str) -> Result<Value> {
+        let master = self.conns.slot_table().and_then(|table| {
+            table
+                .owner(Slot::for_key(&commit.name))
+                .map(|(_, node)| format!("{}:{}", node.host, node.port))
+        });
+        let Some(master) = master else {
+            let mut answers = self.send_owners(std::slice::from_ref(&commit)).await?;
+            return Ok(answers.swap_remove(0));
+        };
+        let (answer, answered) = oneshot::channel();
+        let start = {
+            let mut queues = lock(&self.own_batches.queues);
+            let queue = queues.entry(master.clone()).or_default();
+            queue.waiting.push(Waiting { commit, answer });
+            !std::mem::replace(&mut queue.sending, true)
+        };
+        if start {
+            let store = self.clone();
+            tokio::spawn(async move { store.drain(&master).await });
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(self.backend(
+                format!("{what}: an owner commit"),
+                "the call that carried it ended without an answer: its outcome is unknown",
+            ))
+        })
+    }
+
+    /// Sends `master`'s queue, one call at a time, until it is empty.
+    async fn drain(&self, master: &str) {
+        let mut sending = Sending {
+            batches: &self.own_batches,
+            master,
+            done: false,
+        };
+        loop {
+            // The commits of the same round (a group's documents, sent together) queue up.
+            tokio::task::yield_now().await;
+            let batch: Vec<Waiting> = {
+                let mut queues = lock(&self.own_batches.queues);
+                let Some(queue) = queues.get_mut(master) else {
+                    return;
+                };
+                if queue.waiting.is_empty() {
+                    queues.remove(master);
+                    sending.done = true;
+                    return;
+                }
+                let take = queue.waiting.len().min(MOST);
+                queue.waiting.drain(..take).collect()
+            };
+            let (commits, answers): (Vec<OwnCommit>, Vec<_>) =
+                batch.into_iter().map(|w| (w.commit, w.answer)).unzip();
+            match self.send_owners(&commits).await {
+                Ok(replies) => {
+                    for (answer, reply) in answers.into_iter().zip(replies) {
+                        let _ = answer.send(Ok(reply));
+                    }
+                }
+                Err(e) => {
+                    for answer in answers {
+                        let _ = answer.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// One call of `own.lua` for `commits` (at least one), routed by the first: one
+    /// answer per commit.
+    async fn send_owners(&self, commits: &[OwnCommit]) -> Result<Vec<Value>> {
+        let first = &commits[0];
+        let mut call = ScriptCall::new(
+            &self.scripts.own,
+            &[first.name.as_str()],
+            4 * commits.len() - 1,
+        );
+        call.arg(first.version)
+            .arg(first.owner.as_str())
+            .arg(first.token.as_str());
+        for commit in &commits[1..] {
+            call.arg(commit.name.as_str())
+                .arg(commit.version)
+                .arg(commit.owner.as_str())
+                .arg(commit.token.as_str());
+        }
+        let what = || match commits.len() {
+            1 => format!("owner commit of `{}`", first.name),
+            n => format!("{n} owner commits on the master of `{}`", first.name),
+        };
+        let reply = self.run_write(&call, what).await?;
+        match reply {
+            Value::Array(answers) if answers.len() == commits.len() => Ok(answers),
+            other => Err(self.backend(what(), super::reply::unexpected("own.lua", &other))),
+        }
+    }
+}
