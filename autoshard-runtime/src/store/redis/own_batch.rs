@@ -31,7 +31,7 @@ use crate::key::FastMap;
 use crate::sync::lock;
 use ::redis::Value;
 use ::redis::cluster_routing::Slot;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 /// The most commits one call carries: a script holds the server while it runs, some 6 us
@@ -73,21 +73,22 @@ impl std::fmt::Debug for OwnBatches {
     }
 }
 
-/// Takes a master's queue back from its sending task when the task ends in any way (the
-/// runtime dropped it, a panic): commits still waiting then fail as in doubt, and the next
-/// commit for the master starts a new task.
-struct Sending<'a> {
-    batches: &'a OwnBatches,
-    master: &'a str,
+/// A master's queue while a task sends it (made before the task is spawned, and moved
+/// into it): when the task ends in any way but finding the queue empty (the runtime
+/// dropped it before or while it ran, a panic), the queue is taken back, commits still
+/// waiting fail as in doubt, and the next commit for the master starts a new task.
+struct Sending {
+    batches: Arc<OwnBatches>,
+    master: String,
     /// The queue was found empty and taken back already.
     done: bool,
 }
 
-impl Drop for Sending<'_> {
+impl Drop for Sending {
     fn drop(&mut self) {
         if !self.done {
             // Dropping the senders tells each waiting commit that its outcome is unknown.
-            lock(&self.batches.queues).remove(self.master);
+            lock(&self.batches.queues).remove(&self.master);
         }
     }
 }
@@ -97,12 +98,17 @@ impl RedisStore {
     /// other owner-alone commits bound for the same master on a cluster whose slot table
     /// is known, else sent alone.
     pub(super) async fn own(&self, commit: OwnCommit, what: &str) -> Result<Value> {
-        let master = self.conns.slot_table().and_then(|table| {
-            table
-                .owner(Slot::for_key(&commit.name))
-                .map(|(_, node)| format!("{}:{}", node.host, node.port))
-        });
-        let Some(master) = master else {
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let master = runtime
+            .as_ref()
+            .and(self.conns.slot_table())
+            .and_then(|table| {
+                table
+                    .owner(Slot::for_key(&commit.name))
+                    .map(|(_, node)| format!("{}:{}", node.host, node.port))
+            });
+        let (Some(master), Some(runtime)) = (master, runtime) else {
+            // Outside a runtime (no task to send a queue), or no slot table: alone.
             let mut answers = self.send_owners(std::slice::from_ref(&commit)).await?;
             return Ok(answers.swap_remove(0));
         };
@@ -114,8 +120,13 @@ impl RedisStore {
             !std::mem::replace(&mut queue.sending, true)
         };
         if start {
+            let sending = Sending {
+                batches: Arc::clone(&self.own_batches),
+                master,
+                done: false,
+            };
             let store = self.clone();
-            tokio::spawn(async move { store.drain(&master).await });
+            runtime.spawn(async move { store.drain(sending).await });
         }
         answered.await.unwrap_or_else(|_| {
             Err(self.backend(
@@ -125,23 +136,18 @@ impl RedisStore {
         })
     }
 
-    /// Sends `master`'s queue, one call at a time, until it is empty.
-    async fn drain(&self, master: &str) {
-        let mut sending = Sending {
-            batches: &self.own_batches,
-            master,
-            done: false,
-        };
+    /// Sends the queue of `sending`'s master, one call at a time, until it is empty.
+    async fn drain(&self, mut sending: Sending) {
         loop {
             // The commits of the same round (a group's documents, sent together) queue up.
             tokio::task::yield_now().await;
             let batch: Vec<Waiting> = {
                 let mut queues = lock(&self.own_batches.queues);
-                let Some(queue) = queues.get_mut(master) else {
+                let Some(queue) = queues.get_mut(&sending.master) else {
                     return;
                 };
                 if queue.waiting.is_empty() {
-                    queues.remove(master);
+                    queues.remove(&sending.master);
                     sending.done = true;
                     return;
                 }
