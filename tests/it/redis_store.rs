@@ -919,8 +919,10 @@ async fn owner_commits_sent_together_answer_as_each_alone() {
     let until_ms = store.now_ms().await.unwrap() + 600_000;
     let commits = owner_commits(&store, &docs, until_ms).await;
     let expected = owner_commits(&reference, &docs, until_ms).await;
-    // One document of each kind moves to another master; the slot table is not told.
-    for key in &docs[..6] {
+    // One document of each kind moves to another master; the slot table is not told. (The
+    // last ones: a call is routed by its first document, and one whose first document
+    // moved runs on the new master, where the others are not.)
+    for key in &docs[42..] {
         let name = redis_key(&ns, key);
         let from = cluster.master_of(&name);
         cluster.move_slot_of(&name, (from + 1) % cluster.nodes.len());

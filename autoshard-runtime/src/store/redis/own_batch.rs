@@ -15,8 +15,9 @@
 //!   Nothing in one commit depends on another of the call.
 //! - The call is routed by its first document. A document its master does not serve (the
 //!   table was stale, the slot is migrating) fails its first command before anything is
-//!   written to it and is answered `slow`; the commit is then decided by `commit.lua`,
-//!   routed on its own as any commit is.
+//!   written to it and is answered `moved`; the commit is then decided by `commit.lua`,
+//!   routed on its own as any commit is, and the table is dropped, to be fetched again
+//!   (`slots.rs`), as a read that meets such a node drops it.
 //! - A call that fails (a lost reply, a connection cut) fails every commit in it with the
 //!   same error: each commit's outcome is unknown, as it is when its own call fails, and
 //!   callers handle that already (the store contract). The same holds for a commit whose
@@ -26,6 +27,7 @@
 
 use super::RedisStore;
 use super::call::ScriptCall;
+use super::reply;
 use crate::error::Result;
 use crate::key::FastMap;
 use crate::sync::lock;
@@ -99,18 +101,16 @@ impl RedisStore {
     /// is known, else sent alone.
     pub(super) async fn own(&self, commit: OwnCommit, what: &str) -> Result<Value> {
         let runtime = tokio::runtime::Handle::try_current().ok();
-        let master = runtime
-            .as_ref()
-            .and(self.conns.slot_table())
-            .and_then(|table| {
-                table
-                    .owner(Slot::for_key(&commit.name))
-                    .map(|(_, node)| format!("{}:{}", node.host, node.port))
-            });
-        let (Some(master), Some(runtime)) = (master, runtime) else {
+        let table = runtime.as_ref().and_then(|_| self.conns.slot_table());
+        let master = table.as_ref().and_then(|table| {
+            table
+                .owner(Slot::for_key(&commit.name))
+                .map(|(_, node)| format!("{}:{}", node.host, node.port))
+        });
+        let (Some(master), Some(runtime), Some(table)) = (master, runtime, table) else {
             // Outside a runtime (no task to send a queue), or no slot table: alone.
             let mut answers = self.send_owners(std::slice::from_ref(&commit)).await?;
-            return Ok(answers.swap_remove(0));
+            return Ok(slow_if_moved(answers.swap_remove(0)));
         };
         let (answer, answered) = oneshot::channel();
         let start = {
@@ -128,12 +128,17 @@ impl RedisStore {
             let store = self.clone();
             runtime.spawn(async move { store.drain(sending).await });
         }
-        answered.await.unwrap_or_else(|_| {
+        let answer = answered.await.unwrap_or_else(|_| {
             Err(self.backend(
                 format!("{what}: an owner commit"),
                 "the call that carried it ended without an answer: its outcome is unknown",
             ))
-        })
+        })?;
+        if reply::text(&answer) == Some("moved") {
+            // The table sent it to a master that does not serve it: the table is stale.
+            self.conns.drop_slot_table(&table);
+        }
+        Ok(slow_if_moved(answer))
     }
 
     /// Sends the queue of `sending`'s master, one call at a time, until it is empty.
@@ -196,7 +201,17 @@ impl RedisStore {
         let reply = self.run_write(&call, what).await?;
         match reply {
             Value::Array(answers) if answers.len() == commits.len() => Ok(answers),
-            other => Err(self.backend(what(), super::reply::unexpected("own.lua", &other))),
+            other => Err(self.backend(what(), reply::unexpected("own.lua", &other))),
         }
+    }
+}
+
+/// `answer`, or `slow` for `moved` (a document the call's node does not serve, which
+/// `commit.lua` then decides, routed on its own).
+fn slow_if_moved(answer: Value) -> Value {
+    if reply::text(&answer) == Some("moved") {
+        Value::SimpleString("slow".to_owned())
+    } else {
+        answer
     }
 }

@@ -13,8 +13,8 @@
 -- in ARGV and may lie in other slots of the same master (Redis lets a script without
 -- flags touch any key its node serves). A document the node does not serve (its slot
 -- moved, or is migrating and the document is gone) makes its first command fail before
--- anything is written to it, and its answer is 'slow': it is sent on its own then, through
--- the client's routing.
+-- anything is written to it, and its answer is 'moved': it is sent on its own then, to
+-- `commit.lua` through the client's routing.
 --
 -- KEYS: {the first document}
 -- ARGV: for the first document: the version expected (decimal); the owner's text
@@ -23,11 +23,15 @@
 --       for each further document: its name, and the same three.
 --
 -- Reply: one answer per document, in order, each
---        {'ok', version, 1} | 'slow' | {'grouped', 1, group, until_ms} | {'lost', 1, group}
+--        {'ok', version, 1} | 'slow' | 'moved' | {'grouped', 1, group, until_ms}
+--        | {'lost', 1, group}
 
 local function own(key, want, owner, token)
   local got = redis.pcall('HMGET', key, 'v', 'p:~own')
-  if got.err or got[1] ~= want then
+  if got.err then
+    return string.find(got.err, 'non local key', 1, true) and 'moved' or 'slow'
+  end
+  if got[1] ~= want then
     return 'slow'
   end
   local tokened = token ~= ''
