@@ -1,6 +1,7 @@
 //! Key groups under faults: an error or a dropped future at every store call of create,
-//! transaction and dissolve, a Redis restart, a join that lands late, an abandoned
-//! group; each followed by recovery once the lease has passed.
+//! transaction and dissolve, a Redis restart, a cluster master that stops answering, a
+//! join that lands late, an abandoned group; each followed by recovery once the lease has
+//! passed.
 
 use super::{
     INITIAL, audit, contended, group_of, load_all, memory_stores, open_accounts, random_ids,
@@ -17,7 +18,7 @@ use autoshard::store::{
 };
 use autoshard_test_support::entities::Account;
 use autoshard_test_support::every_store::Backend;
-use autoshard_test_support::redis::{Standalone, namespace};
+use autoshard_test_support::redis::{Cluster, Standalone, namespace};
 use autoshard_test_support::store::TestStore;
 use futures::StreamExt;
 use rand::SeedableRng;
@@ -478,17 +479,59 @@ async fn dropped_at(shape: usize, at: u64, fault: Fault) {
 /// and the total holds once the leases of groups cut short have passed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transfers_survive_a_redis_restart() {
-    const ACCOUNTS: u64 = 16;
     let mut server = Standalone::start_persistent();
-    let options = autoshard::store::RedisOptions::default()
-        .namespace(namespace("keygroup_kill"))
-        .response_timeout(Duration::from_secs(2))
-        .connect_timeout(Duration::from_millis(500))
-        .reconnect_retries(1);
-    let store = autoshard::store::RedisStore::connect_with(&server.url(), options)
+    let store = autoshard::store::RedisStore::connect_with(&server.url(), cut_short("kill"))
         .await
         .unwrap();
-    let db = Mapper::new(Arc::new(store));
+    let server = std::sync::Mutex::new(&mut server.server);
+    transfers_survive(
+        Mapper::new(Arc::new(store)),
+        || server.lock().unwrap().kill(),
+        || server.lock().unwrap().restart(),
+        "redis restart",
+    )
+    .await;
+}
+
+/// A master of a Redis Cluster stopped (it answers nothing, its connections stay open)
+/// and let go on while clients transfer: the calls bound for it, a master's owner commits
+/// sent together among them, time out with their outcome unknown; every error is typed,
+/// and the total holds once the leases of groups cut short have passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_survive_a_stopped_cluster_master() {
+    let cluster = Cluster::start();
+    let store =
+        autoshard::store::RedisStore::connect_cluster_with(&cluster.urls(), cut_short("stop"))
+            .await
+            .unwrap();
+    transfers_survive(
+        Mapper::new(Arc::new(store)),
+        || cluster.nodes[0].pause(),
+        || cluster.nodes[0].resume(),
+        "cluster master stopped",
+    )
+    .await;
+}
+
+/// Options of a store whose calls give up soon when the server does not answer.
+fn cut_short(case: &str) -> autoshard::store::RedisOptions {
+    autoshard::store::RedisOptions::default()
+        .namespace(namespace(&format!("keygroup_{case}")))
+        .response_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_millis(500))
+        .reconnect_retries(1)
+}
+
+/// 8 clients transfer among 16 accounts of `db`; after 20 transfers the server is `cut`
+/// until a client has failed, then `restored`; after 20 more transfers the clients stop,
+/// and an audit (once groups cut short have let their members go) finds the total.
+async fn transfers_survive<S: DocumentStore + Clone + 'static>(
+    db: Mapper<S>,
+    cut: impl FnOnce(),
+    restore: impl FnOnce(),
+    label: &str,
+) {
+    const ACCOUNTS: u64 = 16;
     open_accounts(&db, 1..=ACCOUNTS).await;
     let lease = Duration::from_secs(2);
     let (committed, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -528,15 +571,15 @@ async fn transfers_survive_a_redis_restart() {
             .await;
         }
     };
-    progress(20, "20 transfers before the kill").await;
-    server.server.kill();
+    progress(20, "20 transfers before the cut").await;
+    cut();
     autoshard_test_support::progress::wait_until("a client to fail", || {
         failed.load(Ordering::Relaxed) >= 1
     })
     .await;
-    server.server.restart();
+    restore();
     let before = committed.load(Ordering::Relaxed);
-    progress(before + 20, "20 transfers after the restart").await;
+    progress(before + 20, "20 transfers after the restore").await;
     stop.store(true, Ordering::Relaxed);
     for client in clients {
         client.await.unwrap();
@@ -544,7 +587,7 @@ async fn transfers_survive_a_redis_restart() {
     let total = loop {
         match audit(&db, ACCOUNTS).await {
             Ok(total) => break total,
-            // Groups cut short by the kill own their members until their lease passes.
+            // Groups cut short own their members until their lease passes.
             Err(e) if contended(&e) || matches!(e, Error::Backend { .. }) => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -553,7 +596,7 @@ async fn transfers_survive_a_redis_restart() {
     };
     assert_eq!(total, INITIAL * i64::try_from(ACCOUNTS).unwrap());
     println!(
-        "redis restart: {} transfers, {} cut short",
+        "{label}: {} transfers, {} cut short",
         committed.load(Ordering::Relaxed),
         failed.load(Ordering::Relaxed)
     );
