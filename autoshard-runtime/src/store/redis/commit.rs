@@ -2,10 +2,11 @@
 //! [`Transaction`], running it (with the out-of-slot index steps of `index` on a cluster),
 //! and decoding its reply. The call format is specified in the script's header. The
 //! commit of one document's owner alone, expecting its version (what a key group sends
-//! per document on a cluster), first goes to `lua/own.lua`, which runs only the commands
-//! that transaction needs: it answers as `commit.lua` would, in the same reply format, or
-//! writes nothing and answers `slow` (the document does not hold the version expected),
-//! and then `commit.lua` decides it.
+//! per document on a cluster), first goes to `lua/own.lua` (on a cluster with others
+//! bound for the same master, `own_batch`), which runs only the commands that
+//! transaction needs: it answers as `commit.lua` would, in the same reply format, or
+//! writes nothing and answers `slow` (the document does not hold the version expected, or
+//! the call's node does not serve it), and then `commit.lua` decides it.
 
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
