@@ -4,9 +4,9 @@
 -- Each document's commit is decided on its own, as if it were sent alone: its answer is
 -- what `commit.lua` answers for the same transaction (one check, one write of op 'o'), or
 -- 'slow', having written nothing to that document, when the document does not hold the
--- version expected (absent, changed, not ours) or is not here: `commit.lua` then decides
--- it. `commit.lua`'s generic reading of its arguments and its setup cost a pinned server
--- more than the commands this takes (7-10 us a call against 5, `docs/design/redis.md`).
+-- version expected (absent, changed, not ours): `commit.lua` then decides it.
+-- `commit.lua`'s generic reading of its arguments and its setup cost a pinned server more
+-- than the commands this takes (7-10 us a call against 5, `docs/design/redis.md`).
 --
 -- Several documents: on a cluster the commits bound for one master go in one call
 -- (`own_batch.rs`), whose first document is its only declared key; the others are named
