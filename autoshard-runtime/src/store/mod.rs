@@ -489,6 +489,15 @@ impl Transaction {
         &self.writes
     }
 
+    /// The expected versions, the writes and the owner, taken apart.
+    pub(crate) fn into_parts(self) -> TransactionParts {
+        TransactionParts {
+            reads: self.reads,
+            writes: self.writes,
+            owner: self.owner,
+        }
+    }
+
     /// Every key the transaction reads or writes.
     pub fn keys(&self) -> impl Iterator<Item = &Key> {
         self.reads
@@ -507,6 +516,13 @@ impl Transaction {
             Some(first) => keys.all(|k| k.same_group(first)),
         }
     }
+}
+
+/// A [`Transaction`] taken apart ([`Transaction::into_parts`]).
+pub(crate) struct TransactionParts {
+    pub(crate) reads: Vec<(Key, Option<Version>)>,
+    pub(crate) writes: Vec<(Key, Write)>,
+    pub(crate) owner: Option<Arc<str>>,
 }
 
 /// What [`DocumentStore::commit_versioned`] answers.

@@ -62,8 +62,10 @@ pub(super) struct Changes<'a> {
     pub state: Document,
     /// Every document written, as it will be.
     pub writes: &'a BTreeMap<Key, Document>,
-    /// Every document written, as read: its version and content (`None`: absent).
-    pub current: &'a BTreeMap<Key, (Option<crate::document::Version>, Option<Document>)>,
+    /// Every document the transaction read, with the version read (`None`: absent).
+    pub reads: &'a BTreeMap<Key, Option<crate::document::Version>>,
+    /// Every document the transaction read, as read (`None`: absent).
+    pub docs: &'a BTreeMap<Key, Option<Document>>,
     /// The transaction's id.
     pub txn_id: &'a str,
     /// The group's list document, when the transaction creates documents.
@@ -83,7 +85,8 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
         stored,
         state,
         writes,
-        current,
+        reads,
+        docs,
         txn_id,
         list,
     } = changes;
@@ -100,28 +103,26 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     }
     let mut prepare = steps.token();
     for (key, next) in writes {
-        let (version, doc) = current.get(key).cloned().unwrap_or_default();
-        prepare = prepare.expect(key.clone(), version).put(
-            key.clone(),
-            prepared(doc.as_ref(), owner, txn_id, next.clone()),
-        );
+        let version = reads.get(key).copied().flatten();
+        let doc = docs.get(key).and_then(Option::as_ref);
+        prepare = prepare
+            .expect(key.clone(), version)
+            .put(key.clone(), prepared(doc, owner, txn_id, next.clone()));
     }
-    let (prepared, at) = match prepare_all(steps, &split(&prepare), txn_id).await {
+    let parts = split(prepare);
+    let (prepared, at) = match prepare_all(steps, &parts, txn_id).await {
         Ok((outcome, at)) => (Ok(outcome), at),
         Err(e) => (Err(e), BTreeMap::new()),
     };
     // What the prepare wrote, where the store told the version it gave.
-    let written = prepare
-        .writes()
-        .iter()
-        .filter_map(|(key, write)| match write {
-            Write::Put(doc) => at.get(key).map(|&version| {
-                let doc = doc.clone();
-                (key.clone(), Versioned { doc, version })
-            }),
-            _ => None,
-        });
-    let written: BTreeMap<Key, Versioned> = written.collect();
+    let mut written = BTreeMap::new();
+    for part in parts {
+        for (key, write) in part.into_parts().writes {
+            if let (Write::Put(doc), Some(&version)) = (write, at.get(&key)) {
+                written.insert(key, Versioned { doc, version });
+            }
+        }
+    }
     let in_flight = InFlight {
         txn: txn_id.to_owned(),
         keys: writes.keys().cloned().collect(),

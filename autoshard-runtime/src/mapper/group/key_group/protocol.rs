@@ -85,23 +85,26 @@ impl InFlight {
     }
 }
 
-/// `txn` split by entity group: one transaction per group, with the same owner token.
-pub(super) fn split(txn: &Transaction) -> Vec<Transaction> {
+/// `txn` split by entity group: one transaction per group, with the same owner token,
+/// each with its reads and writes in the order `txn` has them.
+pub(super) fn split(txn: Transaction) -> Vec<Transaction> {
+    let crate::store::TransactionParts {
+        reads,
+        writes,
+        owner,
+    } = txn.into_parts();
     let mut parts: BTreeMap<Key, Transaction> = BTreeMap::new();
-    let part = |parts: &mut BTreeMap<Key, Transaction>, key: &Key| {
-        let mut fresh = Transaction::new();
-        if let Some(owner) = txn.owner() {
-            fresh = fresh.owned_by(owner);
-        }
-        parts.entry(key.group()).or_insert(fresh).clone()
+    let fresh = || match &owner {
+        Some(owner) => Transaction::new().owned_by(owner.clone()),
+        None => Transaction::new(),
     };
-    for (key, version) in txn.reads() {
-        let t = part(&mut parts, key).expect(key.clone(), *version);
-        parts.insert(key.group(), t);
+    for (key, version) in reads {
+        let t = parts.entry(key.group()).or_insert_with(fresh);
+        *t = std::mem::take(t).expect(key, version);
     }
-    for (key, write) in txn.writes() {
-        let t = part(&mut parts, key);
-        parts.insert(key.group(), with_write(t, key, write));
+    for (key, write) in writes {
+        let t = parts.entry(key.group()).or_insert_with(fresh);
+        *t = with_write(std::mem::take(t), key, write);
     }
     parts.into_values().collect()
 }
@@ -174,17 +177,17 @@ fn without_owner(txn: &Transaction) -> Transaction {
         plain = plain.expect(key.clone(), *version);
     }
     for (key, write) in txn.writes() {
-        plain = with_write(plain, key, write);
+        plain = with_write(plain, key.clone(), write.clone());
     }
     plain
 }
 
 /// `txn` with `write` of `key` added.
-fn with_write(txn: Transaction, key: &Key, write: &Write) -> Transaction {
+fn with_write(txn: Transaction, key: Key, write: Write) -> Transaction {
     match write {
-        Write::Put(doc) => txn.put(key.clone(), doc.clone()),
-        Write::Delete => txn.delete(key.clone()),
-        Write::Own(owner) => txn.own(key.clone(), owner.clone()),
+        Write::Put(doc) => txn.put(key, doc),
+        Write::Delete => txn.delete(key),
+        Write::Own(owner) => txn.own(key, owner),
     }
 }
 
@@ -558,7 +561,7 @@ impl<S: DocumentStore> Steps<'_, S> {
         }
         // A fence that conflicts or meets another group's owner has done its job: the
         // version it expected is gone.
-        let _ = commit_all(self.mapper, &split(&fences)).await;
+        let _ = commit_all(self.mapper, &split(fences)).await;
         self.delete_group_document(None).await
     }
 

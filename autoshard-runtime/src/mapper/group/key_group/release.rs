@@ -57,7 +57,7 @@ impl<S: DocumentStore> Steps<'_, S> {
             .expect(self.key.clone(), Some(state.version))
             .delete(self.key.clone())
             .delete(layout::key_group_members(self.key));
-        let parts = split(&release);
+        let parts = split(release);
         let (released, deleted) = futures::join!(
             commit_all(self.mapper, &parts),
             self.mapper.store.commit(&delete)

@@ -528,20 +528,6 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             owned.extend(fresh);
             group_documents(&group.members, &owned, &group_owner).1
         });
-        let mut txn = self.expect_reads(
-            Transaction::new().owned_by(group.id.clone()),
-            group,
-            &stored,
-        );
-        for (key, doc) in &self.writes {
-            txn = txn.put(key.clone(), doc.clone());
-        }
-        txn = txn
-            .expect(group.key.clone(), Some(stored.version))
-            .put(group.key.clone(), state.clone());
-        if let Some(list) = &list {
-            txn = txn.put(layout::key_group_members(&group.key), list.clone());
-        }
         let _invalidate: Vec<_> = self
             .loaded
             .keys()
@@ -549,24 +535,30 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             .collect();
         let landed = |doc: Option<&Versioned>| write_ids::applied(doc.map(|d| &d.doc), &write);
         let answer = if mapper.store.cross_group_transactions() {
+            let mut txn = self.expect_reads(
+                Transaction::new().owned_by(group.id.clone()),
+                group,
+                &stored,
+            );
+            for (key, doc) in &self.writes {
+                txn = txn.put(key.clone(), doc.clone());
+            }
+            txn = txn
+                .expect(group.key.clone(), Some(stored.version))
+                .put(group.key.clone(), state);
+            if let Some(list) = list {
+                txn = txn.put(layout::key_group_members(&group.key), list);
+            }
             group.send_noted(&txn, landed).await
         } else {
-            let current = self
-                .writes
-                .keys()
-                .map(|key| {
-                    let version = self.reads.get(key).copied().flatten();
-                    let doc = self.docs.get(key).cloned().flatten();
-                    (key.clone(), (version, doc))
-                })
-                .collect();
             let txn_id = write_ids::dynamic_name(&write);
             let changes = in_steps::Changes {
                 owner: &group_owner,
                 stored: &stored,
                 state,
                 writes: &self.writes,
-                current: &current,
+                reads: &self.reads,
+                docs: &self.docs,
                 txn_id: &txn_id,
                 list,
             };
