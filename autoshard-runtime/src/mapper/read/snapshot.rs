@@ -18,7 +18,7 @@ use crate::store::WriteId;
 use crate::store::ownership::system_now_ms;
 
 /// What one read of an entity found.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(in crate::mapper) struct Snapshot {
     /// The keys read by key: the main document first, then static shards.
     pub(in crate::mapper) keys: Vec<Key>,

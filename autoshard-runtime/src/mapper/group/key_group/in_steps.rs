@@ -62,10 +62,8 @@ pub(super) struct Changes<'a> {
     pub state: Document,
     /// Every document written, as it will be.
     pub writes: &'a BTreeMap<Key, Document>,
-    /// Every document the transaction read, with the version read (`None`: absent).
-    pub reads: &'a BTreeMap<Key, Option<crate::document::Version>>,
-    /// Every document the transaction read, as read (`None`: absent).
-    pub docs: &'a BTreeMap<Key, Option<Document>>,
+    /// Every document written, as read: its version and content (`None`: absent).
+    pub current: &'a BTreeMap<&'a Key, (Option<crate::document::Version>, Option<&'a Document>)>,
     /// The transaction's id.
     pub txn_id: &'a str,
     /// The group's list document, when the transaction creates documents.
@@ -85,8 +83,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
         stored,
         state,
         writes,
-        reads,
-        docs,
+        current,
         txn_id,
         list,
     } = changes;
@@ -103,8 +100,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     }
     let mut prepare = steps.token();
     for (key, next) in writes {
-        let version = reads.get(key).copied().flatten();
-        let doc = docs.get(key).and_then(Option::as_ref);
+        let (version, doc) = current.get(key).copied().unwrap_or_default();
         prepare = prepare
             .expect(key.clone(), version)
             .put(key.clone(), prepared(doc, owner, txn_id, next.clone()));

@@ -184,50 +184,54 @@ impl Memo {
     /// would find it, the snapshot does not hold it).
     pub(super) fn transaction_committed(
         &mut self,
-        read: &[(Key, Arc<Snapshot>)],
-        writes: &BTreeMap<Key, Document>,
+        read: Vec<(Key, Arc<Snapshot>)>,
+        mut writes: BTreeMap<Key, Document>,
     ) {
         if self.state.is_none() {
             return;
         }
-        let written = |key: &Key| -> Option<Option<Versioned>> {
-            let doc = writes.get(key)?;
-            Some(self.versions.get(key).map(|version| Versioned {
-                doc: doc.clone(),
-                version: *version,
-            }))
-        };
+        let mains: BTreeSet<&Key> = read.iter().map(|(main, _)| main).collect();
+        if mains.len() < read.len() {
+            // A member loaded twice: which read would hold the write is not clear.
+            return;
+        }
+        let wrote = writes.len();
         let mut placed = 0;
         let mut noted = Vec::with_capacity(read.len());
         for (main, found) in read {
             if !found.folded.is_empty() {
                 return;
             }
-            let mut docs = found.docs.clone();
-            for (key, doc) in found.keys.iter().zip(&mut docs) {
-                if let Some(new) = written(key) {
-                    let Some(new) = new else { return };
-                    *doc = Some(new);
-                    placed += 1;
-                }
-            }
-            let mut scanned = found.scanned.clone();
-            for (key, doc) in &mut scanned {
-                if let Some(new) = written(key) {
-                    let Some(new) = new else { return };
-                    *doc = new;
-                    placed += 1;
-                }
-            }
-            let snapshot = Snapshot {
-                keys: found.keys.clone(),
+            let mut snapshot = Arc::unwrap_or_clone(found);
+            let Snapshot {
+                keys,
                 docs,
                 scanned,
-                folded: Vec::new(),
-            };
-            noted.push((main.clone(), Arc::new(snapshot)));
+                ..
+            } = &mut snapshot;
+            let read = keys.iter().zip(docs.iter_mut());
+            let scanned = scanned.iter_mut().map(|(key, doc)| (&*key, doc));
+            for (key, doc) in read {
+                if let Some(new) = writes.remove(key) {
+                    let Some(&version) = self.versions.get(key) else {
+                        return;
+                    };
+                    *doc = Some(Versioned { doc: new, version });
+                    placed += 1;
+                }
+            }
+            for (key, doc) in scanned {
+                if let Some(new) = writes.remove(key) {
+                    let Some(&version) = self.versions.get(key) else {
+                        return;
+                    };
+                    *doc = Versioned { doc: new, version };
+                    placed += 1;
+                }
+            }
+            noted.push((main, Arc::new(snapshot)));
         }
-        if placed == writes.len() {
+        if placed == wrote {
             self.members.extend(noted);
         }
     }

@@ -17,6 +17,7 @@ use crate::mapper::Mapper;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, DocumentStore, Transaction, Write};
 use crate::sync::lock;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -425,16 +426,18 @@ impl<S: DocumentStore> Steps<'_, S> {
         commit: bool,
         prepared: &BTreeMap<Key, Versioned>,
     ) -> Result<()> {
-        let mut known: Option<Vec<Option<Versioned>>> = keys
+        let mut known: Option<Vec<Option<Cow<'_, Versioned>>>> = keys
             .iter()
-            .map(|k| prepared.get(k).cloned().map(Some))
+            .map(|k| prepared.get(k).map(|doc| Some(Cow::Borrowed(doc))))
             .collect();
         self.until_committed(&keys[0], false, || {
             let known = known.take();
             async move {
-                let docs = match known {
-                    Some(docs) => docs,
-                    None => self.mapper.get_exactly(keys).await?,
+                let docs = if let Some(docs) = known {
+                    docs
+                } else {
+                    let read = self.mapper.get_exactly(keys).await?;
+                    read.into_iter().map(|doc| doc.map(Cow::Owned)).collect()
                 };
                 let mut write = self.token();
                 for (key, doc) in keys.iter().zip(docs) {

@@ -69,6 +69,17 @@ impl<'m, S> Holder<'_, 'm, S> {
     }
 }
 
+/// Where a transaction holds a document it read.
+enum Read {
+    /// The document was absent.
+    Absent,
+    /// Document `at` of what load `snapshot` returned, in the order of
+    /// [`documents_read`].
+    Found { snapshot: usize, at: usize },
+    /// Read on its own (an intent document).
+    Alone(Document),
+}
+
 /// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
 /// them, [`save`](GroupTransaction::save) them, [`commit`](GroupTransaction::commit).
 /// Nothing is written before the commit; dropping the transaction writes nothing.
@@ -81,8 +92,10 @@ pub struct GroupTransaction<'g, 'm, S> {
     reads_follow_state: bool,
     /// Every document read, and the version it had (`None`: absent).
     reads: BTreeMap<Key, Option<Version>>,
-    /// Every document as read.
-    docs: BTreeMap<Key, Option<Document>>,
+    /// Every document as read: where it is held ([`Read`]).
+    docs: BTreeMap<Key, Read>,
+    /// What each load returned, in order: the documents read are held there.
+    snapshots: Vec<Arc<Snapshot>>,
     /// The documents to write.
     writes: BTreeMap<Key, Document>,
     /// The members loaded, with the incarnation they were loaded as.
@@ -113,6 +126,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             reads_follow_state: false,
             reads: BTreeMap::new(),
             docs: BTreeMap::new(),
+            snapshots: Vec::new(),
             writes: BTreeMap::new(),
             loaded: BTreeMap::new(),
             found: Vec::new(),
@@ -200,8 +214,10 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             };
             match read {
                 Ok((found, intents)) => {
-                    for (key, doc) in intent_keys.iter().zip(&intents) {
-                        self.note_read(key, doc.as_ref());
+                    for (key, doc) in intent_keys.iter().zip(intents) {
+                        self.note_read(key, doc.as_ref().map(|d| d.version), || {
+                            doc.map_or(Read::Absent, |d| Read::Alone(d.doc))
+                        });
                     }
                     found
                 }
@@ -220,8 +236,13 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         };
         let mut entities = Vec::with_capacity(ids.len());
         for found in &found {
-            for (key, doc) in documents_read(found) {
-                self.note_read(key, doc);
+            let snapshot = self.snapshots.len();
+            self.snapshots.push(found.clone());
+            for (at, (key, doc)) in documents_read(found).enumerate() {
+                self.note_read(key, doc.map(|d| d.version), || match doc {
+                    Some(_) => Read::Found { snapshot, at },
+                    None => Read::Absent,
+                });
             }
         }
         for ((id, main), found) in ids.iter().zip(mains).zip(found) {
@@ -274,11 +295,24 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         Ok(self.holder.group())
     }
 
-    /// Records a document read (the first read of a key is the one the commit expects).
-    fn note_read(&mut self, key: &Key, doc: Option<&Versioned>) {
+    /// Records a document read at `version` (`None`: absent), held as `read` tells (the
+    /// first read of a key is the one the commit expects).
+    fn note_read(&mut self, key: &Key, version: Option<Version>, read: impl FnOnce() -> Read) {
         if !self.reads.contains_key(key) {
-            self.reads.insert(key.clone(), doc.map(|d| d.version));
-            self.docs.insert(key.clone(), doc.map(|d| d.doc.clone()));
+            self.reads.insert(key.clone(), version);
+            self.docs.insert(key.clone(), read());
+        }
+    }
+
+    /// The document at `key` as read (`None`: absent, or not read).
+    fn read_doc(&self, key: &Key) -> Option<&Document> {
+        match self.docs.get(key)? {
+            Read::Absent => None,
+            Read::Alone(doc) => Some(doc),
+            Read::Found { snapshot, at } => documents_read(&self.snapshots[*snapshot])
+                .nth(*at)
+                .and_then(|(_, doc)| doc)
+                .map(|d| &d.doc),
         }
     }
 
@@ -286,7 +320,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     fn current(&self, key: &Key) -> Option<Document> {
         match self.writes.get(key) {
             Some(doc) => Some(doc.clone()),
-            None => self.docs.get(key).cloned().flatten(),
+            None => self.read_doc(key).cloned(),
         }
     }
 
@@ -403,14 +437,18 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// lease passed: nothing was written; [`Error::Grouped`] when a one-shot transaction
     /// without a group meets a member a live group owns: nothing was written;
     /// [`Error::Backend`] when the outcome stayed unknown after the resends.
-    pub async fn commit(self) -> Result<()> {
+    pub async fn commit(mut self) -> Result<()> {
         let outcome = self.commit_changes().await;
         if let Holder::Once(group) = self.holder {
             let dissolved = group.dissolve().await;
             outcome?;
             return dissolved;
         }
-        outcome
+        // A one-shot transaction's group dissolves: nothing reads its memo.
+        if let (Some(owner), Holder::Shared { .. }) = (outcome?, &self.holder) {
+            self.note_committed(&owner);
+        }
+        Ok(())
     }
 
     /// `txn` expecting the documents this transaction read, at the versions read, for a
@@ -432,7 +470,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     ) -> Transaction {
         let until = Owner::of(&stored.doc).map_or(u64::MAX, |o| o.until_ms);
         let ours = |key: &Key| {
-            let doc = self.docs.get(key).and_then(Option::as_ref);
+            let doc = self.read_doc(key);
             doc.and_then(Owner::of).filter(|o| *o.group == *group.id)
         };
         let owned_read = |key: &Key| ours(key).is_some_and(|o| o.until_ms >= until);
@@ -476,28 +514,36 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     }
 
     /// Notes in the group's memo the members this transaction read as its commit left
-    /// them (`memo.rs`); `owner`: the group as the commit's writes name it.
-    fn note_committed(&self, group: &KeyGroup<'m, S>, owner: &Owner) {
-        let mut memo = lock(&group.memo);
-        if group.mapper.store.cross_group_transactions() {
-            memo.transaction_committed(&self.found, &self.writes);
-        } else {
+    /// them (`memo.rs`), handing over what it read and wrote; `owner`: the group as the
+    /// commit's writes name it.
+    fn note_committed(&mut self, owner: &Owner) {
+        let found = std::mem::take(&mut self.found);
+        let mut writes = std::mem::take(&mut self.writes);
+        // The loads' snapshots are the memo's now (`found`), not copies.
+        self.snapshots.clear();
+        let Some(group) = self.holder.group() else {
+            return;
+        };
+        if !group.mapper.store.cross_group_transactions() {
             // Each document as its settling wrote it, at the version the settling got.
-            let settled = self.writes.iter().map(|(key, next)| {
-                let doc = super::committed_content(next.clone(), owner);
-                (key.clone(), doc)
-            });
-            memo.transaction_committed(&self.found, &settled.collect());
+            for next in writes.values_mut() {
+                *next = super::committed_content(std::mem::take(next), owner);
+            }
         }
+        lock(&group.memo).transaction_committed(found, writes);
     }
 
-    async fn commit_changes(&self) -> Result<()> {
+    /// Commits the changes; the group as the writes name it when the memo is to note them
+    /// (`note_committed`).
+    async fn commit_changes(&self) -> Result<Option<Owner>> {
         if self.writes.is_empty() {
-            return self.check_reads().await;
+            return self.check_reads().await.map(|()| None);
         }
         let Some(group) = self.holder.group() else {
             let mapper = self.holder.mapper();
-            return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys()).await;
+            return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys())
+                .await
+                .map(|()| None);
         };
         // The group document and the members it loaded (the only ones it writes) may
         // change now: the memo holds them again once the commit is told.
@@ -551,14 +597,21 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             }
             group.send_noted(&txn, landed).await
         } else {
+            let current = self
+                .writes
+                .keys()
+                .map(|key| {
+                    let version = self.reads.get(key).copied().flatten();
+                    (key, (version, self.read_doc(key)))
+                })
+                .collect();
             let txn_id = write_ids::dynamic_name(&write);
             let changes = in_steps::Changes {
                 owner: &group_owner,
                 stored: &stored,
                 state,
                 writes: &self.writes,
-                reads: &self.reads,
-                docs: &self.docs,
+                current: &current,
                 txn_id: &txn_id,
                 list,
             };
@@ -572,11 +625,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         match answer? {
             Commit::Committed => {
                 *lock(&group.owned) = owned;
-                // A one-shot transaction's group dissolves next: nothing reads its memo.
-                if matches!(self.holder, Holder::Shared { .. }) {
-                    self.note_committed(group, &group_owner);
-                }
-                Ok(())
+                Ok(Some(group_owner))
             }
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
         }
