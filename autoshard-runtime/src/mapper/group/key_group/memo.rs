@@ -65,10 +65,11 @@ impl Memo {
     /// holds, whatever the outcome (a transaction puts back what it wrote:
     /// [`Memo::transaction_committed`]).
     pub(super) fn committed(&mut self, group: &Key, txn: &Transaction, reply: &CommitReply) {
-        self.members.retain(|_, found| {
-            let held =
-                |key: &Key| found.keys.contains(key) || found.scanned.iter().any(|(k, _)| k == key);
-            !txn.writes().iter().any(|(key, _)| held(key))
+        // Every document a member's read returns lies under its main document's key (the
+        // layout's placement: shards are its children, dynamic ones its grandchildren).
+        self.members.retain(|main, _| {
+            let mut written = txn.writes().iter();
+            !written.any(|(key, _)| key.path().starts_with(main.path()))
         });
         if reply.outcome != Commit::Committed {
             return;

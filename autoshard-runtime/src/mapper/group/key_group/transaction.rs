@@ -562,18 +562,22 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             until_ms: group.until_ms(),
             txn: None,
         };
-        let mut owned = lock(&group.owned).clone();
-        let fresh: Vec<Key> = self
-            .writes
-            .keys()
-            .filter(|k| !owned.contains(*k))
-            .cloned()
-            .collect();
-        // The list document is rewritten only when the transaction creates documents.
-        let list = (!fresh.is_empty()).then(|| {
-            owned.extend(fresh);
-            group_documents(&group.members, &owned, &group_owner).1
-        });
+        // The documents the transaction creates: the group owns them once it commits, and
+        // the list document is rewritten (only then) to name them.
+        let (fresh, list) = {
+            let owned = lock(&group.owned);
+            let fresh: Vec<Key> = self
+                .writes
+                .keys()
+                .filter(|k| !owned.contains(*k))
+                .cloned()
+                .collect();
+            let list = (!fresh.is_empty()).then(|| {
+                let all = owned.iter().chain(&fresh).cloned().collect();
+                group_documents(&group.members, &all, &group_owner).1
+            });
+            (fresh, list)
+        };
         let _invalidate: Vec<_> = self
             .loaded
             .keys()
@@ -624,7 +628,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         match answer? {
             Commit::Committed => {
-                *lock(&group.owned) = owned;
+                lock(&group.owned).extend(fresh);
                 Ok(Some(group_owner))
             }
             Commit::Conflict { key } => Err(Error::Contention { key, attempts: 1 }),
