@@ -423,7 +423,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
         let answer = if store.cross_group_transactions() {
             store.commit(txn).await?
         } else {
-            protocol::commit_all(self.mapper, &protocol::split(txn.clone())).await?
+            protocol::commit_all(self.mapper, &txn.clone().by_group()).await?
         };
         match answer {
             Commit::Committed | Commit::Conflict { .. } => Ok(()),
@@ -530,7 +530,7 @@ async fn create_in_steps<S: DocumentStore>(
     claimed: &BTreeSet<Key>,
 ) -> Result<(Commit, Memo)> {
     let landed = |doc: Option<&Versioned>| doc.is_some();
-    let split = protocol::split(joins.clone());
+    let split = joins.clone().by_group();
     let (inserted, joined) = futures::join!(
         send_versioned(mapper, insert, key, landed),
         protocol::commit_all_versioned(mapper, &split)

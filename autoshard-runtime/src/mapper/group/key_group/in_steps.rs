@@ -36,7 +36,7 @@
 //! transaction's first load (`memo.rs`): its prepare expects those versions, and its log
 //! the group document as this log left it.
 
-use super::protocol::{IN_FLIGHT, InFlight, NEXT, Steps, gathered, split};
+use super::protocol::{IN_FLIGHT, InFlight, NEXT, Steps, gathered};
 use super::{resend, send, send_versioned};
 use crate::document::{Document, Value, Versioned};
 use crate::error::{Error, Result};
@@ -105,7 +105,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
             .expect(key.clone(), version)
             .put(key.clone(), prepared(doc, owner, txn_id, next.clone()));
     }
-    let parts = split(prepare);
+    let parts = prepare.by_group();
     let (prepared, at) = match prepare_all(steps, &parts, txn_id).await {
         Ok((outcome, at)) => (Ok(outcome), at),
         Err(e) => (Err(e), BTreeMap::new()),
@@ -113,7 +113,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
     // What the prepare wrote, where the store told the version it gave.
     let mut written = BTreeMap::new();
     for part in parts {
-        for (key, write) in part.into_parts().writes {
+        for (key, write) in part.into_writes() {
             if let (Write::Put(doc), Some(&version)) = (write, at.get(&key)) {
                 written.insert(key, Versioned { doc, version });
             }

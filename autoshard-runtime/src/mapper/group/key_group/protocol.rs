@@ -86,30 +86,6 @@ impl InFlight {
     }
 }
 
-/// `txn` split by entity group: one transaction per group, with the same owner token,
-/// each with its reads and writes in the order `txn` has them.
-pub(super) fn split(txn: Transaction) -> Vec<Transaction> {
-    let crate::store::TransactionParts {
-        reads,
-        writes,
-        owner,
-    } = txn.into_parts();
-    let mut parts: BTreeMap<Key, Transaction> = BTreeMap::new();
-    let fresh = || match &owner {
-        Some(owner) => Transaction::new().owned_by(owner.clone()),
-        None => Transaction::new(),
-    };
-    for (key, version) in reads {
-        let t = parts.entry(key.group()).or_insert_with(fresh);
-        *t = std::mem::take(t).expect(key, version);
-    }
-    for (key, write) in writes {
-        let t = parts.entry(key.group()).or_insert_with(fresh);
-        *t = with_write(std::mem::take(t), key, write);
-    }
-    parts.into_values().collect()
-}
-
 /// Commits every part concurrently; `Committed` when all did, else the first conflict
 /// (the other parts may have committed) or the first error.
 pub(super) async fn commit_all<S: DocumentStore>(
@@ -564,7 +540,7 @@ impl<S: DocumentStore> Steps<'_, S> {
         }
         // A fence that conflicts or meets another group's owner has done its job: the
         // version it expected is gone.
-        let _ = commit_all(self.mapper, &split(fences)).await;
+        let _ = commit_all(self.mapper, &fences.by_group()).await;
         self.delete_group_document(None).await
     }
 

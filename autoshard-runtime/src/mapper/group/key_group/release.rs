@@ -32,7 +32,7 @@
 //!   that stops before dissolving does.
 
 use super::memo::Memo;
-use super::protocol::{InFlight, Steps, commit_all, split};
+use super::protocol::{InFlight, Steps, commit_all};
 use super::{KeyGroup, send};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
@@ -57,7 +57,7 @@ impl<S: DocumentStore> Steps<'_, S> {
             .expect(self.key.clone(), Some(state.version))
             .delete(self.key.clone())
             .delete(layout::key_group_members(self.key));
-        let parts = split(release);
+        let parts = release.by_group();
         let (released, deleted) = futures::join!(
             commit_all(self.mapper, &parts),
             self.mapper.store.commit(&delete)
