@@ -28,6 +28,7 @@ mod memo;
 pub(in crate::mapper) mod one_shot;
 mod protocol;
 mod queue;
+mod read_set;
 mod reads;
 mod release;
 mod transaction;

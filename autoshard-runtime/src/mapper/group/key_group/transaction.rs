@@ -3,7 +3,8 @@
 //! expects what it read, or the group document in place of what the group owns
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
-use super::one_shot::{self, documents_read};
+use super::one_shot;
+use super::read_set::ReadSet;
 use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, reads};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
@@ -69,17 +70,6 @@ impl<'m, S> Holder<'_, 'm, S> {
     }
 }
 
-/// Where a transaction holds a document it read.
-enum Read {
-    /// The document was absent.
-    Absent,
-    /// Document `at` of what load `snapshot` returned, in the order of
-    /// [`documents_read`].
-    Found { snapshot: usize, at: usize },
-    /// Read on its own (an intent document).
-    Alone(Document),
-}
-
 /// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
 /// them, [`save`](GroupTransaction::save) them, [`commit`](GroupTransaction::commit).
 /// Nothing is written before the commit; dropping the transaction writes nothing.
@@ -90,12 +80,8 @@ pub struct GroupTransaction<'g, 'm, S> {
     /// Whether the group document was read in one atomic lookup with the first members,
     /// so that every later read follows it (see `commit_changes`).
     reads_follow_state: bool,
-    /// Every document read, and the version it had (`None`: absent).
-    reads: BTreeMap<Key, Option<Version>>,
-    /// Every document as read: where it is held ([`Read`]).
-    docs: BTreeMap<Key, Read>,
-    /// What each load returned, in order: the documents read are held there.
-    snapshots: Vec<Arc<Snapshot>>,
+    /// Every document read, with the version it had.
+    read: ReadSet,
     /// The documents to write.
     writes: BTreeMap<Key, Document>,
     /// The members loaded, with the incarnation they were loaded as.
@@ -124,9 +110,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             holder,
             state: None,
             reads_follow_state: false,
-            reads: BTreeMap::new(),
-            docs: BTreeMap::new(),
-            snapshots: Vec::new(),
+            read: ReadSet::default(),
             writes: BTreeMap::new(),
             loaded: BTreeMap::new(),
             found: Vec::new(),
@@ -204,10 +188,16 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 // its turn in the queue at once (see `one_shot::Contended`).
                 Err(Error::Contention { key, attempts: 0 })
             } else {
-                let at_once =
-                    one_shot::read_at_once::<S, E>(mapper, &mains, &intent_keys, &self.reads);
+                let at_once = one_shot::read_at_once::<S, E>(
+                    mapper,
+                    &mains,
+                    &intent_keys,
+                    self.read.versions(),
+                );
                 match at_once.await {
-                    Ok(None) => one_shot::read(mapper, &reads, &intent_keys, &self.reads).await,
+                    Ok(None) => {
+                        one_shot::read(mapper, &reads, &intent_keys, self.read.versions()).await
+                    }
                     Ok(Some(read)) => Ok(read),
                     Err(e) => Err(e),
                 }
@@ -215,9 +205,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             match read {
                 Ok((found, intents)) => {
                     for (key, doc) in intent_keys.iter().zip(intents) {
-                        self.note_read(key, doc.as_ref().map(|d| d.version), || {
-                            doc.map_or(Read::Absent, |d| Read::Alone(d.doc))
-                        });
+                        self.read.note_alone(key, doc);
                     }
                     found
                 }
@@ -236,14 +224,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         };
         let mut entities = Vec::with_capacity(ids.len());
         for found in &found {
-            let snapshot = self.snapshots.len();
-            self.snapshots.push(found.clone());
-            for (at, (key, doc)) in documents_read(found).enumerate() {
-                self.note_read(key, doc.map(|d| d.version), || match doc {
-                    Some(_) => Read::Found { snapshot, at },
-                    None => Read::Absent,
-                });
-            }
+            self.read.note_snapshot(found);
         }
         for ((id, main), found) in ids.iter().zip(mains).zip(found) {
             let entity: E = assemble(id, &main, &found)?;
@@ -269,7 +250,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         else {
             return None;
         };
-        if !self.reads.is_empty() {
+        if !self.read.is_empty() {
             return None;
         }
         members
@@ -282,7 +263,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// forms its group ([`KeyGroupBuilder::create`], waiting its turn) and holds it from
     /// now on, as a one-shot transaction that formed a group does. `None` otherwise.
     async fn form_group(&mut self) -> Result<Option<&KeyGroup<'m, S>>> {
-        if !self.reads.is_empty() {
+        if !self.read.is_empty() {
             return Ok(None);
         }
         let Holder::Ungrouped { waiting, .. } = &mut self.holder else {
@@ -295,32 +276,11 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         Ok(self.holder.group())
     }
 
-    /// Records a document read at `version` (`None`: absent), held as `read` tells (the
-    /// first read of a key is the one the commit expects).
-    fn note_read(&mut self, key: &Key, version: Option<Version>, read: impl FnOnce() -> Read) {
-        if !self.reads.contains_key(key) {
-            self.reads.insert(key.clone(), version);
-            self.docs.insert(key.clone(), read());
-        }
-    }
-
-    /// The document at `key` as read (`None`: absent, or not read).
-    fn read_doc(&self, key: &Key) -> Option<&Document> {
-        match self.docs.get(key)? {
-            Read::Absent => None,
-            Read::Alone(doc) => Some(doc),
-            Read::Found { snapshot, at } => documents_read(&self.snapshots[*snapshot])
-                .nth(*at)
-                .and_then(|(_, doc)| doc)
-                .map(|d| &d.doc),
-        }
-    }
-
     /// The document at `key` as this transaction has it: as staged, else as read.
     fn current(&self, key: &Key) -> Option<Document> {
         match self.writes.get(key) {
             Some(doc) => Some(doc.clone()),
-            None => self.read_doc(key).cloned(),
+            None => self.read.doc(key).cloned(),
         }
     }
 
@@ -341,7 +301,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             Some(owner) => doc.insert(OWNER.to_owned(), owner.to_value()),
             None => doc.remove(OWNER),
         };
-        self.reads.entry(key.clone()).or_insert(None);
+        self.read.expect_absent_unless_read(&key);
         self.writes.insert(key, doc);
     }
 
@@ -387,7 +347,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             let slot = rand::rng().random_range(0..p.layout.shards.max(1));
             let key = p.live_shard(&main, slot);
             let current = self.current(&key);
-            let version = self.reads.get(&key).copied().flatten();
+            let version = self.read.version(&key);
             let current = current.map(|doc| Versioned {
                 doc,
                 version: version.unwrap_or(Version(0)),
@@ -470,7 +430,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     ) -> Transaction {
         let until = Owner::of(&stored.doc).map_or(u64::MAX, |o| o.until_ms);
         let ours = |key: &Key| {
-            let doc = self.read_doc(key);
+            let doc = self.read.doc(key);
             doc.and_then(Owner::of).filter(|o| *o.group == *group.id)
         };
         let owned_read = |key: &Key| ours(key).is_some_and(|o| o.until_ms >= until);
@@ -478,7 +438,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         let left_alone = |key: &Key, version: &Option<Version>| {
             version.is_some() && !claimed.contains(key) && ours(key).is_none()
         };
-        for (key, version) in &self.reads {
+        for (key, version) in self.read.versions() {
             if !(left_alone(key, version) || self.reads_follow_state && owned_read(key)) {
                 txn = txn.expect(key.clone(), *version);
             }
@@ -520,7 +480,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         let found = std::mem::take(&mut self.found);
         let mut writes = std::mem::take(&mut self.writes);
         // The loads' snapshots are the memo's now (`found`), not copies.
-        self.snapshots.clear();
+        self.read.release_snapshots();
         let Some(group) = self.holder.group() else {
             return;
         };
@@ -541,9 +501,14 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         let Some(group) = self.holder.group() else {
             let mapper = self.holder.mapper();
-            return one_shot::commit(mapper, &self.reads, &self.writes, self.loaded.keys())
-                .await
-                .map(|()| None);
+            return one_shot::commit(
+                mapper,
+                self.read.versions(),
+                &self.writes,
+                self.loaded.keys(),
+            )
+            .await
+            .map(|()| None);
         };
         // The group document and the members it loaded (the only ones it writes) may
         // change now: the memo holds them again once the commit is told.
@@ -604,10 +569,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             let current = self
                 .writes
                 .keys()
-                .map(|key| {
-                    let version = self.reads.get(key).copied().flatten();
-                    (key, (version, self.read_doc(key)))
-                })
+                .map(|key| (key, (self.read.version(key), self.read.doc(key))))
                 .collect();
             let txn_id = write_ids::dynamic_name(&write);
             let changes = in_steps::Changes {
