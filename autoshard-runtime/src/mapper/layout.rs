@@ -31,6 +31,10 @@ const SUB_GROUP: &str = "~group";
 const OP: &str = "~op";
 /// Kind of a key group's state document (`Mapper::key_group`).
 const KEY_GROUP: &str = "~keygroup";
+/// Kind of the roots key groups' state documents are children of ([`key_group`]).
+const KEY_GROUP_BUCKET: &str = "~keygroups";
+/// How many roots key groups' state documents are spread over.
+const KEY_GROUP_BUCKETS: u32 = 16;
 /// Kind of the document that lists a key group's members and owned documents.
 const KEY_GROUP_MEMBERS: &str = "~members";
 /// Kind of a root entity's key-group intent document (the waiter queued for it).
@@ -303,10 +307,20 @@ pub fn op_markers_scan(target: &Key) -> Scan {
     Scan::new(OP, Some(target.clone()))
 }
 
-/// The state document of the key group with id `id`: a root document of its own (on a
-/// Redis Cluster, in a slot of its own).
+/// The state document of the key group with id `id`: a child of one of
+/// [`KEY_GROUP_BUCKETS`] roots, picked by the id, in the root's entity group. A scan of
+/// them lists a root's children from an index in the same entity group, so that a commit
+/// that inserts or deletes one keeps that index in the same step; on a Redis Cluster, in
+/// the same slot, so creating or dissolving a group writes its state document in one
+/// script call (the index of root documents lives in a slot of its own, which a commit
+/// reaches only by steps of its own around the script). A state document stored as a
+/// root document of that kind (where earlier releases put it) is listed by
+/// [`key_group_scans`] too.
 pub(crate) fn key_group(id: &str) -> Key {
-    Key::new(shared(KEY_GROUP), id)
+    let bucket = id.bytes().fold(0u32, |hash, byte| {
+        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
+    }) % KEY_GROUP_BUCKETS;
+    Key::new(KEY_GROUP_BUCKET, bucket.to_string()).child(KEY_GROUP, id)
 }
 
 /// The document that lists the members and owned documents of the key group whose state
@@ -323,9 +337,14 @@ pub(crate) fn group_intent(main: &Key) -> Key {
     main.child(GROUP_INTENT, "")
 }
 
-/// The kind of key groups' state documents (for a scan of them all).
-pub(crate) fn key_group_kind() -> &'static str {
-    KEY_GROUP
+/// The scans that together list every key group's state document: each root's children
+/// ([`key_group`]), and the root documents of that kind earlier builds wrote.
+pub(crate) fn key_group_scans() -> Vec<Scan> {
+    let buckets = (0..KEY_GROUP_BUCKETS).map(|bucket| {
+        let root = Key::new(KEY_GROUP_BUCKET, bucket.to_string());
+        Scan::new(KEY_GROUP, Some(root))
+    });
+    buckets.chain([Scan::new(KEY_GROUP, None)]).collect()
 }
 
 /// Sub-group `k` of the entity group of the root at `root`; its key is also the

@@ -765,3 +765,57 @@ async fn an_abandoned_group_ends_with_its_lease(backend: &Backend, label: &str) 
 mod abandoned {
     autoshard_test_support::every_store!(super::an_abandoned_group_ends_with_its_lease);
 }
+
+/// The stored names of a key group's state document: a child of one of 16 roots
+/// (`~keygroups`), picked by its id; a state document stored as a root document of kind
+/// `~keygroup` (where earlier releases put it) is still found. A group abandoned under
+/// that name is recovered once its lease has passed, like any other.
+async fn a_group_stored_as_a_root_document_is_recovered(backend: &Backend, label: &str) {
+    let store = backend.store("keygroup_root_state").await;
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=2).await;
+    let lease = Duration::from_millis(300);
+    let group = group_of(&db, &[1, 2]).lease(lease).create().await.unwrap();
+    let (id, until) = (group.id().to_owned(), group.until_ms());
+    drop(group);
+    after(&store, until).await;
+    let roots = (0..16).map(|bucket| Key::new("~keygroups", bucket.to_string()));
+    let state_keys = roots.map(|root| root.child("~keygroup", id.as_str()));
+    let mut found = Vec::new();
+    for key in state_keys {
+        if let Some(doc) = store.get(&key).await.unwrap() {
+            found.push((key, doc));
+        }
+    }
+    assert_eq!(
+        found.len(),
+        1,
+        "{label}: one state document, under one root"
+    );
+    let (key, state) = found.pop().unwrap();
+    let list_key = key.child("~members", "");
+    let list = store
+        .get(&list_key)
+        .await
+        .unwrap()
+        .expect("its list document");
+    // Moved to the root placement, as a build that wrote it there left it.
+    let root_key = Key::new("~keygroup", id.as_str());
+    store.put(&root_key, state.doc).await.unwrap();
+    store
+        .put(&root_key.child("~members", ""), list.doc)
+        .await
+        .unwrap();
+    store.delete(&list_key).await.unwrap();
+    store.delete(&key).await.unwrap();
+    let other = Mapper::new(store.clone());
+    assert_eq!(other.recover_key_groups().await.unwrap(), 1, "{label}");
+    assert_eq!(other.recover_key_groups().await.unwrap(), 0, "{label}");
+    assert!(store.get(&root_key).await.unwrap().is_none(), "{label}");
+    let group = group_of(&other, &[1, 2]).create().await.unwrap();
+    group.dissolve().await.unwrap();
+}
+
+mod root_state {
+    autoshard_test_support::every_store!(super::a_group_stored_as_a_root_document_is_recovered);
+}

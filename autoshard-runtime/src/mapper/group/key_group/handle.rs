@@ -11,7 +11,7 @@ use crate::mapper::Mapper;
 use crate::mapper::layout;
 use crate::mapper::write::write_ids::Pool;
 use crate::store::ownership::{OWNER, Owner};
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Transaction};
 use crate::sync::lock;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -293,9 +293,10 @@ impl<S: DocumentStore> Mapper<S> {
     /// this crate did not write.
     pub async fn recover_key_groups(&self) -> Result<usize> {
         let now = self.store.now_ms().await?;
-        let groups = self
-            .scan_all(Scan::new(layout::key_group_kind(), None))
-            .await?;
+        let mut groups = Vec::new();
+        for scan in layout::key_group_scans() {
+            groups.extend(self.scan_all(scan).await?);
+        }
         let mut recovered = 0;
         for (key, state) in groups {
             let Some(owner) = Owner::of(&state.doc) else {
