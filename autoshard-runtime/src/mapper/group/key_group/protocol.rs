@@ -2,8 +2,8 @@
 //! Cluster: members live in different slots and no script spans them): join (create),
 //! a transaction's prepare, log (its decision) and settling (`in_steps.rs`), release, and
 //! recovery. Each step
-//! is one or more commits of one entity group each; the group document (in a slot of its
-//! own, the leader's) orders them and records what is in flight, so that any client can
+//! is one or more commits of one entity group each; the group document (in an entity
+//! group apart from the members', `layout::key_group`) orders them and records what is in flight, so that any client can
 //! finish a step a crashed one left (see [`NEXT`] for a prepared document's new content).
 //! Each step and why a crash at any point leaves a transaction applied whole or not at
 //! all: the repository's `docs/design/key-groups.md`.
