@@ -274,3 +274,93 @@ impl Memo {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapper::layout;
+
+    fn doc(n: i64) -> Document {
+        [("n".to_owned(), n.into())].into()
+    }
+
+    /// A member's snapshot as a load of it returns: its main document and one static
+    /// shard, each at version 1.
+    fn member(main: &Key) -> (Key, Arc<Snapshot>) {
+        let shard = layout::static_shard(main, "n", 0);
+        let at = |doc| {
+            Some(Versioned {
+                doc,
+                version: Version(1),
+            })
+        };
+        let snapshot = Snapshot {
+            keys: vec![main.clone(), shard],
+            docs: vec![at(doc(0)), at(doc(5))],
+            scanned: Vec::new(),
+            folded: Vec::new(),
+        };
+        (main.clone(), Arc::new(snapshot))
+    }
+
+    fn memo_of(members: &[(Key, Arc<Snapshot>)]) -> Memo {
+        Memo {
+            state: Some(Versioned {
+                doc: doc(0),
+                version: Version(1),
+            }),
+            members: members.iter().cloned().collect(),
+            ..Memo::default()
+        }
+    }
+
+    #[test]
+    fn a_commit_takes_out_the_members_whose_documents_it_writes_and_only_those() {
+        let (a, b) = (Key::new("Account", "1"), Key::new("Account", "2"));
+        let mut memo = memo_of(&[member(&a), member(&b)]);
+        let group = layout::key_group("g");
+        let shard = layout::static_shard(&a, "n", 0);
+        let txn = Transaction::new().put(shard, doc(6));
+        memo.committed(&group, &txn, &CommitReply::untold(Commit::Committed));
+        assert!(!memo.members.contains_key(&a), "the member written is out");
+        assert!(memo.members.contains_key(&b), "the other member stays");
+        // A document created under a member (a dynamic shard) takes it out too: its
+        // snapshot would not list it.
+        let created = layout::dynamic_shard(&b, "w.1");
+        let txn = Transaction::new().put(created, doc(1));
+        memo.committed(
+            &group,
+            &txn,
+            &CommitReply::untold(Commit::Conflict { key: group.clone() }),
+        );
+        assert!(memo.members.is_empty(), "whatever the outcome");
+    }
+
+    #[test]
+    fn a_committed_transaction_leaves_its_writes_in_the_members_it_read() {
+        let (a, b) = (Key::new("Account", "1"), Key::new("Account", "2"));
+        let read = vec![member(&a), member(&b)];
+        let mut memo = memo_of(&[]);
+        let shard = layout::static_shard(&a, "n", 0);
+        memo.versions.insert(shard.clone(), Version(7));
+        let writes: BTreeMap<Key, Document> = [(shard.clone(), doc(4))].into();
+        memo.transaction_committed(read.clone(), writes.clone());
+        let noted = &memo.members[&a];
+        let written = noted.docs[1].as_ref().expect("the shard");
+        assert_eq!((&written.doc, written.version), (&doc(4), Version(7)));
+        assert_eq!(noted.docs[0].as_ref().map(|d| &d.doc), Some(&doc(0)));
+        assert!(
+            memo.members.contains_key(&b),
+            "a member read and not written, as read"
+        );
+
+        // A write whose version was not told, or a member read twice: nothing is noted.
+        let mut untold = memo_of(&[]);
+        untold.transaction_committed(read.clone(), writes.clone());
+        assert!(untold.members.is_empty());
+        let mut twice = memo_of(&[]);
+        twice.versions.insert(shard, Version(7));
+        twice.transaction_committed(vec![read[0].clone(), read[0].clone()], writes);
+        assert!(twice.members.is_empty());
+    }
+}
