@@ -732,16 +732,9 @@ async fn a_join_that_lands_late_leaves_no_ghost_group() {
 /// the store's clock); then they take writes again, and `recover_key_groups` tidies it
 /// away, from any client.
 async fn an_abandoned_group_ends_with_its_lease(backend: &Backend, label: &str) {
-    let store = backend.store("keygroup_abandoned").await;
-    let db = Mapper::new(store.clone());
-    open_accounts(&db, 1..=2).await;
-    let lease = Duration::from_millis(300);
-    let group = group_of(&db, &[1, 2]).lease(lease).create().await.unwrap();
-    let until = group.until_ms();
-    drop(group);
+    let (store, _) = abandoned_group(backend, "keygroup_abandoned").await;
     // Another client.
     let other = Mapper::new(store.clone());
-    after(&store, until).await;
     other
         .apply(&1, |a: &mut Account| a.deposit(1))
         .await
@@ -766,12 +759,10 @@ mod abandoned {
     autoshard_test_support::every_store!(super::an_abandoned_group_ends_with_its_lease);
 }
 
-/// The stored names of a key group's state document: a child of one of 16 roots
-/// (`~keygroups`), picked by its id; a state document stored as a root document of kind
-/// `~keygroup` (where earlier releases put it) is still found. A group abandoned under
-/// that name is recovered once its lease has passed, like any other.
-async fn a_group_stored_as_a_root_document_is_recovered(backend: &Backend, label: &str) {
-    let store = backend.store("keygroup_root_state").await;
+/// A store in namespace `name` with accounts 1 and 2 and a group of both dropped without
+/// being dissolved, once its lease has passed (by the store's clock); and the group's id.
+async fn abandoned_group(backend: &Backend, name: &str) -> (Arc<dyn DocumentStore>, String) {
+    let store = backend.store(name).await;
     let db = Mapper::new(store.clone());
     open_accounts(&db, 1..=2).await;
     let lease = Duration::from_millis(300);
@@ -779,6 +770,15 @@ async fn a_group_stored_as_a_root_document_is_recovered(backend: &Backend, label
     let (id, until) = (group.id().to_owned(), group.until_ms());
     drop(group);
     after(&store, until).await;
+    (store, id)
+}
+
+/// The stored names of a key group's state document: a child of one of 16 roots
+/// (`~keygroups`), picked by its id; a state document stored as a root document of kind
+/// `~keygroup` (where earlier releases put it) is still found. A group abandoned under
+/// that name is recovered once its lease has passed, like any other.
+async fn a_group_stored_as_a_root_document_is_recovered(backend: &Backend, label: &str) {
+    let (store, id) = abandoned_group(backend, "keygroup_root_state").await;
     let roots = (0..16).map(|bucket| Key::new("~keygroups", bucket.to_string()));
     let state_keys = roots.map(|root| root.child("~keygroup", id.as_str()));
     let mut found = Vec::new();
