@@ -182,7 +182,8 @@ impl Memo {
     /// [`Memo::committed`]), the others as read. Nothing is noted when the memo does not
     /// hold the group document, when a write's version was not told, or when a write is
     /// not among the documents read (a document the transaction created: a member's read
-    /// would find it, the snapshot does not hold it).
+    /// would find it, the snapshot does not hold it), or when a member was read twice.
+    /// The snapshots and writes are taken over, not copied.
     pub(super) fn transaction_committed(
         &mut self,
         read: Vec<(Key, Arc<Snapshot>)>,
@@ -197,6 +198,16 @@ impl Memo {
             return;
         }
         let wrote = writes.len();
+        // A write's document at the version told (`None` inside: not told), taken out of
+        // `writes`.
+        let mut take = |key: &Key| -> Option<Option<Versioned>> {
+            let doc = writes.remove(key)?;
+            Some(
+                self.versions
+                    .get(key)
+                    .map(|&version| Versioned { doc, version }),
+            )
+        };
         let mut placed = 0;
         let mut noted = Vec::with_capacity(read.len());
         for (main, found) in read {
@@ -210,23 +221,17 @@ impl Memo {
                 scanned,
                 ..
             } = &mut snapshot;
-            let read = keys.iter().zip(docs.iter_mut());
-            let scanned = scanned.iter_mut().map(|(key, doc)| (&*key, doc));
-            for (key, doc) in read {
-                if let Some(new) = writes.remove(key) {
-                    let Some(&version) = self.versions.get(key) else {
-                        return;
-                    };
-                    *doc = Some(Versioned { doc: new, version });
+            for (key, doc) in keys.iter().zip(docs.iter_mut()) {
+                if let Some(new) = take(key) {
+                    let Some(new) = new else { return };
+                    *doc = Some(new);
                     placed += 1;
                 }
             }
-            for (key, doc) in scanned {
-                if let Some(new) = writes.remove(key) {
-                    let Some(&version) = self.versions.get(key) else {
-                        return;
-                    };
-                    *doc = Versioned { doc: new, version };
+            for (key, doc) in scanned.iter_mut() {
+                if let Some(new) = take(key) {
+                    let Some(new) = new else { return };
+                    *doc = new;
                     placed += 1;
                 }
             }
