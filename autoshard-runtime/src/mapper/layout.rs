@@ -329,6 +329,12 @@ pub(crate) fn key_group(id: &str) -> Key {
     Key::new(KEY_GROUP_BUCKET, bucket.to_string()).child(KEY_GROUP, id)
 }
 
+/// Where the state document of the key group with id `id` may be: [`key_group`], and the
+/// root document of that kind where earlier releases put it.
+pub(crate) fn key_group_placements(id: &str) -> [Key; 2] {
+    [key_group(id), Key::new(KEY_GROUP, id)]
+}
+
 /// The document that lists the members and owned documents of the key group whose state
 /// document is `group`: in the same entity group (one commit changes both), apart, so
 /// that a transaction does not rewrite the list.

@@ -124,7 +124,7 @@ pub(super) const LEASE: Duration = Duration::from_millis(100);
 /// has passed nothing is owned and every account takes writes.
 #[tokio::test]
 async fn a_fault_at_any_call_leaves_a_recoverable_state() {
-    for shape in 0..3 {
+    for shape in 0..memory_stores().len() {
         let calls = {
             let (_, shaped, _) = memory_stores().into_iter().nth(shape).unwrap();
             let store = FaultyStore::new(shaped);
@@ -412,7 +412,7 @@ impl DocumentStore for DropAt {
 /// applied once or not at all, and recoverable once the lease has passed.
 #[tokio::test]
 async fn a_dropped_transfer_leaves_a_recoverable_state() {
-    for shape in 0..3 {
+    for shape in 0..memory_stores().len() {
         dropped_transfers(shape).await;
     }
 }
@@ -681,6 +681,59 @@ impl DocumentStore for LateJoin {
     }
     async fn make_durable(&self, keys: &[autoshard::Key]) -> Result<()> {
         self.inner.make_durable(keys).await
+    }
+}
+
+/// A document held by a transaction of a group whose group document is gone (what a copy
+/// of a one-shot commit's prepare leaves when it lands after its group was finished) is
+/// dropped by the next one-shot transaction or group that reads it: its change is not
+/// applied, and the account takes every write again.
+#[tokio::test]
+async fn a_hold_whose_group_is_gone_is_dropped() {
+    for (create, (_, shaped, label)) in [false, true]
+        .into_iter()
+        .flat_map(|create| memory_stores().map(|shape| (create, shape)))
+    {
+        let db = Mapper::new(shaped.clone());
+        open_accounts(&db, 1..=2).await;
+        let main = autoshard::Key::new("Account", "1");
+        let found = shaped.get(&main).await.unwrap().unwrap();
+        let mut next = found.doc.clone();
+        next.insert("transfers".to_owned(), 99.into());
+        let mut held = found.doc.clone();
+        held.insert(
+            autoshard::store::OWNER.to_owned(),
+            serde_json::json!({"group": "gone", "until": 0, "txn": "late"}),
+        );
+        held.insert(
+            "~next".to_owned(),
+            serde_json::Value::Object(next.into_iter().collect()),
+        );
+        let put = Transaction::new()
+            .expect(main.clone(), Some(found.version))
+            .put(main.clone(), held);
+        assert_eq!(shaped.commit(&put).await.unwrap(), Commit::Committed);
+
+        if create {
+            group_of(&db, &[1, 2])
+                .create()
+                .await
+                .unwrap()
+                .dissolve()
+                .await
+                .unwrap();
+        } else {
+            let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+            let accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+            assert_eq!(
+                accounts[0].transfers, 0,
+                "{label}: the dropped change was read"
+            );
+            txn.commit().await.unwrap();
+        }
+        db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
+        let one = db.load::<Account>(&1).await.unwrap();
+        assert_eq!((one.transfers, one.balance), (0, INITIAL + 1), "{label}");
     }
 }
 

@@ -3,11 +3,13 @@
 //! and dropped futures at every store call, each followed by recovery once the lease has
 //! passed, in `faults`; waiting for members, fairly and under the same faults, in
 //! `waiting`; a group's later transactions reading what its last commit left, in
-//! `later_transactions`.
+//! `later_transactions`; what a one-shot transaction reads and when two of them conflict,
+//! in `one_shot`.
 
 mod bank;
 mod faults;
 mod later_transactions;
+mod one_shot;
 mod waiting;
 
 use autoshard::group::{GroupTransaction, KeyGroupBuilder};
@@ -280,8 +282,10 @@ async fn misuse_is_refused_with_typed_errors() {
 /// lookup atomically across entity groups (a one-shot transaction reads its members in
 /// one lookup), one that commits within one entity group only (as a Redis Cluster does:
 /// key groups then take the grouping protocol), and one that commits across groups but
-/// does not read them atomically (a one-shot transaction checks its reads with a commit).
-fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str); 3] {
+/// does not read them atomically (a one-shot transaction checks its reads with a commit),
+/// and one that does neither (a Redis Cluster's shape: a one-shot transaction reads its
+/// members twice).
+fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str); 4] {
     let shaped = |cross_group, snapshot_lookups| {
         let memory = MemoryStore::new();
         let knobs = Knobs {
@@ -294,10 +298,16 @@ fn memory_stores() -> [(MemoryStore, Arc<TestStore<MemoryStore>>, &'static str);
     let (one, one_store) = shaped(true, true);
     let (steps, steps_store) = shaped(false, true);
     let (checked, checked_store) = shaped(true, false);
+    let (twice, twice_store) = shaped(false, false);
     [
         (one, one_store, "one commit per step"),
         (steps, steps_store, "the grouping protocol"),
         (checked, checked_store, "reads checked by a commit"),
+        (
+            twice,
+            twice_store,
+            "the grouping protocol, reads read twice",
+        ),
     ]
 }
 
@@ -385,14 +395,13 @@ fn move_ten<S: DocumentStore>(
     Ok(())
 }
 
-/// Where the store commits across entity groups, a one-shot transaction forms no group:
-/// it is its members' reads and one commit, its members take other writes while it runs,
-/// and its commit applies only when nothing it read changed and no live group owns a
-/// member. Where the store does not, it forms a group, which refuses those writes.
+/// A one-shot transaction forms no group while it runs: it is its members' reads and a
+/// commit (one where the store commits across entity groups, the steps of a two-phase
+/// commit elsewhere), its members take other writes meanwhile, and its commit applies
+/// only when nothing it read changed and no live group owns a member.
 #[tokio::test]
 async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
     for (_, shaped, label) in memory_stores() {
-        let grouped = label == "the grouping protocol";
         let store = FaultyStore::new(shaped);
         let db = Mapper::new(store.clone());
         open_accounts(&db, 1..=2).await;
@@ -411,7 +420,18 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
                 calls, 4,
                 "{label}: a read of each member, their check, one commit"
             ),
-            _ => {}
+            "the grouping protocol, reads read twice" => assert_eq!(
+                calls, 12,
+                "{label}: a read of each member, then all of them read again; the \
+                 commit's 9 calls"
+            ),
+            _ => assert_eq!(
+                calls, 10,
+                "{label}: one read of both members; the clock, the group document \
+                 inserted, a prepare of each shard written (an entity group of its own), \
+                 the documents only read read again, the decision, a settling of each \
+                 shard written, the group document deleted"
+            ),
         }
 
         // A write to a member between the transaction's loads and its commit.
@@ -420,26 +440,16 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
         let deposit = db.apply(&2, |a: &mut Account| a.deposit(5)).await;
         move_ten(&mut txn, &mut accounts).unwrap();
         let committed = txn.commit().await;
-        if grouped {
-            assert!(
-                matches!(deposit, Err(Error::Grouped { .. })),
-                "{label}: {deposit:?}"
-            );
-            committed.unwrap();
-        } else {
-            deposit.unwrap();
-            assert!(
-                matches!(committed, Err(Error::Contention { .. })),
-                "{label}: {committed:?}"
-            );
-        }
-        let (one, two) = if grouped { (20, 20) } else { (10, 15) };
-        assert_moved(&db, one, two, label).await;
+        deposit.unwrap();
+        assert!(
+            matches!(committed, Err(Error::Contention { .. })),
+            "{label}: {committed:?}"
+        );
+        assert_moved(&db, 10, 15, label).await;
 
         // A live group over a member: refused at the load, or at the commit when the group
         // came after the loads; nothing written either way.
         let group = group_of(&db, &[2]).create().await.unwrap();
-        // (With its own group, the one-shot transaction is refused as it forms it.)
         let loaded = load_once(&db, &[1, 2]).await;
         assert!(
             matches!(loaded, Err(Error::Grouped { .. })),
@@ -451,25 +461,15 @@ async fn a_one_shot_transaction_is_one_commit_of_what_it_read() {
         let group = group_of(&db, &[2]).create().await;
         move_ten(&mut txn, &mut accounts).unwrap();
         let committed = txn.commit().await;
-        if grouped {
-            // The one-shot transaction's own group held account 2 first.
-            assert!(
-                matches!(group, Err(Error::Grouped { .. })),
-                "{label}: {group:?}"
-            );
-            committed.unwrap();
-        } else {
-            assert!(
-                matches!(
-                    committed,
-                    Err(Error::Grouped { .. } | Error::Contention { .. })
-                ),
-                "{label}: {committed:?}"
-            );
-            group.unwrap().dissolve().await.unwrap();
-        }
-        let (one, two) = if grouped { (30, 30) } else { (10, 15) };
-        assert_moved(&db, one, two, label).await;
+        assert!(
+            matches!(
+                committed,
+                Err(Error::Grouped { .. } | Error::Contention { .. })
+            ),
+            "{label}: {committed:?}"
+        );
+        group.unwrap().dissolve().await.unwrap();
+        assert_moved(&db, 10, 15, label).await;
         db.apply(&1, |a: &mut Account| a.deposit(0)).await.unwrap();
     }
 }

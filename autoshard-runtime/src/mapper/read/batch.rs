@@ -252,7 +252,7 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// The documents at `keys`, one entry per key as `get_many` answers them, but
     /// possibly without their write records: for writes that do not send them back whole
-    /// ([`crate::store::Write::Own`]).
+    /// ([`crate::store::Write::Own`]), and for reads that compare versions.
     pub(in crate::mapper) async fn get_values(
         &self,
         keys: &[Key],

@@ -13,10 +13,11 @@
 //!   as they were or both merged. On the embedded store, standalone Redis and PostgreSQL
 //!   that is one commit expecting everything the merge read: a vote that lands between
 //!   the merge's read and its commit makes the merge run again ([`Error::Contention`]).
-//!   On a Redis Cluster the merge forms a group, which owns both questions while it
-//!   lives: a vote that meets it ([`Error::Grouped`]) waits for it to end and is counted
-//!   after it. Votes stay `update_once` and not a key group per vote: a hot question
-//!   grouped for every vote would make all its other voters wait.
+//!   On a Redis Cluster the commit is a two-phase commit: a vote before it makes the
+//!   merge run again as well, and one that meets the documents it holds meanwhile
+//!   ([`Error::Grouped`]) waits for it to settle and is counted after it. Votes stay
+//!   `update_once` and not a key group per vote: a hot question grouped for every vote
+//!   would make all its other voters wait.
 
 use crate::model::{Board, Question, Response, SingleQuestion, SingleResponse};
 use autoshard::prelude::*;

@@ -295,8 +295,9 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                 if let Err(owned) = ownership::check(doc_key, Some(&doc.doc), None, now) {
                     // A transaction of a group whose lease passed still holds it: finish
                     // that group, then try again.
-                    if Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now) {
-                        mapper.recover_key_groups().await?;
+                    let held = Owner::of(&doc.doc).filter(|o| o.txn.is_some() && o.until_ms <= now);
+                    if let Some(owner) = held {
+                        mapper.recover_stuck(&[(doc_key.clone(), owner)]).await?;
                         return Ok(Attempt::Conflict(doc_key.clone()));
                     }
                     refused.get_or_insert(owned);
@@ -434,44 +435,53 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// [`GroupTransaction::commit`] commits. A transaction dropped without a commit writes
     /// nothing.
     ///
-    /// On a store that commits across entity groups (memory, standalone Redis,
-    /// PostgreSQL) no group is formed: a load reads its members as one snapshot (one
-    /// lookup where the store reads a lookup atomically,
-    /// [`DocumentStore::snapshot_lookups`]), and the commit expects every document the
-    /// transaction read unchanged and owned by no live group, and writes its changes, in
-    /// one commit of the store; the lease plays no part. With [`KeyGroupBuilder::wait`], a
-    /// first load that is refused (a member owned or queued for) or keeps meeting changes,
-    /// or over a member whose one-shot commit lately met a change, forms the group
-    /// instead, waiting its turn, and the transaction runs on it. On a Redis
-    /// Cluster the group is formed, the transaction runs on it, and the commit dissolves
-    /// it (also after an error); a transaction dropped without a commit leaves its group
-    /// until its lease passes.
+    /// No group is formed while the transaction runs: a load reads its members as one
+    /// snapshot (one lookup where the store reads a lookup atomically,
+    /// [`DocumentStore::snapshot_lookups`]; on a Redis Cluster, a read and a second read
+    /// of the versions), and the commit expects every document the transaction read
+    /// unchanged and owned by no live group, and writes its changes: in one commit where
+    /// the store commits across entity groups (memory, standalone Redis, PostgreSQL); on a
+    /// Redis Cluster in a two-phase commit of the documents it writes, which holds them
+    /// for at most the lease when the client stops midway (until
+    /// [`Mapper::recover_key_groups`]). A transaction dropped before its commit leaves
+    /// nothing behind. With [`KeyGroupBuilder::wait`], a first load that is refused (a
+    /// member owned or queued for) or keeps meeting changes, or over a member whose
+    /// one-shot commit lately met a change, forms the group instead, waiting its turn,
+    /// and the transaction runs on it; its commit then dissolves it (also after an
+    /// error).
     ///
     /// # Errors
     /// [`Error::Invalid`] for no member. Without a group, [`Error::Grouped`] from a load
     /// or the commit when a live group owns a member (or a waiting group queued for one),
-    /// and [`Error::Contention`] from the commit when a document read changed meanwhile
-    /// (nothing was written: run the transaction again); with one, as
+    /// and [`Error::Contention`] from a load when a member an earlier load returned
+    /// changed, or from the commit when a document read changed meanwhile (nothing was
+    /// written: run the transaction again); on a Redis Cluster, [`Error::GroupLost`]
+    /// from a commit that outlasted the lease (nothing written); with a group, as
     /// [`KeyGroupBuilder::create`].
+    #[allow(clippy::unused_async)] // public API: async, so a store may begin with a round trip
     pub async fn once(self) -> Result<GroupTransaction<'m, 'm, S>> {
-        if self.mapper.store.cross_group_transactions() {
-            if self.members.is_empty() {
-                return Err(Error::Invalid(
-                    "a key group needs at least one member".to_owned(),
-                ));
-            }
-            return Ok(GroupTransaction::begin(Holder::Ungrouped {
-                mapper: self.mapper,
-                members: self.members.iter().map(|(key, _)| key.clone()).collect(),
-                waiting: self.wait.is_some().then_some(self),
-            }));
+        if self.members.is_empty() {
+            return Err(Error::Invalid(
+                "a key group needs at least one member".to_owned(),
+            ));
         }
-        let group = KeyGroupBuilder {
-            first_reads: true,
+        Ok(GroupTransaction::begin(Holder::Ungrouped {
+            mapper: self.mapper,
+            members: self.members.iter().map(|(key, _)| key.clone()).collect(),
+            lease: self.lease,
+            waiting: self.wait.is_some().then_some(self),
+        }))
+    }
+
+    /// This builder, for a group formed for one transaction: on a store whose commits stay
+    /// within one entity group, create reads the members with their write records and
+    /// keeps them for that transaction's first load (`memo.rs`).
+    pub(super) fn for_one_transaction(self) -> Self {
+        let first_reads = !self.mapper.store.cross_group_transactions();
+        KeyGroupBuilder {
+            first_reads,
             ..self
-        };
-        let group = group.create().await?;
-        Ok(GroupTransaction::begin(Holder::Once(Box::new(group))))
+        }
     }
 }
 

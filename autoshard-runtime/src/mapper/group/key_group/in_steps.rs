@@ -159,7 +159,7 @@ pub(super) async fn commit_in_steps<S: DocumentStore>(
 
 /// Commits every part of the prepare of transaction `txn` concurrently: `Committed` when
 /// all did (with the version each put gave, where told), else the first conflict or error.
-async fn prepare_all<S: DocumentStore>(
+pub(super) async fn prepare_all<S: DocumentStore>(
     steps: &Steps<'_, S>,
     parts: &[Transaction],
     txn: &str,
@@ -189,7 +189,12 @@ async fn prepare_part<S: DocumentStore>(
 
 /// The document `doc` prepared for transaction `txn` of the group `owner` names: as it is,
 /// held by the transaction, with `next` beside it.
-fn prepared(current: Option<&Document>, owner: &Owner, txn: &str, next: Document) -> Document {
+pub(super) fn prepared(
+    current: Option<&Document>,
+    owner: &Owner,
+    txn: &str,
+    next: Document,
+) -> Document {
     let mut doc = current.cloned().unwrap_or_default();
     let held = Owner {
         txn: Some(txn.to_owned()),

@@ -19,13 +19,16 @@
 //! commits stay within one entity group, `in_steps.rs`, a transaction's commit in those
 //! steps, `memo.rs`, what a handle knows from its own commits (and the members its
 //! transactions read from it), and `release.rs`, dissolving from it; `one_shot.rs`,
-//! the one-shot transaction that needs no group; `queue.rs`, waiting for members, fairly.
+//! the one-shot transaction that needs no group, and `one_shot_steps.rs`, its commit on a
+//! store whose commits stay within one entity group; `queue.rs`, waiting for members,
+//! fairly.
 
 mod builder;
 mod handle;
 mod in_steps;
 mod memo;
 pub(in crate::mapper) mod one_shot;
+mod one_shot_steps;
 mod protocol;
 mod queue;
 mod read_set;

@@ -1,7 +1,9 @@
 //! A one-shot transaction without a group: what
-//! [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once) is on a store that commits
-//! across entity groups (memory, standalone Redis, PostgreSQL), for the
-//! [`GroupTransaction`](super::GroupTransaction) that holds no group.
+//! [`KeyGroupBuilder::once`](super::KeyGroupBuilder::once) is, for the
+//! [`GroupTransaction`](super::GroupTransaction) that holds no group. Below, on a store that
+//! commits across entity groups (memory, standalone Redis, PostgreSQL); on one whose
+//! commits stay within one entity group (a Redis Cluster) a load reads its members and
+//! then their versions again ([`read`]), and the commit is `one_shot_steps.rs`'s.
 //!
 //! Each load reads its members as one snapshot of the store. Where the store reads a
 //! lookup atomically across groups, that is one lookup ([`read_at_once`]): the members'
@@ -92,12 +94,13 @@ pub(super) fn documents_read(found: &Snapshot) -> impl Iterator<Item = (&Key, Op
 /// absent, as they are but while a group waits for a member: only when it conflicts on
 /// one is that document read, and a live intent refuses the transaction as a waiting
 /// group holds off one that does not wait; another is expected as read. Answers the
-/// documents read, and the intent documents as the check expected them.
+/// documents read, and the intent documents as the check expected them. Where no commit
+/// spans the members' entity groups, a second read checks instead ([`read_again`]).
 ///
 /// [`Error::Grouped`] when a live group owns one of the members' documents, or a waiting
 /// group queued for a member, as forming a group would answer. A group whose lease passed
-/// with a transaction in flight still holds its documents: it is recovered, and the
-/// members read again.
+/// with a transaction in flight still holds its documents: it is recovered (or the hold
+/// dropped, where its group is gone: `one_shot_steps.rs`), and the members read again.
 pub(super) async fn read<S, I, F>(
     mapper: &Mapper<S>,
     reads: impl Fn() -> I,
@@ -114,6 +117,15 @@ where
     loop {
         attempts += 1;
         let found = read_unowned(mapper, &reads).await?;
+        if !mapper.store.cross_group_transactions() {
+            match read_again(mapper, &found, intent_keys, earlier).await? {
+                Ok(intents) => return Ok((found, intents)),
+                Err(key) if attempts == SNAPSHOT_READS => {
+                    return Err(Error::Contention { key, attempts });
+                }
+                Err(_) => continue,
+            }
+        }
         let mut check = Transaction::new();
         for (key, version) in earlier {
             check = check.expect(key.clone(), *version);
@@ -141,6 +153,60 @@ where
             intents[at] = doc;
         }
     }
+}
+
+/// The check of [`read`] where no commit spans the members' entity groups: every document
+/// `found` holds and every one an earlier load returned (`earlier`) read again, with the
+/// members' intent documents (`intent_keys`). A document at the same version both times
+/// was not written in between (a version is never handed out again), and every first
+/// read came before every second one, so when all match, all were as read at the instant
+/// of the first second read: one snapshot, as the check commit makes it elsewhere.
+/// Answers the intent documents as read (a live one refuses the transaction, as in
+/// [`read`]), or the key of a document of `found` that changed (read again);
+/// [`Error::Contention`] when one an earlier load returned changed.
+async fn read_again<S: DocumentStore>(
+    mapper: &Mapper<S>,
+    found: &[Arc<Snapshot>],
+    intent_keys: &[Key],
+    earlier: &BTreeMap<Key, Option<Version>>,
+) -> Result<std::result::Result<Vec<Option<Versioned>>, Key>> {
+    let read: Vec<(&Key, Option<Version>)> = found
+        .iter()
+        .flat_map(|f| documents_read(f))
+        .map(|(key, doc)| (key, doc.map(|d| d.version)))
+        .collect();
+    let keys: Vec<Key> = read
+        .iter()
+        .map(|(key, _)| (*key).clone())
+        .chain(earlier.keys().cloned())
+        .chain(intent_keys.iter().cloned())
+        .collect();
+    let mut again = mapper.get_values(&keys).await?.into_iter();
+    for ((key, version), doc) in read.iter().zip(again.by_ref()) {
+        if doc.map(|d| d.version) != *version {
+            return Ok(Err((*key).clone()));
+        }
+    }
+    for ((key, version), doc) in earlier.iter().zip(again.by_ref()) {
+        if doc.map(|d| d.version) != *version {
+            return Err(Error::Contention {
+                key: key.clone(),
+                attempts: 1,
+            });
+        }
+    }
+    let intents: Vec<Option<Versioned>> = again.collect();
+    let now = if intents.iter().any(Option::is_some) {
+        mapper.store.now_ms().await?
+    } else {
+        0
+    };
+    for (key, doc) in intent_keys.iter().zip(&intents) {
+        if let Some(intent) = intent_in(doc.as_ref()).filter(|i| i.holds_off(None, now)) {
+            return Err(intent.refusal(key));
+        }
+    }
+    Ok(Ok(intents))
 }
 
 /// [`read`] in one lookup where the store reads it atomically
@@ -208,21 +274,20 @@ where
         }
         // A document names an owner, live or left behind by a group whose lease passed.
         let now = mapper.store.now_ms().await?;
-        let mut held = false;
+        let mut stuck = Vec::new();
         for (key, doc) in found.iter().flat_map(|f| f.documents()) {
             if let Err(refused) = ownership::check(key, Some(&doc.doc), None, now) {
-                let stuck =
-                    Owner::of(&doc.doc).is_some_and(|o| o.txn.is_some() && o.until_ms <= now);
-                if !stuck || recoveries == RECOVERIES {
+                let held = Owner::of(&doc.doc).filter(|o| o.txn.is_some() && o.until_ms <= now);
+                let Some(owner) = held.filter(|_| recoveries < RECOVERIES) else {
                     return Err(refused);
-                }
-                held = true;
+                };
+                stuck.push((key.clone(), owner));
             }
         }
-        if !held {
+        if stuck.is_empty() {
             return Ok(found);
         }
-        mapper.recover_key_groups().await?;
+        mapper.recover_stuck(&stuck).await?;
         recoveries += 1;
     }
 }

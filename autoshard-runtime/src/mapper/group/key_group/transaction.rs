@@ -4,6 +4,7 @@
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
 use super::one_shot;
+use super::one_shot_steps::{self, OneShot};
 use super::read_set::ReadSet;
 use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, reads};
 use crate::document::{Document, Version, Versioned};
@@ -25,10 +26,12 @@ use rand::RngExt;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// How a transaction holds its group: its turn on a shared handle, the group of a
-/// one-shot transaction, dissolved at its end, or no group (a one-shot transaction on a
-/// store that commits across entity groups: module docs).
+/// How a transaction holds its group: its turn on a shared handle, the group a waiting
+/// one-shot transaction formed, dissolved at its end, or no group (a one-shot
+/// transaction: `one_shot.rs`, and `one_shot_steps.rs` for its commit on a store whose
+/// commits stay within one entity group).
 pub(super) enum Holder<'g, 'm, S> {
     Shared {
         group: &'g KeyGroup<'m, S>,
@@ -38,6 +41,9 @@ pub(super) enum Holder<'g, 'm, S> {
     Ungrouped {
         mapper: &'m Mapper<S>,
         members: Vec<Key>,
+        /// How long the group a commit in steps writes owns what it read
+        /// (`one_shot_steps.rs`).
+        lease: Duration,
         /// With waiting on: the group to form, waiting its turn, when the first load is
         /// refused or keeps meeting changes.
         waiting: Option<KeyGroupBuilder<'m, S>>,
@@ -246,6 +252,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
             mapper,
             members,
             waiting: Some(_),
+            ..
         } = &self.holder
         else {
             return None;
@@ -272,7 +279,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         let Some(builder) = waiting.take() else {
             return Ok(None);
         };
-        self.holder = Holder::Once(Box::new(builder.create().await?));
+        let group = builder.for_one_transaction().create().await?;
+        self.holder = Holder::Once(Box::new(group));
         Ok(self.holder.group())
     }
 
@@ -383,8 +391,8 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
     /// Commits every change saved in this transaction, if no document it read changed:
     /// atomically, exactly once (a commit whose reply is lost is checked and sent again
     /// under the same write id). A one-shot transaction
-    /// ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) that formed a group then
-    /// dissolves it, also after an error. A later transaction of a group reads its members
+    /// ([`KeyGroupBuilder::once`](super::KeyGroupBuilder::once)) commits as that method
+    /// says; one that formed a group (waiting) then dissolves it, also after an error. A later transaction of a group reads its members
     /// as the group's last commit left them, from the group's handle; if it saved nothing,
     /// its commit still checks that what it read is the store's state (one commit that
     /// writes nothing).
@@ -493,6 +501,43 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         lock(&group.memo).transaction_committed(found, writes);
     }
 
+    /// The commit of a one-shot transaction without a group on a store whose commits
+    /// stay within one entity group (`one_shot_steps.rs`). The members loaded leave the
+    /// read cache; when a document read changed, they count as contended for a while
+    /// (`one_shot::Contended`).
+    async fn commit_in_steps(&self) -> Result<()> {
+        let Holder::Ungrouped {
+            mapper,
+            members,
+            lease,
+            ..
+        } = &self.holder
+        else {
+            return Err(Error::backend(
+                "one-shot commit",
+                "a transaction of a group",
+            ));
+        };
+        let _invalidate: Vec<_> = self
+            .loaded
+            .keys()
+            .map(|main| mapper.invalidating(main))
+            .collect();
+        let one_shot = OneShot {
+            members,
+            lease: *lease,
+            read: &self.read,
+            writes: &self.writes,
+        };
+        let answer = one_shot_steps::commit(mapper, one_shot).await;
+        if matches!(answer, Err(Error::Contention { .. })) {
+            for main in self.loaded.keys() {
+                mapper.contended.insert(main.clone(), ());
+            }
+        }
+        answer
+    }
+
     /// Commits the changes; the group as the writes name it when the memo is to note them
     /// (`note_committed`).
     async fn commit_changes(&self) -> Result<Option<Owner>> {
@@ -501,6 +546,9 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
         }
         let Some(group) = self.holder.group() else {
             let mapper = self.holder.mapper();
+            if !mapper.store.cross_group_transactions() {
+                return self.commit_in_steps().await.map(|()| None);
+            }
             return one_shot::commit(
                 mapper,
                 self.read.versions(),
