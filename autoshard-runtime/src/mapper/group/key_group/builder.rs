@@ -1,9 +1,9 @@
 //! [`KeyGroupBuilder`]: naming a group's members, and creating the group (or running one
 //! transaction on a group formed for it).
 
+use super::holder::Holder;
 use super::memo::Memo;
 use super::queue::{Intent, MAX_BACKOFF, Ticket, intent_in};
-use super::transaction::Holder;
 use super::{
     DEFAULT_LEASE, GroupTransaction, KeyGroup, Member, MemberKind, group_documents, millis,
     protocol, read_members, send_versioned,

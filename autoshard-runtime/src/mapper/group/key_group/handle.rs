@@ -1,8 +1,8 @@
 //! [`KeyGroup`]: the handle of a live group (its transactions, renewing its lease,
 //! dissolving it), and recovering groups whose lease has passed.
 
+use super::holder::Holder;
 use super::memo::Memo;
-use super::transaction::Holder;
 use super::{GroupTransaction, listed, listed_in, millis, protocol, send_versioned};
 use crate::document::Versioned;
 use crate::error::{Error, Result};

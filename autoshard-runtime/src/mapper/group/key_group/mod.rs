@@ -14,7 +14,8 @@
 //! Files: `mod.rs`, what the steps share (reading a member, the group's documents,
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
-//! `transaction.rs`, [`GroupTransaction`], and `reads.rs`, its reads of the store;
+//! `transaction.rs`, [`GroupTransaction`], `holder.rs`, how it holds its group, and
+//! `reads.rs`, its reads of the store;
 //! `protocol.rs`, the steps on a store whose
 //! commits stay within one entity group, `in_steps.rs`, a transaction's commit in those
 //! steps, `memo.rs`, what a handle knows from its own commits (and the members its
@@ -25,6 +26,7 @@
 
 mod builder;
 mod handle;
+mod holder;
 mod in_steps;
 mod memo;
 pub(in crate::mapper) mod one_shot;

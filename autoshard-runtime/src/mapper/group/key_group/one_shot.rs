@@ -187,14 +187,7 @@ async fn read_again<S: DocumentStore>(
             return Ok(Err((*key).clone()));
         }
     }
-    for ((key, version), doc) in earlier.iter().zip(again.by_ref()) {
-        if doc.map(|d| d.version) != *version {
-            return Err(Error::Contention {
-                key: key.clone(),
-                attempts: 1,
-            });
-        }
-    }
+    earlier_unchanged(earlier, again.by_ref())?;
     let intents: Vec<Option<Versioned>> = again.collect();
     let now = if intents.iter().any(Option::is_some) {
         mapper.store.now_ms().await?
@@ -207,6 +200,25 @@ async fn read_again<S: DocumentStore>(
         }
     }
     Ok(Ok(intents))
+}
+
+/// Checks the documents earlier loads returned (`earlier`, each key with the version
+/// read) against the same documents read again (`again`, in order, taking one per key):
+/// [`Error::Contention`] on the first that changed, since the caller holds what that
+/// load returned.
+fn earlier_unchanged(
+    earlier: &BTreeMap<Key, Option<Version>>,
+    again: impl Iterator<Item = Option<Versioned>>,
+) -> Result<()> {
+    for ((key, version), doc) in earlier.iter().zip(again) {
+        if doc.map(|d| d.version) != *version {
+            return Err(Error::Contention {
+                key: key.clone(),
+                attempts: 1,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// [`read`] in one lookup where the store reads it atomically
@@ -230,14 +242,7 @@ pub(super) async fn read_at_once<S: DocumentStore, E: Root>(
         return Ok(None);
     };
     let mut extra = extra.into_iter();
-    for ((key, version), doc) in earlier.iter().zip(extra.by_ref()) {
-        if doc.map(|d| d.version) != *version {
-            return Err(Error::Contention {
-                key: key.clone(),
-                attempts: 1,
-            });
-        }
-    }
+    earlier_unchanged(earlier, extra.by_ref())?;
     let intents: Vec<Option<Versioned>> = extra.collect();
     let named = |doc: &Versioned| Owner::of(&doc.doc).is_some();
     if intents.iter().any(Option::is_some)

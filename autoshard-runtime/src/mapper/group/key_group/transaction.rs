@@ -3,16 +3,16 @@
 //! expects what it read, or the group document in place of what the group owns
 //! (`expect_reads`; `docs/design/key-groups.md`, "Serializability").
 
+use super::holder::Holder;
 use super::one_shot;
 use super::one_shot_steps::{self, OneShot};
 use super::read_set::ReadSet;
-use super::{KeyGroup, KeyGroupBuilder, group_documents, in_steps, reads};
+use super::{KeyGroup, group_documents, in_steps, reads};
 use crate::document::{Document, Version, Versioned};
 use crate::entity::{EntityState, Pending};
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
-use crate::mapper::Mapper;
 use crate::mapper::codec::{Folds, malformed};
 use crate::mapper::layout::{self, static_properties};
 use crate::mapper::read::snapshot::{Snapshot, assemble};
@@ -26,55 +26,6 @@ use rand::RngExt;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How a transaction holds its group: its turn on a shared handle, the group a waiting
-/// one-shot transaction formed, dissolved at its end, or no group (a one-shot
-/// transaction: `one_shot.rs`, and `one_shot_steps.rs` for its commit on a store whose
-/// commits stay within one entity group).
-pub(super) enum Holder<'g, 'm, S> {
-    Shared {
-        group: &'g KeyGroup<'m, S>,
-        _turn: tokio::sync::MutexGuard<'g, ()>,
-    },
-    Once(Box<KeyGroup<'m, S>>),
-    Ungrouped {
-        mapper: &'m Mapper<S>,
-        members: Vec<Key>,
-        /// How long the group a commit in steps writes owns what it read
-        /// (`one_shot_steps.rs`).
-        lease: Duration,
-        /// With waiting on: the group to form, waiting its turn, when the first load is
-        /// refused or keeps meeting changes.
-        waiting: Option<KeyGroupBuilder<'m, S>>,
-    },
-}
-
-impl<'m, S> Holder<'_, 'm, S> {
-    fn group(&self) -> Option<&KeyGroup<'m, S>> {
-        match self {
-            Holder::Shared { group, .. } => Some(group),
-            Holder::Once(group) => Some(group),
-            Holder::Ungrouped { .. } => None,
-        }
-    }
-
-    fn mapper(&self) -> &'m Mapper<S> {
-        match self {
-            Holder::Shared { group, .. } => group.mapper,
-            Holder::Once(group) => group.mapper,
-            Holder::Ungrouped { mapper, .. } => mapper,
-        }
-    }
-
-    fn members(&self) -> &[Key] {
-        match self {
-            Holder::Shared { group, .. } => &group.members,
-            Holder::Once(group) => &group.members,
-            Holder::Ungrouped { members, .. } => members,
-        }
-    }
-}
 
 /// One transaction of a [`KeyGroup`]: [`load`](GroupTransaction::load) members, change
 /// them, [`save`](GroupTransaction::save) them, [`commit`](GroupTransaction::commit).
