@@ -7,7 +7,9 @@
 //! loop; one that must carry state between attempts or leave the loop with a value of
 //! its own (a shard found retired, a value to send elsewhere) writes the `loop` and hands
 //! each attempt to [`Retrying::attempt`], so no operation decides a retry, a backoff or a
-//! metric itself.
+//! metric itself. An attempt refused because a key group's transaction holds a document
+//! past the group's lease (a client that stopped mid-commit) goes again once what holds
+//! it is finished ([`Lapsed`]): the lease bounds how long a stopped client blocks a write.
 
 use super::Mapper;
 use crate::document::Versioned;
@@ -16,6 +18,7 @@ use crate::key::Key;
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use futures::future::BoxFuture;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
@@ -51,9 +54,11 @@ impl<S: DocumentStore> Mapper<S> {
         Retrying {
             policy: &self.retry,
             metrics: &self.metrics,
+            lapsed: self,
             what,
             started: Instant::now(),
             attempts: 0,
+            finished_holds: 0,
             reported: true,
         }
     }
@@ -168,20 +173,50 @@ impl<S: DocumentStore> Pages<'_, S> {
     }
 }
 
+/// How many times one operation goes again after finishing what held a document past its
+/// group's lease ([`Lapsed`]): a write that meets such holds on a few documents in turn
+/// gets through; one that keeps meeting them (the finishing fails to free the document)
+/// fails with the refusal.
+const FINISHED_HOLDS: u32 = 4;
+
+/// What a retry loop asks its mapper about an attempt refused for a key group
+/// ([`Error::Grouped`]).
+pub(super) trait Lapsed: Sync {
+    /// Whether `error` refuses a document that a key group's transaction holds past the
+    /// group's lease (by the store's clock): when it does, what holds it has been finished
+    /// (the group recovered, or a hold whose group is gone dropped), and the attempt,
+    /// which wrote nothing, may go again. `false` for anything else.
+    fn finish_lapsed<'a>(&'a self, error: &'a Error) -> BoxFuture<'a, Result<bool>>;
+}
+
 /// Counts the attempts of one optimistic operation and decides, per the policy, whether
 /// to try again: [`Retrying::attempt`] runs one attempt and says whether to go on, until one commits, the policy gives up
 /// ([`Error::Contention`]) or one fails.
 pub(super) struct Retrying<'m> {
     policy: &'m RetryPolicy,
     metrics: &'m Metrics,
+    /// Finishes what holds a document past its group's lease.
+    lapsed: &'m dyn Lapsed,
     what: &'static str,
     started: Instant,
     attempts: u32,
+    /// How many times an attempt went again after [`Lapsed::finish_lapsed`].
+    finished_holds: u32,
     /// Whether the operation's end goes to the span and the exported counters.
     reported: bool,
 }
 
 impl Retrying<'_> {
+    /// This loop, for an operation that handles refusals for key groups itself (forming a
+    /// group, which finishes a lapsed hold it meets and answers any other refusal): a
+    /// refusal ends it at once, with no look at the store's clock.
+    pub(super) fn leaving_refusals(self) -> Self {
+        Retrying {
+            finished_holds: FINISHED_HOLDS,
+            ..self
+        }
+    }
+
     /// Runs one attempt: `Break(value)` when it committed; `Continue` after sleeping
     /// when it conflicted and the policy allows another attempt; the error when the
     /// policy gives up ([`Error::Contention`] naming the conflicting key) or the attempt
@@ -243,6 +278,16 @@ impl Retrying<'_> {
                     self.finish("contention");
                     Err(Error::Contention { key, attempts })
                 }
+            }
+            // A failure to finish what holds the document leaves the refusal as it was.
+            Err(e @ Error::Grouped { .. })
+                if self.finished_holds < FINISHED_HOLDS
+                    && self.lapsed.finish_lapsed(&e).await.unwrap_or(false) =>
+            {
+                // Nothing was written; what held the document is finished.
+                self.finished_holds += 1;
+                tracing::debug!(what, attempts, error = %e, "a lapsed hold finished; retrying");
+                Ok(ControlFlow::Continue(()))
             }
             Err(e) => {
                 self.metrics.failure();

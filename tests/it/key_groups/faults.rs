@@ -684,56 +684,111 @@ impl DocumentStore for LateJoin {
     }
 }
 
+/// Account 1's main document as a transaction `cut` of group `group` holds it (until
+/// `until_ms`), with a next content that counts 99 transfers; written with `token` (the
+/// group's, while it owns the document; without one once its lease has passed, however
+/// slow the steps before were).
+async fn hold_main<S: DocumentStore>(store: &S, group: &str, until_ms: u64, token: Option<&str>) {
+    let main = autoshard::Key::new("Account", "1");
+    let found = store.get(&main).await.unwrap().unwrap();
+    let mut next = found.doc.clone();
+    next.insert("transfers".to_owned(), 99.into());
+    next.remove(autoshard::store::OWNER);
+    let mut held = found.doc.clone();
+    held.insert(
+        autoshard::store::OWNER.to_owned(),
+        serde_json::json!({"group": group, "until": until_ms, "txn": "cut"}),
+    );
+    held.insert(
+        "~next".to_owned(),
+        serde_json::Value::Object(next.into_iter().collect()),
+    );
+    let put = Transaction::new()
+        .expect(main.clone(), Some(found.version))
+        .put(main.clone(), held);
+    let committed = match token {
+        Some(token) => match store.commit(&put.clone().owned_by(token.to_owned())).await {
+            Err(Error::GroupLost { .. }) => store.commit(&put).await,
+            other => other,
+        },
+        None => store.commit(&put).await,
+    };
+    assert_eq!(committed.unwrap(), Commit::Committed);
+}
+
 /// A document held by a transaction of a group whose group document is gone (what a copy
 /// of a one-shot commit's prepare leaves when it lands after its group was finished) is
-/// dropped by the next one-shot transaction or group that reads it: its change is not
-/// applied, and the account takes every write again.
+/// dropped by the next one-shot transaction, group or plain write that meets it: its
+/// change is not applied, and the account takes every write again.
 #[tokio::test]
 async fn a_hold_whose_group_is_gone_is_dropped() {
-    for (create, (_, shaped, label)) in [false, true]
+    for (meet, (_, shaped, label)) in ["once", "create", "update"]
         .into_iter()
-        .flat_map(|create| memory_stores().map(|shape| (create, shape)))
+        .flat_map(|meet| memory_stores().map(|shape| (meet, shape)))
     {
         let db = Mapper::new(shaped.clone());
         open_accounts(&db, 1..=2).await;
-        let main = autoshard::Key::new("Account", "1");
-        let found = shaped.get(&main).await.unwrap().unwrap();
-        let mut next = found.doc.clone();
-        next.insert("transfers".to_owned(), 99.into());
-        let mut held = found.doc.clone();
-        held.insert(
-            autoshard::store::OWNER.to_owned(),
-            serde_json::json!({"group": "gone", "until": 0, "txn": "late"}),
-        );
-        held.insert(
-            "~next".to_owned(),
-            serde_json::Value::Object(next.into_iter().collect()),
-        );
-        let put = Transaction::new()
-            .expect(main.clone(), Some(found.version))
-            .put(main.clone(), held);
-        assert_eq!(shaped.commit(&put).await.unwrap(), Commit::Committed);
+        hold_main(&shaped, "gone", 0, None).await;
 
-        if create {
-            group_of(&db, &[1, 2])
+        match meet {
+            "create" => group_of(&db, &[1, 2])
                 .create()
                 .await
                 .unwrap()
                 .dissolve()
                 .await
-                .unwrap();
-        } else {
-            let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
-            let accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
-            assert_eq!(
-                accounts[0].transfers, 0,
-                "{label}: the dropped change was read"
-            );
-            txn.commit().await.unwrap();
+                .unwrap(),
+            "once" => {
+                let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+                let accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+                assert_eq!(
+                    accounts[0].transfers, 0,
+                    "{label}: the dropped change was read"
+                );
+                txn.commit().await.unwrap();
+            }
+            _ => db
+                .update(&1, |a: &mut Account| a.transfers += 1)
+                .await
+                .map(drop)
+                .unwrap(),
         }
         db.apply(&1, |a: &mut Account| a.deposit(1)).await.unwrap();
         let one = db.load::<Account>(&1).await.unwrap();
-        assert_eq!((one.transfers, one.balance), (0, INITIAL + 1), "{label}");
+        let transfers = u64::from(meet == "update");
+        assert_eq!(
+            (one.transfers, one.balance),
+            (transfers, INITIAL + 1),
+            "{label}, {meet}"
+        );
+    }
+}
+
+/// A plain write that meets a document a group's transaction holds past the group's
+/// lease (its client stopped mid-commit) finishes that group, as `recover_key_groups`
+/// would, and gets through: no one has to call recovery for a stopped client to stop
+/// blocking writes once its lease has passed.
+#[tokio::test]
+async fn a_plain_write_finishes_a_hold_past_its_lease() {
+    for (_, shaped, label) in memory_stores() {
+        let db = Mapper::new(shaped.clone());
+        open_accounts(&db, 1..=2).await;
+        let group = group_of(&db, &[1])
+            .lease(Duration::from_millis(100))
+            .create()
+            .await
+            .unwrap();
+        let (id, until) = (group.id().to_owned(), group.until_ms());
+        hold_main(&shaped, &id, until, Some(&id)).await;
+        drop(group);
+        after(&shaped, until).await;
+
+        db.update(&1, |a: &mut Account| a.transfers += 1)
+            .await
+            .unwrap();
+        let one = db.load::<Account>(&1).await.unwrap();
+        assert_eq!(one.transfers, 1, "{label}: the cut change was applied");
+        assert_eq!(db.recover_key_groups().await.unwrap(), 0, "{label}");
     }
 }
 

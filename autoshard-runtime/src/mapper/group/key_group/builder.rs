@@ -246,7 +246,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// The attempts of [`KeyGroupBuilder::create`], as the waiter holding `ticket` when
     /// there is one.
     async fn create_with(&self, ticket: Option<&Ticket>) -> Result<KeyGroup<'m, S>> {
-        let mut retrying = self.mapper.retrying("create key group");
+        let mut retrying = self.mapper.retrying("create key group").leaving_refusals();
         loop {
             // A fresh id per attempt: nothing an earlier attempt sent can join this one.
             let id = uuid::Uuid::new_v4().simple().to_string();
@@ -297,7 +297,9 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
                     // that group, then try again.
                     let held = Owner::of(&doc.doc).filter(|o| o.txn.is_some() && o.until_ms <= now);
                     if let Some(owner) = held {
-                        mapper.recover_stuck(&[(doc_key.clone(), owner)]).await?;
+                        mapper
+                            .recover_stuck(&[(doc_key.clone(), owner.group)])
+                            .await?;
                         return Ok(Attempt::Conflict(doc_key.clone()));
                     }
                     refused.get_or_insert(owned);

@@ -276,7 +276,8 @@ impl<S: DocumentStore> Mapper<S> {
     ///
     /// A group whose client stopped without dissolving it leaves its members owned until
     /// the lease passes; a document a transaction of it held ([`Error::Grouped`] past the
-    /// lease's end) stays owned until this runs.
+    /// lease's end) stays owned until this runs, which any write that meets such a
+    /// document does on its own before it goes again.
     ///
     /// ```
     /// # use autoshard::prelude::*;

@@ -286,7 +286,7 @@ where
                 let Some(owner) = held.filter(|_| recoveries < RECOVERIES) else {
                     return Err(refused);
                 };
-                stuck.push((key.clone(), owner));
+                stuck.push((key.clone(), owner.group));
             }
         }
         if stuck.is_empty() {

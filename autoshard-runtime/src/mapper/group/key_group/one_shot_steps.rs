@@ -41,8 +41,10 @@
 //! held by a transaction whose group document is gone was prepared after the group was
 //! finished: a copy of a prepare that landed late, whose transaction can never be decided
 //! (its log expects a version of the group document no document will have again). Whoever
-//! meets such a document drops the hold ([`Mapper::drop_orphaned_holds`]). The argument in
-//! full: `docs/design/key-groups.md`, "A one-shot transaction on a Redis Cluster".
+//! meets such a document past its lease (a one-shot load, a create, a plain write through
+//! the retry loop's `Lapsed`) drops the hold ([`Mapper::drop_orphaned_holds`]). The
+//! argument in full: `docs/design/key-groups.md`, "A one-shot transaction on a Redis
+//! Cluster".
 
 use super::in_steps::{prepare_all, prepared};
 use super::protocol::{IN_FLIGHT, InFlight, Steps, commit_all};
@@ -55,6 +57,7 @@ use crate::mapper::Mapper;
 use crate::mapper::layout;
 use crate::store::ownership::Owner;
 use crate::store::{Commit, CommitReply, DocumentStore, Transaction};
+use futures::future::BoxFuture;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -307,25 +310,47 @@ fn told(reply: &CommitReply) -> Option<Version> {
     reply.versions.as_ref()?.first().copied().flatten()
 }
 
+impl<S: DocumentStore> crate::mapper::attempt::Lapsed for Mapper<S> {
+    fn finish_lapsed<'a>(&'a self, error: &'a Error) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let Error::Grouped {
+                key,
+                group,
+                until_ms,
+            } = error
+            else {
+                return Ok(false);
+            };
+            // Past the lease only a transaction's hold refuses a write.
+            if *until_ms > self.store.now_ms().await? {
+                return Ok(false);
+            }
+            self.recover_stuck(&[(key.clone(), group.clone())]).await?;
+            Ok(true)
+        })
+    }
+}
+
 impl<S: DocumentStore> Mapper<S> {
     /// Finishes what holds `stuck` (documents a transaction holds past its group's
-    /// lease, each with its owner): the groups whose lease passed
-    /// ([`Mapper::recover_key_groups`]), and holds whose group is gone
+    /// lease, each with the id of the group that holds it): the groups whose lease
+    /// passed ([`Mapper::recover_key_groups`]), and holds whose group is gone
     /// ([`Mapper::drop_orphaned_holds`]).
-    pub(super) async fn recover_stuck(&self, stuck: &[(Key, Owner)]) -> Result<()> {
+    pub(in crate::mapper) async fn recover_stuck(&self, stuck: &[(Key, String)]) -> Result<()> {
         self.recover_key_groups().await?;
         self.drop_orphaned_holds(stuck).await?;
         Ok(())
     }
 
-    /// Drops the holds of `held` (documents a transaction holds, each with its owner)
-    /// whose group document is gone (from both its placements): such a hold was prepared after its group was
-    /// finished, by a copy of a prepare that landed late, and its transaction can never
-    /// be decided (module docs). Whether it dropped any.
-    async fn drop_orphaned_holds(&self, held: &[(Key, Owner)]) -> Result<bool> {
+    /// Drops the holds of `held` (documents a transaction holds, each with the id of the
+    /// group that holds it) whose group document is gone (from both its placements): such
+    /// a hold was prepared after its group was finished, by a copy of a prepare that
+    /// landed late, and its transaction can never be decided (module docs). A document
+    /// no longer held by that group is left as it is. Whether any group was gone.
+    async fn drop_orphaned_holds(&self, held: &[(Key, String)]) -> Result<bool> {
         let mut by_group: BTreeMap<&str, Vec<Key>> = BTreeMap::new();
-        for (key, owner) in held.iter().filter(|(_, o)| o.txn.is_some()) {
-            by_group.entry(&owner.group).or_default().push(key.clone());
+        for (key, group) in held {
+            by_group.entry(group).or_default().push(key.clone());
         }
         let placements: Vec<Key> = by_group
             .keys()
