@@ -483,6 +483,23 @@ async fn concurrent_increments_are_exact(store: Arc<RedisStore>) {
     assert_eq!(n, 32 * 50, "lost updates ({conflicts} conflicts seen)");
 }
 
+/// The store's clock, read from the server and counted on between readings, never runs
+/// ahead of the server's own: each answer is at most what `TIME` says right after it, on
+/// a connection of its own. Leases judged past by it have passed on the server.
+async fn the_clock_never_runs_ahead_of_the_servers(server: &RedisServer, store: &RedisStore) {
+    let client = redis::Client::open(server.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    for i in 0..500 {
+        let ours = store.now_ms().await.unwrap();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let theirs = secs * 1000 + micros / 1000;
+        assert!(
+            ours <= theirs,
+            "answer {i}: {ours} ms, the server's clock {theirs} ms"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standalone() {
     let server = Standalone::start();
@@ -510,6 +527,8 @@ async fn standalone() {
     merges_answer_stored_texts_as_the_reference(&server.server, &store, &ns).await;
     let (store, ns) = connect("fold texts").await;
     folding_lookups_answer_stored_texts_as_the_reference(&server.server, &store, &ns).await;
+    let (store, _) = connect("clock").await;
+    the_clock_never_runs_ahead_of_the_servers(&server.server, &store).await;
     let (store, _) = connect("concurrent").await;
     concurrent_increments_are_exact(Arc::new(store)).await;
 

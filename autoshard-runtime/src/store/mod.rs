@@ -20,6 +20,8 @@ use async_trait::async_trait;
 use std::fmt;
 use std::sync::Arc;
 
+#[cfg(any(feature = "redis", feature = "postgres"))]
+mod clock;
 pub mod faulty;
 pub mod fold_lookup;
 pub mod latency;

@@ -100,6 +100,7 @@ impl PostgresStore {
             pool,
             sql: std::sync::Arc::new(Sql::new(schema)),
             target,
+            clock: std::sync::Arc::default(),
         };
         store.migrate().await?;
         Ok(store)

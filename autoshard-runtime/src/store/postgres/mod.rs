@@ -44,6 +44,7 @@ pub use tokio_postgres;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
 use crate::key::Key;
+use crate::store::clock::ServerClock;
 use crate::store::merge::{self, Merge, Merged};
 use crate::store::{
     Commit, CommitReply, DocumentStore, Found, Lookup, Scan, ScanPage, Transaction,
@@ -74,6 +75,8 @@ pub struct PostgresStore {
     sql: std::sync::Arc<Sql>,
     /// `host:port/dbname`, for messages (never the password).
     target: String,
+    /// The server's clock, read at most once per half second (`store::clock`).
+    clock: std::sync::Arc<ServerClock>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -210,11 +213,16 @@ impl DocumentStore for PostgresStore {
             .await
     }
 
-    /// The server's clock (`clock_timestamp()`), which leases are judged by.
+    /// The server's clock (`clock_timestamp()`), which leases are judged by, read at
+    /// most once per half second and counted on in between, never ahead of it
+    /// (`store::clock`).
     async fn now_ms(&self) -> Result<u64> {
-        let row = self.query_one("clock", &self.sql.now, &[]).await?;
-        let ms = column::<i64>(&row, 0, "(the clock)")?;
-        Ok(u64::try_from(ms).unwrap_or(0))
+        let read = async {
+            let row = self.query_one("clock", &self.sql.now, &[]).await?;
+            let ms = column::<i64>(&row, 0, "(the clock)")?;
+            Ok(u64::try_from(ms).unwrap_or(0))
+        };
+        self.clock.now_ms(read).await
     }
 
     /// One statement that commits a record to the log and no data: the server answers it

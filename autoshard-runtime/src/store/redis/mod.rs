@@ -47,6 +47,7 @@ pub use options::RedisOptions;
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
+use crate::store::clock::ServerClock;
 use crate::store::{
     Commit, CommitReply, DocumentStore, Found, Lookup, Merge, Merged, Scan, ScanPage, Transaction,
 };
@@ -114,6 +115,8 @@ pub struct RedisStore {
     own_batches: Arc<own_batch::OwnBatches>,
     /// The replicas every write waits for (see `durability`).
     replicas: Option<durability::Replicas>,
+    /// The server's clock, read at most once per half second (`store::clock`).
+    clock: Arc<ServerClock>,
 }
 
 /// The store's Lua scripts, loaded into a server at their first use.
@@ -254,6 +257,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
                 merge_common: Script::new(MERGE_COMMON_LUA),
             }),
             own_batches: Arc::default(),
+            clock: Arc::default(),
             replicas: durability::Replicas::from_options(options),
         }
     }
@@ -374,9 +378,14 @@ impl DocumentStore for RedisStore {
         !self.is_cluster()
     }
 
-    /// The server's clock (`TIME`; on a cluster, the clock of the node that answers).
+    /// The server's clock (`TIME`; on a cluster, the clock of the node that answers),
+    /// read at most once per half second and counted on in between, never ahead of it
+    /// (`store::clock`).
     async fn now_ms(&self) -> Result<u64> {
-        let (secs, micros): (u64, u64) = self.query(&::redis::cmd("TIME"), "clock").await?;
-        Ok(secs * 1000 + micros / 1000)
+        let read = async {
+            let (secs, micros): (u64, u64) = self.query(&::redis::cmd("TIME"), "clock").await?;
+            Ok(secs.saturating_mul(1000).saturating_add(micros / 1000))
+        };
+        self.clock.now_ms(read).await
     }
 }
