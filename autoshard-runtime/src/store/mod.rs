@@ -310,7 +310,11 @@ pub trait DocumentStore: Send + Sync + fmt::Debug {
 
     /// The store's clock, in milliseconds since the Unix epoch: the clock key-group
     /// leases ([`ownership`]) are judged by. The default is the system clock of this
-    /// process, right for a store in this process; a server answers its own.
+    /// process, right for a store in this process; a server answers its own, and may
+    /// answer from a recent reading of it plus the time elapsed here, as long as the
+    /// answer is never ahead of the server's clock (Redis and PostgreSQL read it at most
+    /// once per half second): a lease this answer says has passed has passed on the
+    /// server.
     async fn now_ms(&self) -> Result<u64> {
         Ok(ownership::system_now_ms())
     }
