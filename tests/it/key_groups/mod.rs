@@ -1,7 +1,8 @@
 //! Key groups (G-Store): a bank-transfer invariant under 32 concurrent clients, the
 //! isolation of grouped members from every other write, and exactly-once commits; faults
 //! and dropped futures at every store call, each followed by recovery once the lease has
-//! passed, in `faults`; waiting for members, fairly and under the same faults, in
+//! passed, in `faults`; what the lease ends (holds past it, a late join, an abandoned
+//! group), in `leases`; waiting for members, fairly and under the same faults, in
 //! `waiting`; a group's later transactions reading what its last commit left, in
 //! `later_transactions`; what a one-shot transaction reads and when two of them conflict,
 //! in `one_shot`.
@@ -9,6 +10,7 @@
 mod bank;
 mod faults;
 mod later_transactions;
+mod leases;
 mod one_shot;
 mod waiting;
 
