@@ -98,6 +98,36 @@ async fn concurrent_votes_are_exact() {
     autoshard_test_support::concurrency::all_variants(connect, "postgres").await;
 }
 
+/// The store's clock, read from the server and counted on between readings, never runs
+/// ahead of the server's own: each answer is at most what `clock_timestamp()` says right
+/// after it, on a connection of its own. Leases judged past by it have passed on the
+/// server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clock_never_runs_ahead_of_the_servers() {
+    let server = Postgres::start();
+    let store =
+        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema("t_clock"))
+            .await
+            .unwrap();
+    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let now = client
+        .prepare("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+        .await
+        .unwrap();
+    for i in 0..500 {
+        let ours = store.now_ms().await.unwrap();
+        let theirs: i64 = client.query_one(&now, &[]).await.unwrap().get(0);
+        let theirs = u64::try_from(theirs).unwrap();
+        assert!(
+            ours <= theirs,
+            "answer {i}: {ours} ms, the server's clock {theirs} ms"
+        );
+    }
+}
+
 /// The row of `key` in the documents table, as stored.
 async fn stored(client: &tokio_postgres::Client, key: &Key) -> serde_json::Value {
     let row = client
