@@ -60,6 +60,62 @@ pub async fn merge_folds_and_applies_each_write_id_once(store: &dyn DocumentStor
     assert_eq!(must_get(store, &key).await.doc["m"], 4);
 }
 
+/// A values write ([`Write::Values`](crate::store::Write::Values)) stores the
+/// document's properties and keeps the write record: the entries merges left stay (so
+/// resending one of those merges is answered `AlreadyApplied`), and the entries the
+/// written document carries are added, each replacing its writer's, as
+/// [`merge::with_kept_record`] says; to an absent document it writes the document and
+/// its entries. A put of the same document without a record drops the record.
+pub async fn a_values_write_keeps_the_write_record(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("Values"), "1");
+    ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    let plus =
+        |writer: &str, seq| Merge::new(key.clone(), "n", SUM_I64, 2.into(), write_id(writer, seq));
+    assert_eq!(merge_ok(store, &plus("a", 4)).await, Merged::Applied);
+    assert_eq!(merge_ok(store, &plus("b", 1)).await, Merged::Applied);
+    let before = must_get(store, &key).await;
+    let mut written = doc(&[("n", 40.into()), ("text", "new".into())]);
+    merge::record(&mut written, "b", 2, 1_000_002, 0);
+    merge::record(&mut written, "c", 9, 1_000_009, 0);
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(before.version))
+        .put_values(key.clone(), written.clone());
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    let after = must_get(store, &key).await;
+    assert_eq!(
+        after.doc,
+        merge::with_kept_record(Some(&before.doc), &written)
+    );
+    assert_eq!(
+        (&after.doc["n"], &after.doc["text"]),
+        (&40.into(), &"new".into())
+    );
+    assert!(merge::applied(Some(&after.doc), "a", 4));
+    assert!(merge::applied(Some(&after.doc), "b", 2));
+    assert!(merge::applied(Some(&after.doc), "c", 9));
+    assert_eq!(merge_ok(store, &plus("a", 4)).await, Merged::AlreadyApplied);
+    assert_eq!(must_get(store, &key).await.doc["n"], 40);
+
+    let absent = Key::new(fresh_kind("Values"), "2");
+    let txn = Transaction::new()
+        .expect(absent.clone(), None)
+        .put_values(absent.clone(), written.clone());
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert_eq!(must_get(store, &absent).await.doc, written);
+
+    // A put of what a read without records shows drops the record: what values keep.
+    let bare = doc(&[("n", 40.into()), ("text", "new".into())]);
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(must_get(store, &key).await.version))
+        .put(key.clone(), bare);
+    assert_eq!(commit(store, &txn).await, Commit::Committed);
+    assert!(!merge::applied(
+        Some(&must_get(store, &key).await.doc),
+        "a",
+        4
+    ));
+}
+
 /// A merge into an absent document, or one whose guard property does not hold the
 /// given string (or is present when it must be absent), answers `Missing` and writes
 /// nothing: no document is created.

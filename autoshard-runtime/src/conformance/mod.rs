@@ -107,6 +107,7 @@ cases!(
     scan_page_within_one_group_is_a_snapshot,
     a_snapshot_lookup_is_one_instant_of_every_group,
     merge_folds_and_applies_each_write_id_once,
+    a_values_write_keeps_the_write_record,
     merge_needs_the_document_and_its_guard,
     merge_gives_a_new_version,
     versions_not_reused_after_merges,

@@ -276,6 +276,11 @@ impl DocumentStore for MemoryStore {
             let version =
                 match write {
                     Write::Put(doc) => Some(state.store(key, doc.clone())),
+                    Write::Values(doc) => {
+                        let kept = state.docs.get(key).map(|d| &d.doc);
+                        let doc = merge::with_kept_record(kept, doc);
+                        Some(state.store(key, doc))
+                    }
                     Write::Delete => {
                         state.docs.remove(key);
                         None

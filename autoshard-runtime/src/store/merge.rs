@@ -433,6 +433,26 @@ pub fn record(doc: &mut Document, writer: &str, seq: u64, now: u64, horizon: u64
     doc.insert(RECORD.to_owned(), Value::Object(entries));
 }
 
+/// What a [`Write::Values`](super::Write::Values) of `doc` stores over `kept`, the
+/// document the store held (if any): `doc`'s properties, and the record `kept` holds
+/// with the entries `doc`'s record carries over it (each replaces its writer's). The
+/// reference every store's values write must equal.
+#[must_use]
+pub fn with_kept_record(kept: Option<&Document>, doc: &Document) -> Document {
+    let mut entries = match kept.and_then(|kept| kept.get(RECORD)) {
+        Some(Value::Object(entries)) => entries.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let mut stored = doc.clone();
+    if let Some(Value::Object(carried)) = stored.remove(RECORD) {
+        entries.extend(carried);
+    }
+    if !entries.is_empty() {
+        stored.insert(RECORD.to_owned(), Value::Object(entries));
+    }
+    stored
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,10 @@ pub use transaction::{Commit, CommitReply, Transaction, Write};
 /// - A committed [`Write::Own`] changes only the document's [`OWNER`] property and its
 ///   version (the other properties and the write record stay as they were); of an absent
 ///   document it writes nothing.
+/// - A committed [`Write::Values`] stores the document's properties as a `Put` does, but
+///   keeps the write record the store held for the key and adds the entries the
+///   written document's record carries (an entry replaces its writer's); a document
+///   read without its record and written back so loses no writer's entry.
 /// - [`DocumentStore::commit_versioned`] commits as `commit` does and may tell, for a
 ///   committed transaction, the version each write gave its document ([`CommitReply`]);
 ///   a store that tells tells them right, and one that does not answers `None`.

@@ -12,6 +12,12 @@ use std::sync::Arc;
 pub enum Write {
     /// Store this document at the key.
     Put(Document),
+    /// Store this document's properties at the key, keeping the write record
+    /// ([`merge::RECORD`](super::merge::RECORD)) the store holds for it and adding the
+    /// entries this document's record carries (an entry replaces its writer's): what a
+    /// transaction writes when it read the document without its record, as a merge
+    /// leaves the record of the writers it does not name.
+    Values(Document),
     /// Remove the document at the key (no error when absent).
     Delete,
     /// Set the document's [`OWNER`](super::OWNER) property to this owner (`None`: take it out), keeping
@@ -59,6 +65,26 @@ impl Transaction {
     #[must_use]
     pub fn put(mut self, key: Key, doc: Document) -> Self {
         self.writes.push((key, Write::Put(doc)));
+        self
+    }
+
+    /// Store `doc`'s properties at `key` on commit, keeping the write record the store
+    /// holds for it and adding the entries `doc`'s record carries ([`Write::Values`]).
+    ///
+    /// ```
+    /// use autoshard::Key;
+    /// use autoshard::store::{Transaction, Version, Write};
+    ///
+    /// let shard = Key::new("Counter", "42").child("~shard", "n.0");
+    /// let doc: autoshard::store::Document = [("n".to_owned(), 8.into())].into();
+    /// let txn = Transaction::new()
+    ///     .expect(shard.clone(), Some(Version(7)))
+    ///     .put_values(shard, doc.clone());
+    /// assert_eq!(txn.writes()[0].1, Write::Values(doc));
+    /// ```
+    #[must_use]
+    pub fn put_values(mut self, key: Key, doc: Document) -> Self {
+        self.writes.push((key, Write::Values(doc)));
         self
     }
 

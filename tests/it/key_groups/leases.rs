@@ -66,7 +66,9 @@ impl DocumentStore for LateJoin {
         let join = txn.writes().iter().any(|(key, write)| {
             *key == self.key
                 && match write {
-                    autoshard::store::Write::Put(doc) => doc.contains_key(autoshard::store::OWNER),
+                    autoshard::store::Write::Put(doc) | autoshard::store::Write::Values(doc) => {
+                        doc.contains_key(autoshard::store::OWNER)
+                    }
                     autoshard::store::Write::Own(owner) => owner.is_some(),
                     autoshard::store::Write::Delete => false,
                 }

@@ -7,7 +7,9 @@ use autoshard::group::GroupTransaction;
 use autoshard::prelude::*;
 use autoshard::store::DocumentStore;
 use autoshard_test_support::entities::Account;
+use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Gate, Knobs, TestStore};
+use std::collections::BTreeMap;
 
 /// The loads of a one-shot transaction read one snapshot of the store, on every shape:
 /// once a transfer commits between two loads, the second load fails (the first one's
@@ -90,4 +92,66 @@ async fn one_shot_transactions_that_read_what_the_other_writes_never_both_commit
         }
         assert_eq!(total, 2 * INITIAL - 60, "{label}");
     }
+}
+
+/// The write record of every static shard of accounts 1 and 2: each writer's entry.
+async fn shard_records(store: &dyn DocumentStore) -> BTreeMap<(u64, u32), serde_json::Value> {
+    let mut records = BTreeMap::new();
+    for id in 1..=2 {
+        let main = autoshard::Key::new("Account", id.to_string());
+        for i in 0..4 {
+            let shard = autoshard::layout::static_shard(&main, "balance", i);
+            let doc = store.get(&shard).await.unwrap().expect("the shard");
+            let record = doc.doc.get(autoshard::store::merge::RECORD).cloned();
+            records.insert((id, i), record.unwrap_or_default());
+        }
+    }
+    records
+}
+
+/// A one-shot commit keeps every entry the write records of the documents it writes
+/// held: its loads leave the records on the store (where one lookup reads the members)
+/// and its commit writes the values alone, so a merge whose entry was there before is
+/// still known as applied after it, and sent again it is not counted twice.
+async fn a_one_shot_commit_keeps_the_write_records_it_did_not_read(backend: &Backend, label: &str) {
+    let store = backend.store("keygroup_one_shot_records").await;
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=2).await;
+    // Entries in every shard, from the writers of two mappers.
+    let other = Mapper::new(store.clone());
+    for _ in 0..8 {
+        for id in 1..=2 {
+            db.apply(&id, |a: &mut Account| a.deposit(1)).await.unwrap();
+            other
+                .apply(&id, |a: &mut Account| a.deposit(1))
+                .await
+                .unwrap();
+        }
+    }
+    let before = shard_records(&*store).await;
+    let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
+    let after = shard_records(&*store).await;
+    for (shard, entries) in &before {
+        let Some(entries) = entries.as_object() else {
+            continue;
+        };
+        for (writer, entry) in entries {
+            let kept = after[shard].get(writer);
+            let seq = |e: Option<&serde_json::Value>| e.and_then(|e| e.get(0)?.as_u64());
+            assert!(
+                seq(kept) >= seq(Some(entry)),
+                "{label}: shard {shard:?} lost writer {writer}'s entry {entry} ({kept:?} after)"
+            );
+        }
+    }
+    assert_moved(&db, 10 - 16, 10 + 16, label).await;
+}
+
+mod keeps_records {
+    autoshard_test_support::every_store!(
+        super::a_one_shot_commit_keeps_the_write_records_it_did_not_read
+    );
 }

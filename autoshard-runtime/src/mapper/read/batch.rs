@@ -224,22 +224,25 @@ impl<S: DocumentStore> Mapper<S> {
     }
 
     /// The entities of kind `E` at `mains` (each as a load first reads it, with write
-    /// records) and the documents at `extra`, in one lookup, where the store reads a
-    /// lookup atomically ([`DocumentStore::snapshot_lookups`]): all of it as the store
-    /// held it at one instant. Answers each entity's snapshot, as
-    /// [`Mapper::read_entity_with`] would take it with records, and the documents at
-    /// `extra` in order; `None` when the store does not read atomically or an entity needs
-    /// more than its first read ([`one_read_snapshot`]), and nothing is answered then.
+    /// records or without, as `records` says) and the documents at `extra`, in one
+    /// lookup, where the store reads a lookup atomically
+    /// ([`DocumentStore::snapshot_lookups`]): all of it as the store held it at one
+    /// instant. Answers each entity's snapshot, as [`Mapper::read_entity_with`] would take
+    /// it, and the documents at `extra` in order; `None` when the store does not read
+    /// atomically or an entity needs more than its first read ([`one_read_snapshot`]),
+    /// and nothing is answered then. Without records, a caller that writes these
+    /// documents back must keep the stored records ([`crate::store::Write::Values`]).
     pub(in crate::mapper) async fn read_at_once<E: Root>(
         &self,
         mains: &[Key],
         extra: &[Key],
+        records: bool,
     ) -> Result<Option<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>> {
         if !self.store.snapshot_lookups() {
             return Ok(None);
         }
         let firsts: Vec<Lookup> = mains.iter().map(first_read::<E>).collect();
-        let (parts, extra) = self.lookup_together(&firsts, extra, true).await?;
+        let (parts, extra) = self.lookup_together(&firsts, extra, records).await?;
         let mut snapshots = Vec::with_capacity(mains.len());
         for ((main, first), entity) in mains.iter().zip(firsts).zip(parts) {
             match one_read_snapshot::<E>(main, first, entity)? {

@@ -83,7 +83,7 @@ impl PostgresStore {
         let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
         let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
         // A write of the owner alone sends `{OWNER: owner}` (or `{}`) to merge into the
-        // document, flagged in `wo`.
+        // document, flagged true in `wo`; a values write its document, flagged NULL.
         let owners: Vec<Option<Document>> = writes
             .iter()
             .map(|(_, write)| match write {
@@ -93,19 +93,26 @@ impl PostgresStore {
                         .map(|o| (OWNER.to_owned(), o.to_value()))
                         .collect(),
                 ),
-                Write::Put(_) | Write::Delete => None,
+                Write::Put(_) | Write::Values(_) | Write::Delete => None,
             })
             .collect();
         let wd: Vec<Option<Json<&Document>>> = writes
             .iter()
             .zip(&owners)
             .map(|((_, write), owner)| match write {
-                Write::Put(doc) => Some(Json(doc)),
+                Write::Put(doc) | Write::Values(doc) => Some(Json(doc)),
                 Write::Delete => None,
                 Write::Own(_) => owner.as_ref().map(Json),
             })
             .collect();
-        let wo: Vec<bool> = owners.iter().map(Option::is_some).collect();
+        let wo: Vec<Option<bool>> = writes
+            .iter()
+            .map(|(_, write)| match write {
+                Write::Own(_) => Some(true),
+                Write::Values(_) => None,
+                Write::Put(_) | Write::Delete => Some(false),
+            })
+            .collect();
         let row = self
             .query_one(
                 what,

@@ -177,7 +177,9 @@ END $f$;
 -- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes);
 -- where `wo` is true, `wd` is `{"~own": owner}` or `{}`, the owner alone: it replaces the
 -- document's `~own` and leaves the rest (nothing for an absent document or one that is
--- not an object). Answers an array whose first element is 0 when it wrote everything,
+-- not an object); where `wo` is NULL, `wd` is written keeping the key's records, with the
+-- entries of its `~w` added (each replaces its writer's; entries an earlier build left
+-- in the stored document move to the records first, where they win over none). Answers an array whose first element is 0 when it wrote everything,
 -- else the 1-based index of an expectation that failed (and nothing is written); when it
 -- wrote, element 1 + i is the version write i gave its document (0: no document after
 -- it). `token`: the key group it commits for (NULL: none), see `autoshard_owned`.
@@ -225,6 +227,29 @@ BEGIN
         IF wd[i] IS NULL THEN
             DELETE FROM "{schema}".autoshard_records WHERE key = wk[i];
             DELETE FROM "{schema}".autoshard_documents WHERE key = wk[i];
+        ELSIF wo[i] IS NULL THEN
+            INSERT INTO "{schema}".autoshard_records AS r (key, writer, seq, at_ms)
+            SELECT wk[i], e.key, (e.value ->> 0)::numeric, (e.value ->> 1)::numeric
+            FROM "{schema}".autoshard_documents AS d,
+                 jsonb_each(CASE WHEN jsonb_typeof(d.doc -> '~w') = 'object'
+                                 THEN d.doc -> '~w' ELSE '{}' END) AS e
+            WHERE d.key = wk[i]
+              AND "{schema}".autoshard_in_range(e.value -> 0, 0, 18446744073709551615)
+              AND "{schema}".autoshard_in_range(e.value -> 1, 0, 18446744073709551615)
+            ON CONFLICT ON CONSTRAINT autoshard_records_pkey DO NOTHING;
+            INSERT INTO "{schema}".autoshard_records AS r (key, writer, seq, at_ms)
+            SELECT wk[i], e.key, (e.value ->> 0)::numeric, (e.value ->> 1)::numeric
+            FROM jsonb_each(CASE WHEN jsonb_typeof(wd[i] -> '~w') = 'object'
+                                 THEN wd[i] -> '~w' ELSE '{}' END) AS e
+            WHERE "{schema}".autoshard_in_range(e.value -> 0, 0, 18446744073709551615)
+              AND "{schema}".autoshard_in_range(e.value -> 1, 0, 18446744073709551615)
+            ON CONFLICT ON CONSTRAINT autoshard_records_pkey
+            DO UPDATE SET seq = EXCLUDED.seq, at_ms = EXCLUDED.at_ms;
+            INSERT INTO "{schema}".autoshard_documents (key, parent, kind, version, doc)
+            VALUES (wk[i], wp[i], wn[i], nextval('"{schema}".autoshard_versions'), wd[i] - '~w')
+            ON CONFLICT (key) DO UPDATE
+            SET version = EXCLUDED.version, doc = EXCLUDED.doc
+            RETURNING version INTO v;
         ELSIF wo[i] THEN
             UPDATE "{schema}".autoshard_documents
             SET version = nextval('"{schema}".autoshard_versions'), doc = (doc - '~own') || wd[i]

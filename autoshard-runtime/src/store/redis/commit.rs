@@ -139,6 +139,7 @@ impl<'t> Call<'t> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Put,
+    Values,
     Delete,
     Own,
 }
@@ -148,6 +149,7 @@ impl Op {
     fn code(self) -> &'static str {
         match self {
             Op::Put => "p",
+            Op::Values => "u",
             Op::Delete => "d",
             Op::Own => "o",
         }
@@ -211,6 +213,7 @@ impl RedisStore {
                     continue;
                 }
                 Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
+                Write::Values(doc) => (Op::Values, encode_properties(key, doc)?),
                 Write::Delete => (Op::Delete, Vec::new()),
             };
             let counter = call.key(self.names.counter(key), Role::Counter(key.group()));
@@ -221,7 +224,7 @@ impl RedisStore {
                     index,
                     member: key.encode(),
                     doc: call.keys[pos - 1].clone(),
-                    put: op == Op::Put,
+                    put: op != Op::Delete,
                     may_create: !expects_existing[pos],
                 });
                 0

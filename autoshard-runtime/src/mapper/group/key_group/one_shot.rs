@@ -12,7 +12,10 @@
 //! each member is read as `load` reads it, and a commit that writes nothing checks that
 //! every document the transaction has read is still as read ([`read`]). The one commit
 //! of the changes expects every document read at the version read and writes the
-//! changes. The store refuses a commit when a live group owns any document it expects or
+//! changes as values ([`crate::store::Write::Values`]): each document keeps the write
+//! record the store holds, which the one lookup leaves there, and which cannot have
+//! changed since the read (a merge that adds an entry counts the version up, and the
+//! commit expects the version read). The store refuses a commit when a live group owns any document it expects or
 //! writes ([`crate::store::ownership`]: a write without a group's token), and it
 //! conflicts when any of them changed since the read, so the transaction commits only on
 //! what a group formed for it would have seen: the same isolation and atomicity, for one
@@ -223,7 +226,8 @@ fn earlier_unchanged(
 
 /// [`read`] in one lookup where the store reads it atomically
 /// ([`DocumentStore::snapshot_lookups`]): the members of kind `E` at `mains` (each as a
-/// load reads it first, with write records), the documents earlier loads returned
+/// load reads it first, without write records: the commit keeps them), the documents
+/// earlier loads returned
 /// (`earlier`, with the versions read) and the members' intent documents (`intent_keys`),
 /// all as they were at one instant, so no commit has to check that they are one snapshot.
 /// Answers what [`read`] answers, or `None` when that read is not enough and [`read`] must
@@ -238,7 +242,8 @@ pub(super) async fn read_at_once<S: DocumentStore, E: Root>(
     earlier: &BTreeMap<Key, Option<Version>>,
 ) -> Result<Option<(Vec<Arc<Snapshot>>, Vec<Option<Versioned>>)>> {
     let extra: Vec<Key> = earlier.keys().chain(intent_keys).cloned().collect();
-    let Some((snapshots, extra)) = mapper.read_at_once::<E>(mains, &extra).await? else {
+    // Without records: the commit writes values and keeps the stored records.
+    let Some((snapshots, extra)) = mapper.read_at_once::<E>(mains, &extra, false).await? else {
         return Ok(None);
     };
     let mut extra = extra.into_iter();
@@ -298,8 +303,9 @@ where
 }
 
 /// The commit of the changes (module docs): every document read (`reads`) expected at
-/// its version, the documents of `writes` written, and the write id recorded in one of
-/// them, where a commit whose reply is lost is checked. The members loaded (`loaded`)
+/// its version, the documents of `writes` written as values (each keeps its stored
+/// write record), and the write id recorded in one of them, where a commit whose reply
+/// is lost is checked. The members loaded (`loaded`)
 /// leave the read cache. [`Error::Contention`] when a document read changed; the members
 /// loaded then count as contended for a while ([`Contended`]).
 pub(super) async fn commit<'k, S: DocumentStore>(
@@ -328,7 +334,7 @@ pub(super) async fn commit<'k, S: DocumentStore>(
         txn = txn.expect(key.clone(), *version);
     }
     for (key, doc) in writes {
-        txn = txn.put(key, doc);
+        txn = txn.put_values(key, doc);
     }
     let loaded: Vec<&Key> = loaded.collect();
     let _invalidate: Vec<_> = loaded

@@ -163,6 +163,7 @@ fn without_owner(txn: &Transaction) -> Transaction {
 fn with_write(txn: Transaction, key: Key, write: Write) -> Transaction {
     match write {
         Write::Put(doc) => txn.put(key, doc),
+        Write::Values(doc) => txn.put_values(key, doc),
         Write::Delete => txn.delete(key),
         Write::Own(owner) => txn.own(key, owner),
     }

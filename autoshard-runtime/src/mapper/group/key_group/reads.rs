@@ -60,7 +60,8 @@ pub(super) async fn at_once<S: DocumentStore, E: Root>(
     if !mapper.store.cross_group_transactions() {
         return Ok(None);
     }
-    let read = mapper.read_at_once::<E>(mains, std::slice::from_ref(&group.key));
+    // With records: a group's transaction writes its documents back whole.
+    let read = mapper.read_at_once::<E>(mains, std::slice::from_ref(&group.key), true);
     let Some((found, mut state)) = read.await? else {
         return Ok(None);
     };

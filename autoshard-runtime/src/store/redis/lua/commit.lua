@@ -18,11 +18,14 @@
 -- ARGV[next]   number of writes W, then W groups, each starting with its op:
 --                'o' (the owner alone): key position, owner (1-based among the owner
 --                  texts; 0: take the owner out);
---                'p' (put) | 'd' (delete): key position, counter position, index
---                  position (0: none here), number of fields P (0 for a delete), then
---                  P pairs: field name (`p:...` or `w:...`), its JSON.
+--                'p' (put) | 'u' (the values, keeping the record) | 'd' (delete): key
+--                  position, counter position, index position (0: none here), number
+--                  of fields P (0 for a delete), then P pairs: field name (`p:...` or
+--                  `w:...`), its JSON.
 --              A `w:` field goes to the document's record hash, which the script names
---              (KEYS[key position] .. '/~w', in the document's slot).
+--              (KEYS[key position] .. '/~w', in the document's slot). A put replaces the
+--              record hash; a values write keeps it (and `w:` fields an earlier layout
+--              left in the document) and sets the `w:` fields it carries.
 -- ARGV[#ARGV-1] the owner token: '=' followed by the key group the transaction commits
 --              for ('' for none: a group's id may be empty).
 -- ARGV[#ARGV]  length of the namespace prefix: a document's scan-index member is its
@@ -149,6 +152,14 @@ for _ = 1, count do
   if ARGV[pos] == 'o' then
     pos = pos + 3
   else
+    if ARGV[pos] == 'u' then
+      -- The record hash it keeps takes `HSET`s: it must be a hash, or absent.
+      local at = tonumber(ARGV[pos + 1])
+      local t = redis.call('TYPE', KEYS[at] .. '/~w')['ok']
+      if t ~= 'none' and t ~= 'hash' then
+        return { 'malformed', at, 'a Redis ' .. t .. ' value where its write record belongs' }
+      end
+    end
     local counter_at = tonumber(ARGV[pos + 2])
     if not counters[counter_at] then
       counters[counter_at] = true
@@ -197,17 +208,35 @@ local function own(at, owner)
   end
   return version, 1
 end
--- A write of op 'p' or 'd' (`op`) to the document at key position `at`, its group's
+-- A write of op 'p', 'u' or 'd' (`op`) to the document at key position `at`, its group's
 -- counter and scan index at `counter_at` and `index` (0: none), its P = `props` field
--- pairs from ARGV[first]: the document replaced whole, or deleted. Its version (0 for a
--- delete) and whether the document existed.
+-- pairs from ARGV[first]: the document replaced whole (with its record, or its values
+-- alone: 'u'), or deleted. Its version (0 for a delete) and whether the document existed.
 local function replace(op, at, counter_at, index, first, props)
   local key, counter = KEYS[at], KEYS[counter_at]
   local had = version_now(at)
   current[at] = false
-  local existed = redis.call('DEL', key)
+  local existed
   local record = key .. '/~w'
-  redis.call('DEL', record)
+  if op == 'u' then
+    existed = redis.call('EXISTS', key)
+    local values = {}
+    for _, name in ipairs(redis.call('HKEYS', key)) do
+      if string.sub(name, 1, 2) == 'p:' then
+        values[#values + 1] = name
+        if #values >= 200 then
+          redis.call('HDEL', key, unpack(values))
+          values = {}
+        end
+      end
+    end
+    if #values > 0 then
+      redis.call('HDEL', key, unpack(values))
+    end
+  else
+    existed = redis.call('DEL', key)
+    redis.call('DEL', record)
+  end
   local member = string.sub(key, ns_len + 1)
   if op == 'd' then
     if had and had > (tonumber(redis.call('GET', counter)) or 0) then
