@@ -98,6 +98,62 @@ async fn concurrent_votes_are_exact() {
     autoshard_test_support::concurrency::all_variants(connect, "postgres").await;
 }
 
+/// A store in `schema` of `server`, and a plain client of the same server.
+async fn store_and_client(
+    server: &Postgres,
+    schema: &str,
+) -> (PostgresStore, tokio_postgres::Client) {
+    let store =
+        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema(schema))
+            .await
+            .unwrap();
+    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    (store, client)
+}
+
+/// A values write still writes, keeping the write records, after the migration of an
+/// earlier build ran again: that migration replaces the commit function it knows (the
+/// one without `wv`), here with one that writes nothing, and the store's commits take
+/// the other signature.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_builds_migration_leaves_values_writes_alone() {
+    let server = Postgres::start();
+    let (store, client) = store_and_client(&server, "t_values").await;
+    let key = Key::new("Question", "1");
+    store
+        .insert(&key, [("n".to_owned(), 1.into())].into())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.merge(&merge_as(&key, "w", 3)).await.unwrap(),
+        Merged::Applied
+    );
+    // What an earlier build's migration leaves: its own commit, writing whole documents.
+    client
+        .batch_execute(
+            "CREATE OR REPLACE FUNCTION t_values.autoshard_commit_versioned(
+                rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[],
+                wo boolean[], token text)
+             RETURNS bigint[] LANGUAGE sql AS $f$ SELECT ARRAY[0::bigint] $f$;",
+        )
+        .await
+        .unwrap();
+    let read = store.get(&key).await.unwrap().unwrap();
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(read.version))
+        .put_values(key.clone(), [("n".to_owned(), 40.into())].into());
+    assert_eq!(store.commit(&txn).await.unwrap(), Commit::Committed);
+    let after = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(after.doc["n"], 40);
+    assert_eq!(
+        store.merge(&merge_as(&key, "w", 3)).await.unwrap(),
+        Merged::AlreadyApplied
+    );
+}
+
 /// The store's clock, read from the server and counted on between readings, never runs
 /// ahead of the server's own: each answer is at most what `clock_timestamp()` says right
 /// after it, on a connection of its own. Leases judged past by it have passed on the
@@ -105,14 +161,7 @@ async fn concurrent_votes_are_exact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_clock_never_runs_ahead_of_the_servers() {
     let server = Postgres::start();
-    let store =
-        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema("t_clock"))
-            .await
-            .unwrap();
-    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let (store, client) = store_and_client(&server, "t_clock").await;
     let now = client
         .prepare("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
         .await
@@ -172,14 +221,7 @@ async fn records(client: &tokio_postgres::Client, key: &Key) -> Vec<(String, Str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_records_live_apart_from_documents() {
     let server = Postgres::start();
-    let store =
-        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema("t_layout"))
-            .await
-            .unwrap();
-    let (client, connection) = tokio_postgres::connect(&server.url(), tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let (store, client) = store_and_client(&server, "t_layout").await;
     let key = Key::new("Question", "1");
     let mut doc = Document::new();
     doc.insert("n".to_owned(), 7.into());

@@ -83,7 +83,7 @@ impl PostgresStore {
         let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
         let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();
         // A write of the owner alone sends `{OWNER: owner}` (or `{}`) to merge into the
-        // document, flagged true in `wo`; a values write its document, flagged NULL.
+        // document, flagged in `wo`; a values write its document, flagged in `wv`.
         let owners: Vec<Option<Document>> = writes
             .iter()
             .map(|(_, write)| match write {
@@ -105,19 +105,16 @@ impl PostgresStore {
                 Write::Own(_) => owner.as_ref().map(Json),
             })
             .collect();
-        let wo: Vec<Option<bool>> = writes
+        let wo: Vec<bool> = owners.iter().map(Option::is_some).collect();
+        let wv: Vec<bool> = writes
             .iter()
-            .map(|(_, write)| match write {
-                Write::Own(_) => Some(true),
-                Write::Values(_) => None,
-                Write::Put(_) | Write::Delete => Some(false),
-            })
+            .map(|(_, write)| matches!(write, Write::Values(_)))
             .collect();
         let row = self
             .query_one(
                 what,
                 &self.sql.commit,
-                &[&rk, &rv, &wk, &wp, &wn, &wd, &wo, &owner],
+                &[&rk, &rv, &wk, &wp, &wn, &wd, &wo, &wv, &owner],
             )
             .await?;
         // `[0, version per write]` when committed, else `[index of the failed expectation]`.

@@ -177,15 +177,18 @@ END $f$;
 -- `wk`/`wp`/`wn`/`wd` the writes (key, parent, kind, document; a NULL document deletes);
 -- where `wo` is true, `wd` is `{"~own": owner}` or `{}`, the owner alone: it replaces the
 -- document's `~own` and leaves the rest (nothing for an absent document or one that is
--- not an object); where `wo` is NULL, `wd` is written keeping the key's records, with the
--- entries of its `~w` added (each replaces its writer's; entries an earlier build left
--- in the stored document move to the records first, where they win over none). Answers an array whose first element is 0 when it wrote everything,
--- else the 1-based index of an expectation that failed (and nothing is written); when it
--- wrote, element 1 + i is the version write i gave its document (0: no document after
--- it). `token`: the key group it commits for (NULL: none), see `autoshard_owned`.
+-- not an object); where `wv` is true, `wd` is written keeping the key's records, with
+-- the entries of its `~w` added (each replaces its writer's; entries an earlier build
+-- left in the stored document move to the records first, where the table's win).
+-- Answers an array whose first element is 0 when it wrote everything, else the 1-based
+-- index of an expectation that failed (and nothing is written); when it wrote, element
+-- 1 + i is the version write i gave its document (0: no document after it). `token`:
+-- the key group it commits for (NULL: none), see `autoshard_owned`. A signature of its
+-- own (`wv`), so that the migration of an earlier build, which replaces the function
+-- without `wv` below, can never take values writes away from this one.
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit_versioned(
     rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], wo boolean[],
-    token text)
+    wv boolean[], token text)
 RETURNS bigint[] LANGUAGE plpgsql AS $f$
 DECLARE
     i integer;
@@ -227,7 +230,7 @@ BEGIN
         IF wd[i] IS NULL THEN
             DELETE FROM "{schema}".autoshard_records WHERE key = wk[i];
             DELETE FROM "{schema}".autoshard_documents WHERE key = wk[i];
-        ELSIF wo[i] IS NULL THEN
+        ELSIF coalesce(wv[i], false) THEN
             INSERT INTO "{schema}".autoshard_records AS r (key, writer, seq, at_ms)
             SELECT wk[i], e.key, (e.value ->> 0)::numeric, (e.value ->> 1)::numeric
             FROM "{schema}".autoshard_documents AS d,
@@ -267,13 +270,20 @@ BEGIN
     END LOOP;
     RETURN versions;
 END $f$;
--- The commit as builds before `autoshard_commit_versioned` call it: 0 when it wrote
--- everything, else the 1-based index of the expectation that failed.
+-- The commits as builds before values writes call them, without `wv`: the versioned
+-- one, and the one that answers 0 when it wrote everything, else the 1-based index of
+-- the expectation that failed.
+CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit_versioned(
+    rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], wo boolean[],
+    token text)
+RETURNS bigint[] LANGUAGE sql AS $f$
+    SELECT "{schema}".autoshard_commit_versioned(rk, rv, wk, wp, wn, wd, wo, '{}', token)
+$f$;
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
     rk text[], rv bigint[], wk text[], wp text[], wn text[], wd jsonb[], wo boolean[],
     token text)
 RETURNS integer LANGUAGE sql AS $f$
-    SELECT ("{schema}".autoshard_commit_versioned(rk, rv, wk, wp, wn, wd, wo, token))[1]::integer
+    SELECT ("{schema}".autoshard_commit_versioned(rk, rv, wk, wp, wn, wd, wo, '{}', token))[1]::integer
 $f$;
 -- The store contract's merge (store/merge.rs; `merge::reference` is the reference this
 -- must equal): fold `operand` into property `prop` of document `k` with `fold`
@@ -419,6 +429,8 @@ COMMENT ON FUNCTION "{schema}".autoshard_delete(text) IS 'autoshard store object
 COMMENT ON FUNCTION "{schema}".autoshard_commit(text[], bigint[], text[], text[], text[], jsonb[], boolean[], text)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_commit_versioned(text[], bigint[], text[], text[], text[], jsonb[], boolean[], text)
+    IS 'autoshard store object';
+COMMENT ON FUNCTION "{schema}".autoshard_commit_versioned(text[], bigint[], text[], text[], text[], jsonb[], boolean[], boolean[], text)
     IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_owned(text, text) IS 'autoshard store object';
 COMMENT ON FUNCTION "{schema}".autoshard_in_range(jsonb, numeric, numeric) IS 'autoshard store object';

@@ -46,7 +46,7 @@ impl Sql {
             durable: "SELECT pg_logical_emit_message(true, 'autoshard', 'durable')::text"
                 .to_owned(),
             commit: format!(
-                "SELECT {s}.autoshard_commit_versioned($1, $2, $3, $4, $5, $6, $7, $8)"
+                "SELECT {s}.autoshard_commit_versioned($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
             // Part 0: the documents by key; part i: the first page of scan i (its
             // parent '' for roots). `$1` says whether documents keep their write record.
