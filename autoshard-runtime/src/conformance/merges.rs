@@ -116,6 +116,112 @@ pub async fn a_values_write_keeps_the_write_record(store: &dyn DocumentStore) {
     ));
 }
 
+/// A values write whose stored or written record is not a map of entries, or whose
+/// entries are not what merges write, keeps and adds what [`merge::with_kept_record`]
+/// says: the same properties, and the same write recorded for every writer
+/// ([`merge::applied`]: an entry whose first two elements are not integers within `u64`
+/// records nothing, so a store may drop it). A merge of each writer afterwards answers
+/// as the reference does.
+pub async fn a_values_write_over_malformed_records_matches_the_reference(
+    store: &dyn DocumentStore,
+) {
+    let kind = fresh_kind("ValuesMalformed");
+    let json = |text: &str| -> Value { serde_json::from_str(text).expect("test JSON") };
+    let stored_records = [
+        None,
+        Some(json(r#""junk""#)),
+        Some(json("7")),
+        Some(json("null")),
+        Some(json(
+            r#"{"a": "text", "b": [3, 1000003], "d": [4, "x"], "e": [6], "f": [-1, 5]}"#,
+        )),
+    ];
+    let written_records = [
+        None,
+        Some(json("7")),
+        Some(json("[1, 2]")),
+        Some(json("{}")),
+        Some(json(
+            r#"{"b": [9, 1000009], "c": false, "d": [2, 1000002], "g": [8, null],
+                "h": [18446744073709551615, 18446744073709551615]}"#,
+        )),
+    ];
+    let mut case = 0;
+    for stored in &stored_records {
+        for written in &written_records {
+            case += 1;
+            let key = Key::new(kind.as_str(), case.to_string());
+            values_write_over(store, &key, stored.as_ref(), written.as_ref()).await;
+        }
+    }
+}
+
+/// The writers [`values_write_over`] writes entries of.
+const WRITERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+/// One case of [`a_values_write_over_malformed_records_matches_the_reference`]: a document
+/// inserted at `key` with the record `stored`, then a values write carrying `written`.
+async fn values_write_over(
+    store: &dyn DocumentStore,
+    key: &Key,
+    stored: Option<&Value>,
+    written: Option<&Value>,
+) {
+    let context = format!("stored record {stored:?}, written record {written:?}");
+    let with_record = |mut doc: crate::document::Document, record: Option<&Value>| {
+        if let Some(record) = record {
+            doc.insert(RECORD.to_owned(), record.clone());
+        }
+        doc
+    };
+    let first = with_record(doc(&[("n", 1.into()), ("gone", "x".into())]), stored);
+    ok(store.insert(key, first).await, "insert");
+    let before = must_get(store, key).await;
+    let next = with_record(doc(&[("n", 5.into())]), written);
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(before.version))
+        .put_values(key.clone(), next.clone());
+    assert_eq!(commit(store, &txn).await, Commit::Committed, "{context}");
+    let after = must_get(store, key).await;
+    let want = merge::with_kept_record(Some(&before.doc), &next);
+    let properties = |doc: &crate::document::Document| {
+        let mut doc = doc.clone();
+        doc.remove(RECORD);
+        doc
+    };
+    assert_eq!(
+        properties(&after.doc),
+        properties(&want),
+        "{context}: the properties written"
+    );
+    // The highest sequence number recorded per writer (those used here are below 20).
+    let recorded = |doc: &crate::document::Document| -> Vec<Option<u64>> {
+        WRITERS
+            .iter()
+            .map(|w| (1..20).rev().find(|seq| merge::applied(Some(doc), w, *seq)))
+            .collect()
+    };
+    assert_eq!(
+        recorded(&after.doc),
+        recorded(&want),
+        "{context}: the writes recorded, of writers {WRITERS:?}"
+    );
+    for writer in WRITERS {
+        let again = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id(writer, 4));
+        let now = must_get(store, key).await;
+        let want = match merge::reference(Some(&now.doc), &again) {
+            Ok(merge::Step::Answer(answer)) => answer,
+            Ok(merge::Step::Write(_)) => Merged::Applied,
+            Err(e) => panic!("{context}: the reference refused the merge: {e}"),
+        };
+        assert_eq!(
+            merge_ok(store, &again).await,
+            want,
+            "{context}: a merge of writer {writer} after it"
+        );
+    }
+}
+
 /// A merge into an absent document, or one whose guard property does not hold the
 /// given string (or is present when it must be absent), answers `Missing` and writes
 /// nothing: no document is created.

@@ -108,6 +108,7 @@ cases!(
     a_snapshot_lookup_is_one_instant_of_every_group,
     merge_folds_and_applies_each_write_id_once,
     a_values_write_keeps_the_write_record,
+    a_values_write_over_malformed_records_matches_the_reference,
     merge_needs_the_document_and_its_guard,
     merge_gives_a_new_version,
     versions_not_reused_after_merges,

@@ -39,6 +39,9 @@ pub const PRUNE_EVERY: u64 = 256;
 
 /// The reserved property of a document that records the write ids applied to it:
 /// `{writer: [seq, at_ms]}`, the highest sequence number applied per writer and when.
+/// Only an entry whose first two elements are integers in `0..=u64::MAX` records a write;
+/// any other entry (or a record that is not a map) records nothing, and a store may keep
+/// or drop it.
 pub const RECORD: &str = "~w";
 
 /// A fold a store can apply itself, with the range of values the property's type holds:
@@ -403,9 +406,14 @@ pub(crate) fn overflow(merge: &Merge) -> Error {
     }
 }
 
-/// The highest sequence number `doc` records for `writer`.
+/// The highest sequence number `doc` records for `writer`: the first element of its
+/// entry, when the entry's first two elements are integers in `0..=u64::MAX` (see
+/// [`RECORD`]).
 fn recorded(doc: &Document, writer: &str) -> Option<u64> {
-    doc.get(RECORD)?.get(writer)?.get(0)?.as_u64()
+    match doc.get(RECORD)?.get(writer)?.as_array()?.as_slice() {
+        [seq, at, ..] if at.is_u64() => seq.as_u64(),
+        _ => None,
+    }
 }
 
 /// Whether `doc` records the write `(writer, seq)` as applied.
@@ -565,5 +573,32 @@ mod tests {
         record(&mut doc, "new", 2, 11_200, 10_200);
         assert!(!applied(Some(&doc), "old", 1));
         assert!(applied(Some(&doc), "new", 2));
+    }
+
+    #[test]
+    fn only_an_entry_of_two_integers_within_u64_records_a_write() {
+        let with = |entry: Value| {
+            let mut doc = Document::new();
+            doc.insert(RECORD.to_owned(), json!({ "w": entry }));
+            applied(Some(&doc), "w", 4)
+        };
+        assert!(with(json!([4, 1_000])));
+        assert!(with(json!([9, 0, "more"])));
+        assert!(with(json!([u64::MAX, u64::MAX])));
+        for nothing in [
+            json!([4]),
+            json!([4, "x"]),
+            json!([4, null]),
+            json!([4, -1]),
+            json!([4, 1.5]),
+            json!([-4, 1_000]),
+            json!("[4, 1000]"),
+            json!({ "0": 4, "1": 1_000 }),
+        ] {
+            assert!(!with(nothing.clone()), "{nothing} records nothing");
+        }
+        let mut doc = Document::new();
+        doc.insert(RECORD.to_owned(), json!("junk"));
+        assert!(!applied(Some(&doc), "w", 1));
     }
 }

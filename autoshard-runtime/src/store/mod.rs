@@ -97,7 +97,11 @@ pub use transaction::{Commit, CommitReply, Transaction, Write};
 /// - A committed [`Write::Values`] stores the document's properties as a `Put` does, but
 ///   keeps the write record the store held for the key and adds the entries the
 ///   written document's record carries (an entry replaces its writer's); a document
-///   read without its record and written back so loses no writer's entry.
+///   read without its record and written back so loses no writer's entry. A record that
+///   is not a map carries no entry ([`merge::with_kept_record`]).
+/// - A record entry counts only as [`merge::RECORD`] says (its first two elements
+///   integers within `u64`): a store may keep or drop any other, and it records no
+///   write for any reader, merge or values write.
 /// - [`DocumentStore::commit_versioned`] commits as `commit` does and may tell, for a
 ///   committed transaction, the version each write gave its document ([`CommitReply`]);
 ///   a store that tells tells them right, and one that does not answers `None`.

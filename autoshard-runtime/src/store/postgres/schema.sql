@@ -330,8 +330,10 @@ BEGIN
             RETURN 'missing';
         END IF;
     END IF;
+    -- Only an entry whose first two elements are integers within u64 records a write.
     IF d ? '~w'
        AND "{schema}".autoshard_in_range(d -> '~w' -> writer -> 0, 0, 18446744073709551615)
+       AND "{schema}".autoshard_in_range(d -> '~w' -> writer -> 1, 0, 18446744073709551615)
        AND (d -> '~w' -> writer ->> 0)::numeric >= seq THEN
         -- Answered from what was read: a record in the log, so that this commit waits for
         -- the synchronous standbys and covers the write the answer stands for.

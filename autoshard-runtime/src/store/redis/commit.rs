@@ -29,8 +29,15 @@ enum Arg<'t> {
 }
 
 /// The `field, JSON` argument pairs of `doc` (the layout in `lua/commit.lua`): `p:name`
-/// per property, and `w:<writer>` per entry of the write record.
-fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<Arg<'static>>> {
+/// per property, and `w:<writer>` per entry of the write record. A record that is not a
+/// map of entries is a property of a put (stored and read back as it is), and nothing of
+/// a values write, which adds the entries its record carries and carries none
+/// ([`crate::store::merge::with_kept_record`]).
+fn encode_properties(
+    key: &Key,
+    doc: &crate::document::Document,
+    values: bool,
+) -> Result<Vec<Arg<'static>>> {
     let mut args = Vec::with_capacity(2 * doc.len());
     let json = |field: &str, value: &serde_json::Value| {
         serde_json::to_string(value).map_err(|e| Error::Malformed {
@@ -47,6 +54,7 @@ fn encode_properties(key: &Key, doc: &crate::document::Document) -> Result<Vec<A
                     args.push(Arg::Owned(json(name, entry)?));
                 }
             }
+            _ if values && name == RECORD => {}
             _ => {
                 args.push(Arg::Owned(format!("p:{name}")));
                 args.push(Arg::Owned(json(name, value)?));
@@ -212,8 +220,8 @@ impl RedisStore {
                     ]);
                     continue;
                 }
-                Write::Put(doc) => (Op::Put, encode_properties(key, doc)?),
-                Write::Values(doc) => (Op::Values, encode_properties(key, doc)?),
+                Write::Put(doc) => (Op::Put, encode_properties(key, doc, false)?),
+                Write::Values(doc) => (Op::Values, encode_properties(key, doc, true)?),
                 Write::Delete => (Op::Delete, Vec::new()),
             };
             let counter = call.key(self.names.counter(key), Role::Counter(key.group()));

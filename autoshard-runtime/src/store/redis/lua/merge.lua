@@ -76,9 +76,26 @@ if guard ~= '' then
   end
 end
 
--- This writer's entry of the write record.
+-- Whether the digits `d` are an integer within u64.
+local function u64(d)
+  if #d ~= 20 then
+    return #d < 20
+  end
+  local max = '18446744073709551615'
+  for i = 1, 20 do
+    local a, b = string.byte(d, i), string.byte(max, i)
+    if a ~= b then
+      return a < b
+    end
+  end
+  return true
+end
+
+-- The sequence number this writer's entry of the write record records: only an entry
+-- whose first two elements are integers within u64 records one (`RECORD` in `merge.rs`).
 local function seq_of(text)
-  return text and tonumber(string.match(text, '^%[(%d+),'))
+  local s, at = string.match(text or '', '^%[%s*(%d+)%s*,%s*(%d+)%s*[,%]]')
+  return s and u64(s) and u64(at) and tonumber(s) or nil
 end
 local recorded = redis.pcall('HGET', record, 'w:' .. writer)
 if type(recorded) == 'table' then
