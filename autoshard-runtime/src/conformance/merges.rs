@@ -156,6 +156,45 @@ pub async fn a_values_write_over_malformed_records_matches_the_reference(
     }
 }
 
+/// A merge into a document whose record is not a map of entries (a put stored it so)
+/// records its write as the reference does: read back, the document records it, and the
+/// same write again is answered `AlreadyApplied`.
+pub async fn a_merge_over_a_record_that_is_not_a_map_records_its_write(store: &dyn DocumentStore) {
+    let kind = fresh_kind("MergeOverMalformedRecord");
+    for (i, record) in [
+        Value::from(7),
+        Value::from("junk"),
+        Value::Null,
+        Value::from(vec![1, 2]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let key = Key::new(kind.as_str(), i.to_string());
+        let mut first = doc(&[("n", 1.into())]);
+        first.insert(RECORD.to_owned(), record.clone());
+        ok(store.insert(&key, first).await, "insert");
+        let m = Merge::new(key.clone(), "n", SUM_I64, 2.into(), write_id("a", 1));
+        assert_eq!(
+            merge_ok(store, &m).await,
+            Merged::Applied,
+            "record {record}"
+        );
+        let found = must_get(store, &key).await;
+        assert_eq!(found.doc["n"], 3, "record {record}");
+        assert!(
+            merge::applied(Some(&found.doc), "a", 1),
+            "record {record}: the merge's write is recorded, read back: {:?}",
+            found.doc
+        );
+        assert_eq!(
+            merge_ok(store, &m).await,
+            Merged::AlreadyApplied,
+            "record {record}"
+        );
+    }
+}
+
 /// The writers [`values_write_over`] writes entries of.
 const WRITERS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
 

@@ -109,6 +109,7 @@ cases!(
     merge_folds_and_applies_each_write_id_once,
     a_values_write_keeps_the_write_record,
     a_values_write_over_malformed_records_matches_the_reference,
+    a_merge_over_a_record_that_is_not_a_map_records_its_write,
     merge_needs_the_document_and_its_guard,
     merge_gives_a_new_version,
     versions_not_reused_after_merges,

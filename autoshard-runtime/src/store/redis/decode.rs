@@ -194,6 +194,12 @@ impl RedisStore {
                 .doc
                 .entry(RECORD.to_owned())
                 .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+            // A `~w` property that is not a map (a put stored it) records nothing: the
+            // entries merges wrote since take its place, as the reference's merge puts
+            // them there.
+            if !record.is_object() {
+                *record = serde_json::Value::Object(serde_json::Map::new());
+            }
             if let serde_json::Value::Object(record) = record {
                 for (writer, entry) in found {
                     record.insert(writer.clone(), entry.clone());
