@@ -76,6 +76,16 @@ pub async fn owned_documents_take_only_their_groups_writes(store: &dyn DocumentS
     assert_grouped(store.commit(&write).await, &key, "g1", "commit");
     let blind = Transaction::new().put(key.clone(), doc(&[("n", 3.into())]));
     assert_grouped(store.commit(&blind).await, &key, "g1", "blind commit");
+    let values = Transaction::new()
+        .expect(key.clone(), Some(version))
+        .put_values(key.clone(), doc(&[("n", 3.into())]));
+    assert_grouped(store.commit(&values).await, &key, "g1", "values commit");
+    assert_grouped(
+        store.commit(&values.clone().owned_by("g2")).await,
+        &key,
+        "g1",
+        "another group's values commit",
+    );
     let other = Key::new(kind.as_str(), "2");
     let reading = Transaction::new()
         .expect(key.clone(), Some(version))
@@ -107,6 +117,12 @@ pub async fn owned_documents_take_only_their_groups_writes(store: &dyn DocumentS
         .put(key.clone(), owned_doc("g1", until, 5))
         .owned_by("g1");
     assert_eq!(commit(store, &own).await, Commit::Committed);
+    assert_eq!(must_get(store, &key).await.doc["n"], 5);
+    let own_values = Transaction::new()
+        .expect(key.clone(), Some(must_get(store, &key).await.version))
+        .put_values(key.clone(), owned_doc("g1", until, 5))
+        .owned_by("g1");
+    assert_eq!(commit(store, &own_values).await, Commit::Committed);
     assert_eq!(must_get(store, &key).await.doc["n"], 5);
     // Released by its group, the document takes every write again.
     let release = Transaction::new()
