@@ -40,8 +40,8 @@ pub const PRUNE_EVERY: u64 = 256;
 /// The reserved property of a document that records the write ids applied to it:
 /// `{writer: [seq, at_ms]}`, the highest sequence number applied per writer and when.
 /// Only an entry whose first two elements are integers in `0..=u64::MAX` records a write;
-/// any other entry (or a record that is not a map) records nothing, and a store may keep
-/// or drop it.
+/// any other entry (or a record that is not a map, or one without entries) records
+/// nothing, and a store may keep or drop it.
 pub const RECORD: &str = "~w";
 
 /// A fold a store can apply itself, with the range of values the property's type holds:
