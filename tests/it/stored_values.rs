@@ -8,6 +8,8 @@
 //!   does, on every store;
 //! - no stored value makes a store panic (PostgreSQL: `1e400`, a document that is not an
 //!   object);
+//! - a recorded layout that claims more shards than any layout can have is `Malformed`
+//!   for loads and writes, never a read of billions of shard documents;
 //! - the PostgreSQL store never touches the application's objects in a schema they share.
 
 use autoshard::prelude::*;
@@ -203,10 +205,50 @@ async fn merges_never_fold_into_a_value_of_another_type(db: &Db, label: &str) {
     );
 }
 
+/// A main document whose recorded layout claims more shards than any layout can have
+/// (as a stored value, not a reshard) is `Malformed` for every operation that reads the
+/// layout: none of them reads or writes billions of shard documents.
+async fn layouts_beyond_the_shard_limit_are_malformed(db: &Db, label: &str) {
+    let main = Totals::key_for(&7);
+    db.insert(&mut Totals::new(7, 1)).await.unwrap();
+    let stored = db.store().get(&main).await.unwrap().unwrap().doc;
+    let limit = u64::from(Mapper::<Arc<dyn DocumentStore>>::MAX_SHARDS);
+    let huge: u64 = 4_000_000_000;
+    // The first would read a few thousand shards; the others billions.
+    for (shards, base, next, from) in [
+        (limit + 1, 4, limit + 5, 5),
+        (huge, huge, huge, huge),
+        (4, 4, huge, 5),
+    ] {
+        let mut doc = stored.clone();
+        doc.insert(
+            "~shards".to_owned(),
+            serde_json::json!({ "n": { "shards": shards, "base": base, "next": next, "from": from } }),
+        );
+        db.store().put(&main, doc).await.unwrap();
+        let what = format!(
+            "{label}: a layout of {shards} shards, {base} at insert, next {next}, from {from}"
+        );
+        let layout_malformed = |got: Result<()>, op: &str| match got {
+            Err(Error::Malformed { key, field, .. }) if key == main && field == "~shards" => {}
+            other => panic!("{what}: {op}: expected Malformed `~shards` of {main}, got {other:?}"),
+        };
+        layout_malformed(db.load::<Totals>(&7).await.map(drop), "load");
+        layout_malformed(db.apply(&7, |t: &mut Totals| t.add(1)).await, "apply");
+        layout_malformed(
+            db.update(&7, |t: &mut Totals| t.add(1)).await.map(drop),
+            "update",
+        );
+    }
+    db.store().put(&main, stored).await.unwrap();
+    assert_eq!(db.load::<Totals>(&7).await.unwrap().n, 1, "{label}");
+}
+
 async fn every_case(backend: &Backend, label: &str) {
     let db: Db = Mapper::new(backend.store("stored").await);
     sums_are_checked_on_the_total(&db, label).await;
     merges_never_fold_into_a_value_of_another_type(&db, label).await;
+    layouts_beyond_the_shard_limit_are_malformed(&db, label).await;
 }
 
 autoshard_test_support::every_store!(every_case);

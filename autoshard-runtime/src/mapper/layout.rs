@@ -45,6 +45,16 @@ const KEY_GROUP_BUCKETS: u32 = 16;
 const KEY_GROUP_MEMBERS: &str = "~members";
 /// Kind of a root entity's key-group intent document (the waiter queued for it).
 const GROUP_INTENT: &str = "~intent";
+/// The most static shards one property may have: what [`Mapper::MAX_SHARDS`] says.
+///
+/// [`Mapper::MAX_SHARDS`]: crate::mapper::Mapper::MAX_SHARDS
+pub(crate) const MAX_SHARDS: u32 = 4096;
+/// The most shard documents of one property a recorded layout may have loads read: its
+/// shards of the insert and the added ones still read, live or retired and not yet
+/// drained. A reshard gives at most [`MAX_SHARDS`] at a time and drains what it retires,
+/// so only a stored value no reshard wrote comes near it; [`recorded_counts`] answers such
+/// a layout `Malformed` instead of reading billions of keys.
+const MAX_READ_SHARDS: u64 = 16 * MAX_SHARDS as u64;
 
 /// The reserved property of a sharded entity's main document that holds its
 /// *incarnation*: a fresh id `insert` writes, so that a write meant for an entity that
@@ -169,6 +179,15 @@ pub(super) fn recorded_counts(main: &Key, doc: &Document) -> Result<Option<Shard
             next: field("next")?,
             from: field("from")?,
         };
+        let reads = u64::from(count.base)
+            + u64::from(count.next).saturating_sub(u64::from(count.from.max(count.base)));
+        if count.shards > MAX_SHARDS || count.base > MAX_SHARDS || reads > MAX_READ_SHARDS {
+            return Err(bad(&format!(
+                "`{property}` records more shards than a layout can have ({} shards, {} \
+                 at insert, {reads} read; at most {MAX_SHARDS} and {MAX_READ_SHARDS} read)",
+                count.shards, count.base
+            )));
+        }
         let added = count.shards - count.live_base();
         if count.next < count.base + added || count.from < count.base {
             return Err(bad(&format!(

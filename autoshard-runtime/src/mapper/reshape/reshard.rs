@@ -21,7 +21,7 @@ use std::ops::ControlFlow;
 
 impl<S: DocumentStore> Mapper<S> {
     /// The most static shards [`Mapper::reshard`] gives one property.
-    pub const MAX_SHARDS: u32 = 4096;
+    pub const MAX_SHARDS: u32 = layout::MAX_SHARDS;
 
     /// Sets the number of static shards of every statically sharded property of the
     /// stored entity with this id to `shards`, while other writers keep writing. The
