@@ -200,6 +200,34 @@ pub const TARGETS: [(&str, Target); 8] = [
     ),
 ];
 
+/// The targets `hotspot` runs, by name, in order: those whose name contains one of
+/// `only` (all when it is empty), raw only where the store has a raw command.
+/// [`Error::Invalid`] when `only` leaves none, naming the targets there are.
+fn chosen(raw: Option<&Raw>, only: &[String]) -> Result<Vec<(&'static str, Target)>> {
+    let available: Vec<(&'static str, Target)> = TARGETS
+        .iter()
+        .filter_map(|&(name, target)| match (target, raw) {
+            (Target::Raw, None) => None,
+            (Target::Raw, Some(raw)) => Some((raw.name(), target)),
+            _ => Some((name, target)),
+        })
+        .collect();
+    let chosen: Vec<(&'static str, Target)> = available
+        .iter()
+        .filter(|(name, _)| only.is_empty() || only.iter().any(|o| name.contains(o.as_str())))
+        .copied()
+        .collect();
+    if chosen.is_empty() {
+        let names: Vec<&str> = available.iter().map(|(name, _)| *name).collect();
+        return Err(Error::Invalid(format!(
+            "--only {}: no target's name contains it; the targets on this store are: {}",
+            only.join(","),
+            names.join(", ")
+        )));
+    }
+    Ok(chosen)
+}
+
 /// Runs every client count against every target.
 pub async fn run(
     backend: &Backend,
@@ -210,17 +238,7 @@ pub async fn run(
     let raw = Raw::connect(backend, namespace).await?;
     let clock = ServerClock::of(backend).await?;
     let usec = || server_time::usec(clock.as_ref());
-    let chosen: Vec<(&str, Target)> = TARGETS
-        .iter()
-        .filter_map(|&(name, target)| match (target, &raw) {
-            (Target::Raw, None) => None,
-            (Target::Raw, Some(raw)) => Some((raw.name(), target)),
-            _ => Some((name, target)),
-        })
-        .filter(|(name, _)| {
-            config.only.is_empty() || config.only.iter().any(|o| name.contains(o.as_str()))
-        })
-        .collect();
+    let chosen = chosen(raw.as_ref(), &config.only)?;
     let mut rows = Vec::new();
     for &clients in &config.clients {
         let mut raw_rate = None;

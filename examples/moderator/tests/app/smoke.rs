@@ -448,6 +448,24 @@ fn assert_columns(rows: &[hotspot::HotspotRow], in_table: &str, in_csv: &str) {
     assert!(columns.split(',').any(|c| c == in_csv), "{csv}");
 }
 
+#[tokio::test]
+async fn hotspot_only_matching_no_target_says_which_there_are() {
+    let config = HotspotConfig {
+        only: vec!["nosuch".to_owned()],
+        ..short_hotspot()
+    };
+    let err = hotspot::run(&Backend::Memory, "only", &config, Progress::hidden())
+        .await
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("--only nosuch") && message.contains("apply sum mapper/client"),
+        "{message}"
+    );
+    // No raw target on the embedded store: it is not offered.
+    assert!(!message.contains("HINCRBY"), "{message}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hotspot_reports_the_clients_cpu_time_per_vote() {
     let config = HotspotConfig {
