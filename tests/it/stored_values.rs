@@ -276,6 +276,46 @@ async fn sql(server: &Postgres) -> autoshard::store::postgres::tokio_postgres::C
     client
 }
 
+/// A document holding a `~w` of its own that is not an object (no write of this store
+/// leaves one; an earlier build or an operator's SQL may) reads with its writers' entries
+/// in that place, as the reference's merge puts them there: a write read back is
+/// recorded, so nothing that decides a resend from a read applies it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_records_take_the_place_of_a_record_property_that_is_not_a_map() {
+    let server = Postgres::start();
+    let store = server.shared_store("records").await;
+    let client = sql(&server).await;
+    let key = autoshard::Key::new("Spoiled", "1");
+    store
+        .insert(&key, [("n".to_owned(), Value::from(1))].into())
+        .await
+        .unwrap();
+    let write = WriteId {
+        writer: "w".into(),
+        seq: 3,
+        at_ms: 1_000,
+        horizon_ms: 0,
+    };
+    let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write);
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+    let updated = client
+        .execute(
+            "UPDATE t_records.autoshard_documents SET doc = doc || '{\"~w\": 7}' WHERE key = $1",
+            &[&key.encode()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(updated, 1);
+    let found = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(found.doc["n"], 2);
+    assert!(
+        autoshard::store::merge::applied(Some(&found.doc), "w", 3),
+        "read back: {:?}",
+        found.doc
+    );
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::AlreadyApplied);
+}
+
 /// Values `serde_json` cannot hold (`1e400`) and documents that are not objects are
 /// `Malformed` naming the key, from every read and from a merge; nothing panics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

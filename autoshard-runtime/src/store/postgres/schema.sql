@@ -79,14 +79,14 @@ RETURNS boolean LANGUAGE sql IMMUTABLE AS $f$
 $f$;
 -- Document `d` of key `k` as a read with records answers it: its `~w` property joined
 -- with the key's rows of `autoshard_records` (which win). A document that is not an
--- object, or whose own `~w` is not an object, is answered as stored.
+-- object is answered as stored; a `~w` of its own that is not an object records nothing
+-- (`merge::RECORD`), and the rows take its place.
 CREATE OR REPLACE FUNCTION "{schema}".autoshard_with_records(k text, d jsonb)
 RETURNS jsonb LANGUAGE sql STABLE AS $f$
     SELECT CASE
         WHEN r IS NULL OR jsonb_typeof(d) IS DISTINCT FROM 'object' THEN d
-        WHEN NOT d ? '~w' THEN d || jsonb_build_object('~w', r)
         WHEN jsonb_typeof(d -> '~w') = 'object' THEN d || jsonb_build_object('~w', (d -> '~w') || r)
-        ELSE d
+        ELSE d || jsonb_build_object('~w', r)
     END
     FROM (SELECT jsonb_object_agg(writer, jsonb_build_array(seq, at_ms)) AS r
           FROM "{schema}".autoshard_records WHERE key = k) AS records
