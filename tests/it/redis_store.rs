@@ -430,18 +430,32 @@ async fn folding_lookups_answer_stored_texts_as_the_reference(
 }
 
 /// Deleted documents leave index entries only transiently; scans skip entries whose
-/// document is gone (here: an entry planted by hand).
+/// document is gone, and entries that name no key at all (here: entries planted by
+/// hand), in a scan and in a lookup's scan alike.
 async fn scan_skips_stale_index_entries(server: &RedisServer, store: &RedisStore, ns: &str) {
     let live = Key::new("Stale", "live");
     store.insert(&live, doc(1)).await.unwrap();
     let ghost = Key::new("Stale", "ghost");
     let index = format!("{ns}:{{#root:Stale}}#i");
     server.cli(&["ZADD", &index, "0", &ghost.encode()]);
-    let page = store
-        .scan(&Scan::new("Stale", None).limit(10))
-        .await
-        .unwrap();
+    for junk in ["junk", "{", "{Stale:", "~"] {
+        server.cli(&["ZADD", &index, "0", junk]);
+    }
+    let scan = Scan::new("Stale", None).limit(10);
+    let page = store.scan(&scan).await.unwrap();
     let keys: Vec<Key> = page.items.into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![live.clone()]);
+    let lookup = Lookup {
+        keys: vec![live.clone()],
+        scans: vec![scan],
+        ..Lookup::default()
+    };
+    let found = store.lookup(&lookup).await.unwrap();
+    let keys: Vec<Key> = found.pages[0]
+        .items
+        .iter()
+        .map(|(k, _)| k.clone())
+        .collect();
     assert_eq!(keys, vec![live]);
 }
 

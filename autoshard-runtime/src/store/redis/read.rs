@@ -274,8 +274,10 @@ impl RedisStore {
                 .flatten();
             let mut items = Vec::with_capacity(members.len());
             for member in &members {
-                let key = Key::decode(member)
-                    .map_err(|e| self.backend(format!("scan of `{index}`"), e))?;
+                let Ok(key) = Key::decode(member) else {
+                    tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
+                    continue;
+                };
                 if key.kind() != scan.kind || key.parent() != scan.parent {
                     tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
                     continue;
@@ -324,7 +326,10 @@ impl RedisStore {
         let mut elsewhere = Vec::new();
         for (member, entry) in members.iter().zip(entries) {
             let member = reply::text(member).ok_or_else(bad)?;
-            let key = Key::decode(member).map_err(|e| self.backend(&what, e))?;
+            let Ok(key) = Key::decode(member) else {
+                tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
+                continue;
+            };
             if key.kind() != scan.kind || key.parent() != scan.parent {
                 tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
                 continue;
