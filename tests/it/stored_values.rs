@@ -316,6 +316,48 @@ async fn postgres_records_take_the_place_of_a_record_property_that_is_not_a_map(
     assert_eq!(store.merge(&merge).await.unwrap(), Merged::AlreadyApplied);
 }
 
+/// A row whose key names no key (an operator's SQL) is no document: scans and a
+/// lookup's scans skip it, as the Redis store skips such an index entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_scans_skip_rows_whose_key_names_no_key() {
+    use autoshard::store::{Lookup, Scan};
+    let server = Postgres::start();
+    let store = server.shared_store("keys").await;
+    let client = sql(&server).await;
+    let live = autoshard::Key::new("Listed", "1");
+    store
+        .insert(&live, [("n".to_owned(), Value::from(1))].into())
+        .await
+        .unwrap();
+    for junk in ["junk", "{", "{Listed:"] {
+        let inserted = client
+            .execute(
+                "INSERT INTO t_keys.autoshard_documents (key, parent, kind, version, doc) \
+                 VALUES ($1, '', 'Listed', 1, '{}')",
+                &[&junk],
+            )
+            .await
+            .unwrap();
+        assert_eq!(inserted, 1);
+    }
+    let scan = Scan::new("Listed", None).limit(10);
+    let page = store.scan(&scan).await.unwrap();
+    let keys: Vec<_> = page.items.into_iter().map(|(key, _)| key).collect();
+    assert_eq!(keys, vec![live.clone()]);
+    let lookup = Lookup {
+        keys: vec![live.clone()],
+        scans: vec![scan],
+        ..Lookup::default()
+    };
+    let found = store.lookup(&lookup).await.unwrap();
+    let keys: Vec<_> = found.pages[0]
+        .items
+        .iter()
+        .map(|(key, _)| key.clone())
+        .collect();
+    assert_eq!(keys, vec![live]);
+}
+
 /// Values `serde_json` cannot hold (`1e400`) and documents that are not objects are
 /// `Malformed` naming the key, from every read and from a merge; nothing panics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -151,7 +151,7 @@ impl PostgresStore {
         &self,
         parts: Vec<Vec<(String, Versioned)>>,
         scans: &[Scan],
-    ) -> Result<Vec<ScanPage>> {
+    ) -> Vec<ScanPage> {
         parts
             .into_iter()
             .zip(scans)
@@ -163,24 +163,24 @@ impl PostgresStore {
     }
 
     /// A scan's page from its rows in key order (encoded key, document), `limit` the
-    /// page size asked for: a full page has a next one (perhaps empty).
-    pub(super) fn page(&self, rows: Vec<(String, Versioned)>, limit: usize) -> Result<ScanPage> {
+    /// page size asked for: a full page has a next one (perhaps empty). A row whose key
+    /// names no key (written by hand) is no document of the store's: skipped, with a
+    /// warning.
+    pub(super) fn page(&self, rows: Vec<(String, Versioned)>, limit: usize) -> ScanPage {
         let next = (rows.len() == limit.max(1))
             .then(|| rows.last().map(|(key, _)| key.clone()))
             .flatten();
         let items = rows
             .into_iter()
-            .map(|(encoded, doc)| {
-                let key = Key::decode(&encoded).map_err(|e| {
-                    Error::backend(
-                        format!("scan on PostgreSQL at {}", self.target),
-                        format!("a stored key does not decode: {e}"),
-                    )
-                })?;
-                Ok((key, doc))
+            .filter_map(|(encoded, doc)| {
+                let key = Key::decode(&encoded).ok();
+                if key.is_none() {
+                    tracing::warn!(key = %encoded, target = %self.target, "row whose key names no key; skipped by the scan");
+                }
+                key.map(|key| (key, doc))
             })
-            .collect::<Result<_>>()?;
-        Ok(ScanPage { items, next })
+            .collect();
+        ScanPage { items, next }
     }
 }
 

@@ -159,7 +159,7 @@ impl DocumentStore for PostgresStore {
             .iter()
             .map(|row| keyed(row, 0))
             .collect::<Result<_>>()?;
-        self.page(page, scan.limit)
+        Ok(self.page(page, scan.limit))
     }
 
     /// One statement for the documents and the first page of every scan.
@@ -187,7 +187,7 @@ impl DocumentStore for PostgresStore {
             }
         }
         let docs = keys.iter().map(|k| found.get(k).cloned()).collect();
-        let pages = self.pages(items, &lookup.scans)?;
+        let pages = self.pages(items, &lookup.scans);
         Ok(Found { docs, pages })
     }
 
