@@ -358,6 +358,55 @@ async fn postgres_scans_skip_rows_whose_key_names_no_key() {
     assert_eq!(keys, vec![live]);
 }
 
+/// PostgreSQL's `jsonb` holds no U+0000 in a string: a document or an operand holding
+/// one is `Invalid` (the caller's to fix, not a server failure to retry), and nothing is
+/// written. Keys with U+0000 are stored (they are escaped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_refuses_strings_holding_nul_as_invalid() {
+    use autoshard::store::Transaction;
+    let server = Postgres::start();
+    let store = server.shared_store("nul").await;
+    let key = autoshard::Key::new("Nul", "a\u{0}b");
+    let plain: Document = [("s".to_owned(), Value::from("plain"))].into();
+    store.insert(&key, plain.clone()).await.unwrap();
+    let invalid = |got: Result<()>, what: &str| match got {
+        Err(Error::Invalid(message)) => assert!(message.contains("U+0000"), "{what}: {message}"),
+        other => panic!("{what}: expected Invalid, got {other:?}"),
+    };
+    let value: Document = [("s".to_owned(), Value::from("a\u{0}b"))].into();
+    let name: Document = [("a\u{0}b".to_owned(), Value::from(1))].into();
+    invalid(
+        store.put(&key, value.clone()).await.map(drop),
+        "put of a value",
+    );
+    invalid(store.put(&key, name).await.map(drop), "put of a name");
+    let version = store.get(&key).await.unwrap().unwrap().version;
+    let txn = Transaction::new()
+        .expect(key.clone(), Some(version))
+        .put(key.clone(), value);
+    invalid(store.commit(&txn).await.map(drop), "commit");
+    let write = WriteId {
+        writer: "w".into(),
+        seq: 1,
+        at_ms: 1,
+        horizon_ms: 0,
+    };
+    let merge = Merge::new(
+        key.clone(),
+        "tags",
+        Fold::UNION_STRINGS,
+        serde_json::json!(["a\u{0}b"]),
+        write,
+    );
+    invalid(store.merge(&merge).await.map(drop), "merge");
+    let found = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(
+        (found.doc, found.version),
+        (plain, version),
+        "nothing written"
+    );
+}
+
 /// Values `serde_json` cannot hold (`1e400`) and documents that are not objects are
 /// `Malformed` naming the key, from every read and from a merge; nothing panics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -160,6 +160,19 @@ impl PostgresStore {
     }
 
     pub(super) fn error(&self, what: &str, e: &tokio_postgres::Error) -> Error {
+        // A string PostgreSQL's `jsonb` cannot hold (U+0000): the caller's document,
+        // refused before anything was written.
+        if e.as_db_error().is_some_and(|db| {
+            *db.code() == tokio_postgres::error::SqlState::UNTRANSLATABLE_CHARACTER
+        }) {
+            return Error::Invalid(format!(
+                "{what} on PostgreSQL at {}: a string of the document (a property's name or \
+                 value) holds U+0000, which PostgreSQL's jsonb cannot store; nothing was \
+                 written ({})",
+                self.target,
+                explain(e)
+            ));
+        }
         Error::backend(
             format!("{what} on PostgreSQL at {}", self.target),
             explain(e),

@@ -19,7 +19,8 @@
 //!   rolls the whole call back, so nothing of a refused write is applied.
 //! - Limits: a key of at most [`MAX_KEY_BYTES`] bytes encoded ([`Error::TooLarge`] before
 //!   sending); a document of at most 255 MiB; a stored number `serde_json` cannot hold is
-//!   [`Error::Malformed`].
+//!   [`Error::Malformed`]; a string holding U+0000 (a property's name or value, or a
+//!   merge's operand), which `jsonb` cannot store, is [`Error::Invalid`], nothing written.
 //!
 //! Files: `options` (options, key limit), `connection` (connecting, the pool, migration),
 //! `sql` (the statements; the schema and functions in `schema.sql`), `call` (running a
