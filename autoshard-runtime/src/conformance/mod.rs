@@ -23,7 +23,8 @@
 //!
 //! The cases live by concern, all re-exported here: single documents (`documents`),
 //! transactions and snapshots (`transactions`), scans and lookups (`scans`), merges
-//! (`merges`), folding lookups (`fold_lookup`) and key-group ownership (`ownership`); this
+//! (`merges`), write records beyond a merge's (`records`), folding lookups
+//! (`fold_lookup`) and key-group ownership (`ownership`); this
 //! module holds the runner and the helpers they share.
 
 // Every public function here is a test that panics when the store misbehaves; the module
@@ -42,6 +43,7 @@ mod documents;
 mod fold_lookup;
 mod merges;
 mod ownership;
+mod records;
 mod scans;
 mod transactions;
 
@@ -49,6 +51,7 @@ pub use documents::*;
 pub use fold_lookup::fold_lookup_matches_the_reference;
 pub use merges::*;
 pub use ownership::*;
+pub use records::*;
 pub use scans::*;
 pub use transactions::*;
 

@@ -29,8 +29,10 @@
 
 mod processes;
 mod raw;
+mod targets;
 
 pub use processes::{WorkerTally, worker};
+pub use targets::{FoldKind, TARGETS, Target, Write};
 
 use crate::backend::Backend;
 use crate::model::{FoldFnQuestion, NaiveQuestion, Question};
@@ -43,6 +45,7 @@ use raw::Raw;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use targets::{chosen, name_of};
 
 /// The hot-spot workload.
 #[derive(Clone, Debug)]
@@ -121,111 +124,6 @@ pub struct HotspotRow {
     /// (its main thread's, `INFO cpu`; masters in [`ServerClock::nodes`] order; see
     /// [`crate::server_time`]); empty elsewhere.
     pub node_us_per_vote: Vec<f64>,
-}
-
-/// How a vote reaches the store.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
-    /// `update`: load the question, vote, save.
-    Update,
-    /// `apply`: vote without loading the votes.
-    Apply,
-}
-
-/// The fold of the sharded votes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FoldKind {
-    /// `fold = sum`: merged by the store.
-    BuiltIn,
-    /// A `#[shard_fold]` function: read and compare-and-set.
-    Function,
-}
-
-/// One thing the clients hammer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// The raw store: `HINCRBY` on a plain Redis hash, a slotted counter on PostgreSQL.
-    Raw,
-    /// `update` of [`NaiveQuestion`].
-    Naive,
-    /// A sharded question.
-    Sharded {
-        /// How votes are written.
-        write: Write,
-        /// The votes' fold.
-        fold: FoldKind,
-        /// One `Mapper` per client instead of one shared by all.
-        mapper_per_client: bool,
-        /// Coalesced saves and shared reads (the default) or neither.
-        sharing: bool,
-    },
-}
-
-const fn sharded(write: Write, fold: FoldKind, mapper_per_client: bool, sharing: bool) -> Target {
-    Target::Sharded {
-        write,
-        fold,
-        mapper_per_client,
-        sharing,
-    }
-}
-
-/// Every target, by name, in the order they run.
-pub const TARGETS: [(&str, Target); 8] = [
-    ("raw HINCRBY", Target::Raw),
-    ("naive update", Target::Naive),
-    (
-        "update sum",
-        sharded(Write::Update, FoldKind::BuiltIn, false, true),
-    ),
-    (
-        "update sum unshared",
-        sharded(Write::Update, FoldKind::BuiltIn, false, false),
-    ),
-    (
-        "update fold-fn",
-        sharded(Write::Update, FoldKind::Function, false, true),
-    ),
-    (
-        "apply sum",
-        sharded(Write::Apply, FoldKind::BuiltIn, false, true),
-    ),
-    (
-        "update sum mapper/client",
-        sharded(Write::Update, FoldKind::BuiltIn, true, true),
-    ),
-    (
-        "apply sum mapper/client",
-        sharded(Write::Apply, FoldKind::BuiltIn, true, true),
-    ),
-];
-
-/// The targets `hotspot` runs, by name, in order: those whose name contains one of
-/// `only` (all when it is empty), raw only where the store has a raw command.
-/// [`Error::Invalid`] when `only` leaves none, naming the targets there are.
-fn chosen(raw: Option<&Raw>, only: &[String]) -> Result<Vec<(&'static str, Target)>> {
-    let available: Vec<(&'static str, Target)> = TARGETS
-        .iter()
-        .filter_map(|&(name, target)| match (target, raw) {
-            (Target::Raw, None) => None,
-            (Target::Raw, Some(raw)) => Some((raw.name(), target)),
-            _ => Some((name, target)),
-        })
-        .collect();
-    let chosen: Vec<(&'static str, Target)> = available
-        .iter()
-        .filter(|(name, _)| only.is_empty() || only.iter().any(|o| name.contains(o.as_str())))
-        .copied()
-        .collect();
-    if chosen.is_empty() {
-        let names: Vec<&str> = available.iter().map(|(name, _)| *name).collect();
-        return Err(Error::Invalid(format!(
-            "--only {}: no target's name contains it; the targets on this store are: {}",
-            only.join(","),
-            names.join(", ")
-        )));
-    }
-    Ok(chosen)
 }
 
 /// Runs every client count against every target.
@@ -324,14 +222,6 @@ pub async fn run(
         }
     }
     Ok(rows)
-}
-
-/// The name of `target` in [`TARGETS`].
-fn name_of(target: Target) -> &'static str {
-    TARGETS
-        .iter()
-        .find(|(_, t)| *t == target)
-        .map_or("", |(name, _)| name)
 }
 
 async fn run_raw(
