@@ -337,3 +337,26 @@ async fn random_sleep(max: std::time::Duration) {
     )))
     .await;
 }
+
+/// Asserts that `scan` lists exactly the documents at `want`, in order: sent alone, and
+/// within a lookup that also reads `want` (the two paths a store may list a page by).
+///
+/// # Panics
+/// When either lists anything else, or the store fails.
+pub async fn assert_scan_lists(store: &dyn DocumentStore, scan: &Scan, want: &[Key]) {
+    let page = store.scan(scan).await.expect("scan");
+    let listed: Vec<Key> = page.items.into_iter().map(|(key, _)| key).collect();
+    assert_eq!(listed, want, "scan of {scan:?}");
+    let lookup = Lookup {
+        keys: want.to_vec(),
+        scans: vec![scan.clone()],
+        ..Lookup::default()
+    };
+    let found = store.lookup(&lookup).await.expect("lookup");
+    let listed: Vec<Key> = found.pages[0]
+        .items
+        .iter()
+        .map(|(key, _)| key.clone())
+        .collect();
+    assert_eq!(listed, want, "lookup's scan of {scan:?}");
+}

@@ -8,6 +8,7 @@ use autoshard::store::{
 };
 use autoshard::{Error, Key};
 use autoshard_test_support::redis::{Cluster, RedisServer, Standalone, namespace};
+use autoshard_test_support::store::assert_scan_lists;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -442,21 +443,7 @@ async fn scan_skips_stale_index_entries(server: &RedisServer, store: &RedisStore
         server.cli(&["ZADD", &index, "0", junk]);
     }
     let scan = Scan::new("Stale", None).limit(10);
-    let page = store.scan(&scan).await.unwrap();
-    let keys: Vec<Key> = page.items.into_iter().map(|(k, _)| k).collect();
-    assert_eq!(keys, vec![live.clone()]);
-    let lookup = Lookup {
-        keys: vec![live.clone()],
-        scans: vec![scan],
-        ..Lookup::default()
-    };
-    let found = store.lookup(&lookup).await.unwrap();
-    let keys: Vec<Key> = found.pages[0]
-        .items
-        .iter()
-        .map(|(k, _)| k.clone())
-        .collect();
-    assert_eq!(keys, vec![live]);
+    assert_scan_lists(store, &scan, &[live]).await;
 }
 
 /// Many tasks doing optimistic read-modify-write on one document through the shared

@@ -276,20 +276,34 @@ async fn sql(server: &Postgres) -> autoshard::store::postgres::tokio_postgres::C
     client
 }
 
+/// A PostgreSQL server with a store in schema `t_<case>` holding `{"n": 1}` at `key`,
+/// and a client for what the store never writes itself.
+async fn postgres_with(
+    key: &autoshard::Key,
+    case: &str,
+) -> (
+    Postgres,
+    Arc<dyn DocumentStore>,
+    autoshard::store::postgres::tokio_postgres::Client,
+) {
+    let server = Postgres::start();
+    let store = server.shared_store(case).await;
+    let client = sql(&server).await;
+    store
+        .insert(key, [("n".to_owned(), Value::from(1))].into())
+        .await
+        .unwrap();
+    (server, store, client)
+}
+
 /// A document holding a `~w` of its own that is not an object (no write of this store
 /// leaves one; an earlier build or an operator's SQL may) reads with its writers' entries
 /// in that place, as the reference's merge puts them there: a write read back is
 /// recorded, so nothing that decides a resend from a read applies it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_records_take_the_place_of_a_record_property_that_is_not_a_map() {
-    let server = Postgres::start();
-    let store = server.shared_store("records").await;
-    let client = sql(&server).await;
     let key = autoshard::Key::new("Spoiled", "1");
-    store
-        .insert(&key, [("n".to_owned(), Value::from(1))].into())
-        .await
-        .unwrap();
+    let (_server, store, client) = postgres_with(&key, "records").await;
     let write = WriteId {
         writer: "w".into(),
         seq: 3,
@@ -320,15 +334,10 @@ async fn postgres_records_take_the_place_of_a_record_property_that_is_not_a_map(
 /// lookup's scans skip it, as the Redis store skips such an index entry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_scans_skip_rows_whose_key_names_no_key() {
-    use autoshard::store::{Lookup, Scan};
-    let server = Postgres::start();
-    let store = server.shared_store("keys").await;
-    let client = sql(&server).await;
+    use autoshard::store::Scan;
+    use autoshard_test_support::store::assert_scan_lists;
     let live = autoshard::Key::new("Listed", "1");
-    store
-        .insert(&live, [("n".to_owned(), Value::from(1))].into())
-        .await
-        .unwrap();
+    let (_server, store, client) = postgres_with(&live, "keys").await;
     for junk in ["junk", "{", "{Listed:"] {
         let inserted = client
             .execute(
@@ -341,21 +350,7 @@ async fn postgres_scans_skip_rows_whose_key_names_no_key() {
         assert_eq!(inserted, 1);
     }
     let scan = Scan::new("Listed", None).limit(10);
-    let page = store.scan(&scan).await.unwrap();
-    let keys: Vec<_> = page.items.into_iter().map(|(key, _)| key).collect();
-    assert_eq!(keys, vec![live.clone()]);
-    let lookup = Lookup {
-        keys: vec![live.clone()],
-        scans: vec![scan],
-        ..Lookup::default()
-    };
-    let found = store.lookup(&lookup).await.unwrap();
-    let keys: Vec<_> = found.pages[0]
-        .items
-        .iter()
-        .map(|(key, _)| key.clone())
-        .collect();
-    assert_eq!(keys, vec![live]);
+    assert_scan_lists(store.as_ref(), &scan, &[live]).await;
 }
 
 /// PostgreSQL's `jsonb` holds no U+0000 in a string: a document or an operand holding
