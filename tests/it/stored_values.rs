@@ -276,6 +276,16 @@ async fn sql(server: &Postgres) -> autoshard::store::postgres::tokio_postgres::C
     client
 }
 
+/// Write `seq` of the writer `w`, sent at `at_ms`, keeping every record entry.
+fn write_of_w(seq: u64, at_ms: u64) -> WriteId {
+    WriteId {
+        writer: "w".into(),
+        seq,
+        at_ms,
+        horizon_ms: 0,
+    }
+}
+
 /// A PostgreSQL server with a store in schema `t_<case>` holding `{"n": 1}` at `key`,
 /// and a client for what the store never writes itself.
 async fn postgres_with(
@@ -304,12 +314,7 @@ async fn postgres_with(
 async fn postgres_records_take_the_place_of_a_record_property_that_is_not_a_map() {
     let key = autoshard::Key::new("Spoiled", "1");
     let (_server, store, client) = postgres_with(&key, "records").await;
-    let write = WriteId {
-        writer: "w".into(),
-        seq: 3,
-        at_ms: 1_000,
-        horizon_ms: 0,
-    };
+    let write = write_of_w(3, 1_000);
     let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write);
     assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
     let updated = client
@@ -380,12 +385,7 @@ async fn postgres_refuses_strings_holding_nul_as_invalid() {
         .expect(key.clone(), Some(version))
         .put(key.clone(), value);
     invalid(store.commit(&txn).await.map(drop), "commit");
-    let write = WriteId {
-        writer: "w".into(),
-        seq: 1,
-        at_ms: 1,
-        horizon_ms: 0,
-    };
+    let write = write_of_w(1, 1);
     let merge = Merge::new(
         key.clone(),
         "tags",
@@ -442,12 +442,7 @@ async fn postgres_rows_that_are_not_documents_are_malformed_not_panics() {
         assert!(is_malformed(&got), "{what}, load: {got:?}");
         let got = db.update(&id, |t: &mut Totals| t.add(1)).await;
         assert!(is_malformed(&got), "{what}, update: {got:?}");
-        let write = WriteId {
-            writer: "w".into(),
-            seq: 1,
-            at_ms: 1,
-            horizon_ms: 0,
-        };
+        let write = write_of_w(1, 1);
         let merge = Merge::new(
             shard.clone(),
             stored_as::<Totals>("n"),
