@@ -292,6 +292,75 @@ pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStor
     assert_eq!(record["new"], serde_json::json!([PRUNE_EVERY, 9_000]));
 }
 
+/// Sequence numbers and record times compare exactly over the whole of `u64`: a write
+/// one above its writer's recorded one applies and the same write again does not, and a
+/// merge that drops old entries drops exactly those written before its horizon, also
+/// beyond 2^53, where floating-point numbers take two neighbours for one.
+pub async fn merge_compares_write_ids_exactly_across_u64(store: &dyn DocumentStore) {
+    let kind = fresh_kind("MergeWide");
+    let key = Key::new(kind.as_str(), "1");
+    ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
+    let write = |writer: &str, seq, at_ms, horizon_ms| WriteId {
+        writer: writer.into(),
+        seq,
+        at_ms,
+        horizon_ms,
+    };
+    let mut sum = 0;
+    for (writer, first) in [("a", 1_u64 << 53), ("b", 1 << 63), ("c", u64::MAX - 1)] {
+        for (seq, expected) in [
+            (first, Merged::Applied),
+            (first + 1, Merged::Applied),
+            (first, Merged::AlreadyApplied),
+            (first + 1, Merged::AlreadyApplied),
+        ] {
+            let m = Merge::new(
+                key.clone(),
+                "n",
+                SUM_I64,
+                1.into(),
+                write(writer, seq, 1_000, 0),
+            );
+            assert_eq!(
+                merge_ok(store, &m).await,
+                expected,
+                "writer {writer}, sequence number {seq}"
+            );
+            sum += i64::from(expected == Merged::Applied);
+        }
+    }
+    let found = must_get(store, &key).await;
+    assert_eq!(found.doc["n"], sum);
+    assert_eq!(
+        found.doc[RECORD],
+        serde_json::json!({
+            "a": [(1_u64 << 53) + 1, 1_000],
+            "b": [(1_u64 << 63) + 1, 1_000],
+            "c": [u64::MAX, 1_000],
+        })
+    );
+
+    let key = Key::new(kind.as_str(), "2");
+    ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
+    let horizon = 1_u64 << 60;
+    for m in [
+        write("before", 1, horizon - 1, 0),
+        write("at", 1, horizon, 0),
+        write("dropping", PRUNE_EVERY << 50, horizon + 1, horizon),
+    ] {
+        let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), m);
+        assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+    }
+    let found = must_get(store, &key).await;
+    assert_eq!(
+        found.doc[RECORD],
+        serde_json::json!({
+            "at": [1, horizon],
+            "dropping": [PRUNE_EVERY << 50, horizon + 1],
+        })
+    );
+}
+
 /// A random value for a merge of `fold` (stored or operand): over the whole range of the
 /// values it takes (integers near the bounds of `i64` and `u64`, sets of strings with
 /// escapes and of large integers), and one time in 8 a value of another type, which the

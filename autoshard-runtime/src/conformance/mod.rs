@@ -119,6 +119,7 @@ cases!(
     merge_overflow_writes_nothing,
     merge_refuses_what_it_cannot_fold_exactly,
     merge_drops_records_older_than_the_horizon,
+    merge_compares_write_ids_exactly_across_u64,
     merge_matches_the_reference_fold,
     concurrent_merges_are_exact,
     make_durable_changes_nothing,

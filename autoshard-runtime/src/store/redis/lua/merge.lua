@@ -16,8 +16,9 @@
 --
 -- Numbers are never Lua numbers where exactness matters: integers stay decimal text
 -- (sums, comparisons and bounds on digit strings), and union elements stay the JSON
--- text serde_json wrote (equal values, equal texts). Only the write record's sequence
--- numbers and times are Lua numbers; they stay far below 2^53.
+-- text serde_json wrote (equal values, equal texts). The write record's sequence numbers
+-- and times, which take the whole of u64, are compared as digits too: as Lua numbers, two
+-- neighbours beyond 2^53 would be one, and a write taken for one already applied.
 --
 -- The record entry of the merge's writer is one field `w:<writer>` = `[seq,at_ms]` of the
 -- document's record hash (its key followed by `/~w`, same slot; see `commit.lua`): the
@@ -46,7 +47,7 @@ local key, counter = KEYS[1], KEYS[2]
 local record = key .. '/~w'
 local property, fold, operand = ARGV[1], ARGV[2], ARGV[3]
 local type_min, type_max = ARGV[4], ARGV[5]
-local writer, seq, at_ms, horizon = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+local writer, seq, horizon = ARGV[6], ARGV[7], ARGV[9]
 local guard, guard_mode, guard_value = ARGV[10], ARGV[11], ARGV[12]
 
 -- One read: the version, the guard property, this writer's record entry, the value.
@@ -91,18 +92,41 @@ local function u64(d)
   return true
 end
 
--- The sequence number this writer's entry of the write record records: only an entry
--- whose first two elements are integers within u64 records one (`RECORD` in `merge.rs`).
+-- The digits `d` without leading zeros.
+local function canonical(d)
+  local s = string.gsub(d, '^0+', '')
+  return s == '' and '0' or s
+end
+
+-- Whether the digits `a` (no leading zeros) hold at least as much as the digits `b` (no
+-- leading zeros either), byte by byte: a Lua string comparison would follow the server's
+-- collation locale.
+local function at_least(a, b)
+  if #a ~= #b then
+    return #a > #b
+  end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x > y
+    end
+  end
+  return true
+end
+
+-- The sequence number this writer's entry of the write record records, as digits: only
+-- an entry whose first two elements are integers within u64 records one (`RECORD` in
+-- `merge.rs`).
 local function seq_of(text)
   local s, at = string.match(text or '', '^%[%s*(%d+)%s*,%s*(%d+)%s*[,%]]')
-  return s and u64(s) and u64(at) and tonumber(s) or nil
+  return s and u64(s) and u64(at) and canonical(s) or nil
 end
 local recorded = redis.pcall('HGET', record, 'w:' .. writer)
 if type(recorded) == 'table' then
   return { 'malformed', 'a write record that is not a Redis hash' }
 end
 local mine = seq_of(recorded) or seq_of(entry)
-if mine and mine >= seq then
+if mine and at_least(mine, seq) then
   -- A write that changes nothing, so that the `WAIT` a store with replicas sends after
   -- this script covers the write this answer stands for (`durability.rs`).
   redis.call('INCRBY', counter, 0)
@@ -123,11 +147,12 @@ end
 local function write(folded)
   redis.call('HSET', key, 'v', successor(version), 'p:' .. property, folded)
   redis.call('HSET', record, 'w:' .. writer, '[' .. ARGV[7] .. ',' .. ARGV[8] .. ']')
-  if seq % 256 == 0 then
+  -- 10^8 is a multiple of 256: the last eight digits tell the remainder.
+  if tonumber(string.sub(seq, -8)) % 256 == 0 then
     local entries = redis.call('HGETALL', record)
     for i = 1, #entries, 2 do
-      local at = tonumber(string.match(entries[i + 1], ',(%d+)%]$'))
-      if at and at < horizon then
+      local at = string.match(entries[i + 1], ',(%d+)%]$')
+      if at and not at_least(canonical(at), horizon) then
         redis.call('HDEL', record, entries[i])
       end
     end

@@ -30,7 +30,9 @@
 -- not read as `[<digits without a leading zero>,...` goes to `merge.lua`. Sequence
 -- numbers are compared by their number of digits first (the client sends its own without
 -- a leading zero), and as numbers only when that is equal: a Lua string comparison would
--- follow the server's collation locale.
+-- follow the server's collation locale. Beyond 2^53 two neighbours are one Lua number;
+-- the entry then does not read as older, and `merge.lua`, which compares the digits,
+-- decides.
 --
 -- A version is the document's own counter: one more than the version it had. Every
 -- version a document gets is larger than every version it had before, also across a
