@@ -36,10 +36,28 @@ fn allocations() -> u64 {
     u64::try_from(stats.allocations + stats.reallocations).unwrap_or(u64::MAX)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut command = cli.command.unwrap_or(Command::App(cli.app));
+    let command = cli.command.unwrap_or(Command::App(cli.app));
+    // A worker process of `hotspot --processes` is one client sending one request at a
+    // time: one thread runs it, as such an application process would. Everything else
+    // runs on every core.
+    let runtime = match command {
+        Command::HotspotWorker(_) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Runtime::new(),
+    };
+    match runtime {
+        Ok(runtime) => runtime.block_on(main_with(command)),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn main_with(mut command: Command) -> ExitCode {
     if let Command::Serve(args) = &mut command {
         // A server keeps what visitors stored, under a namespace the next start finds.
         args.store = args.serve_from.resolved();

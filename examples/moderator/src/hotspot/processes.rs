@@ -1,6 +1,7 @@
 //! `hotspot --processes`: one operating-system process per client, each with its own
 //! `Mapper` and connections, all voting from the same moment; and the worker each of
-//! them runs.
+//! them runs, on a current-thread runtime (one client sends one request at a time: a
+//! second thread would only add wake-ups between them).
 
 use super::raw::Raw;
 use super::{
