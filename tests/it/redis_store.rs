@@ -151,6 +151,89 @@ async fn a_foreign_value_at_a_record_hash_is_malformed(
     assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "5");
 }
 
+/// A version beyond 2^53 - 1, past which the scripts cannot count exactly (Lua numbers
+/// are doubles), makes every operation on the document a typed error naming it, and so
+/// does a write past 2^53 - 1 or under a version counter there: nothing is written. Such
+/// a write stored a version that came before, or one in exponent notation no read takes.
+async fn versions_the_scripts_cannot_count_past_are_malformed(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+) {
+    const MAX: u64 = (1 << 53) - 1;
+    let malformed = |got: autoshard::Result<()>, key: &Key, what: &str| match got {
+        Err(Error::Malformed { key: k, .. }) => assert_eq!(&k, key, "{what}"),
+        other => panic!("{what}: expected Malformed, got {other:?}"),
+    };
+    for version in [MAX, MAX + 1, MAX + 2, u64::MAX] {
+        let key = Key::new("BigVersion", version.to_string());
+        let name = redis_key(ns, &key);
+        let text = version.to_string();
+        server.cli(&["HSET", &name, "v", &text, "p:n", "1"]);
+        let what = |op: &str| format!("{op} of a document at version {version}");
+        if version == MAX {
+            let read = store.get(&key).await.unwrap().map(|d| d.version);
+            assert_eq!(read, Some(Version(MAX)), "the largest version reads");
+        } else {
+            malformed(store.get(&key).await.map(drop), &key, &what("get"));
+        }
+        malformed(store.put(&key, doc(2)).await.map(drop), &key, &what("put"));
+        let expecting = Transaction::new().expect(key.clone(), Some(Version(version)));
+        let owner = Owner {
+            group: "g".to_owned(),
+            until_ms: u64::MAX,
+            txn: None,
+        };
+        for (op, txn) in [
+            ("commit", expecting.clone().put(key.clone(), doc(2))),
+            (
+                "values write",
+                expecting.clone().put_values(key.clone(), doc(2)),
+            ),
+            (
+                "owner write",
+                expecting.clone().own(key.clone(), Some(owner)),
+            ),
+            ("delete", expecting.delete(key.clone())),
+        ] {
+            malformed(store.commit(&txn).await.map(drop), &key, &what(op));
+        }
+        let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write_id("w", 1));
+        malformed(store.merge(&merge).await.map(drop), &key, &what("merge"));
+        assert_eq!(server.cli(&["HGET", &name, "v"]).trim(), text);
+        assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "1");
+        assert_eq!(server.cli(&["HGET", &name, "p:~own"]).trim(), "");
+    }
+
+    // A write up to the largest version.
+    let key = Key::new("BigVersion", "below");
+    server.cli(&[
+        "HSET",
+        &redis_key(ns, &key),
+        "v",
+        &(MAX - 1).to_string(),
+        "p:n",
+        "1",
+    ]);
+    assert_eq!(store.put(&key, doc(2)).await.unwrap(), Version(MAX));
+    assert_eq!(
+        store.get(&key).await.unwrap().map(|d| d.version),
+        Some(Version(MAX))
+    );
+
+    let key = Key::new("BigCounter", "1");
+    let counter = format!("{ns}:{{BigCounter:1}}#v");
+    let full = MAX.to_string();
+    server.cli(&["SET", &counter, &full]);
+    malformed(
+        store.insert(&key, doc(1)).await.map(drop),
+        &key,
+        "insert under a full counter",
+    );
+    assert_eq!(server.cli(&["EXISTS", &redis_key(ns, &key)]).trim(), "0");
+    assert_eq!(server.cli(&["GET", &counter]).trim(), full);
+}
+
 /// An owner field holding any JSON text, as another client may write it (keys in another
 /// order, spaces, escapes, fields the store does not write), owns the document as the
 /// owner the text decodes to, read as a read decodes it (`Owner::of`): a commit and a
@@ -522,6 +605,8 @@ async fn standalone() {
     owner_texts_own_as_their_json_reads(&server.server, &store, &ns).await;
     let (store, ns) = connect("foreign record").await;
     a_foreign_value_at_a_record_hash_is_malformed(&server.server, &store, &ns).await;
+    let (store, ns) = connect("big versions").await;
+    versions_the_scripts_cannot_count_past_are_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;
     scan_skips_stale_index_entries(&server.server, &store, &ns).await;
     let (store, ns) = connect("texts").await;

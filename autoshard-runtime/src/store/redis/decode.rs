@@ -14,6 +14,12 @@ use crate::key::Key;
 use crate::store::merge::RECORD;
 use ::redis::Value;
 
+/// The largest version a Redis document has: the scripts count versions on Lua numbers,
+/// which are exact below 2^53, and count past a version only while the next one stays at
+/// or below this (`lua/versions.lua`). A larger one, which no store of ours writes, makes
+/// the document [`Error::Malformed`], on reads as on writes.
+pub(super) const MAX_VERSION: u64 = (1 << 53) - 1;
+
 impl RedisStore {
     /// The document in one entry of a read script's reply (`lua/read.lua`): `[0]` when
     /// absent, `[1, fields]`, or `[2, reason]` for a value that is not one of the store's
@@ -81,6 +87,16 @@ impl RedisStore {
             }
         }
         let version = version.ok_or_else(foreign)?;
+        if version > MAX_VERSION {
+            return Err(Error::Malformed {
+                key: key.clone(),
+                field: WHOLE_DOCUMENT.to_owned(),
+                reason: format!(
+                    "version {version}: the store's versions stay at or below 2^53 - 1, \
+                     where its scripts count exactly"
+                ),
+            });
+        }
         if !record.is_empty() {
             doc.insert(RECORD.to_owned(), serde_json::Value::Object(record));
         }

@@ -66,6 +66,9 @@ local function inspect(key)
   if not version or not string.match(version, '^%d+$') then
     return nil, reason
   end
+  if not countable(version) then
+    return nil, UNCOUNTABLE
+  end
   for _, name in ipairs(redis.call('HKEYS', key)) do
     local prefix = string.sub(name, 1, 2)
     if name ~= 'v' and prefix ~= 'p:' and prefix ~= 'w:' then
@@ -100,7 +103,7 @@ for c = 1, checks do
       end
     end
   end
-  if quick == want then
+  if quick == want and countable(want) then
     had[at] = want
   else
     local have, reason = inspect(KEYS[at])
@@ -166,6 +169,9 @@ for _ = 1, count do
       local value = redis.pcall('GET', KEYS[counter_at])
       if type(value) == 'table' or (value and not string.match(value, '^%d+$')) then
         return { 'malformed', counter_at, 'a version counter that does not hold an integer' }
+      end
+      if value and not countable(value) then
+        return { 'malformed', counter_at, 'a version counter holding ' .. UNCOUNTABLE }
       end
     end
     pos = pos + 5 + 2 * tonumber(ARGV[pos + 4])

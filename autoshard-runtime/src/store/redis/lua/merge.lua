@@ -66,6 +66,9 @@ end
 if not string.match(version, '^%d+$') then
   return { 'malformed', 'not an autoshard document' }
 end
+if not countable(version) then
+  return { 'malformed', UNCOUNTABLE }
+end
 local owner, owned_until = live_owner(fields[5])
 if owner then
   return { 'grouped', owner, lease_text(owned_until) }

@@ -31,7 +31,7 @@ local function own(key, want, owner, token)
   if got.err then
     return string.find(got.err, 'non local key', 1, true) and 'moved' or 'slow'
   end
-  if got[1] ~= want then
+  if got[1] ~= want or not countable(want) then
     return 'slow'
   end
   local tokened = token ~= ''
