@@ -235,10 +235,11 @@ async fn versions_the_scripts_cannot_count_past_are_malformed(
 }
 
 /// An owner field holding any JSON text, as another client may write it (keys in another
-/// order, spaces, escapes, fields the store does not write), owns the document as the
-/// owner the text decodes to, read as a read decodes it (`Owner::of`): a commit and a
-/// merge without the group's token are refused naming that group while it is live, and
-/// apply when it is not.
+/// order, spaces, escapes, fields the store does not write, repeated keys, lease ends
+/// beyond 2^53 and beyond u64), owns the document as the owner the text decodes to, read
+/// as a read decodes it (`Owner::of`): a commit and a merge without the group's token are
+/// refused naming that group and its lease end while it is live, and apply when it is
+/// not.
 async fn owner_texts_own_as_their_json_reads(server: &RedisServer, store: &RedisStore, ns: &str) {
     let now = store.now_ms().await.unwrap();
     let (far, past) = (now + 600_000, now - 1);
@@ -256,6 +257,11 @@ async fn owner_texts_own_as_their_json_reads(server: &RedisServer, store: &Redis
         format!(r#"{{"group":"g-1","until":{far},"x":1}}"#),
         r#"{"group":"g-1","until":9999999999999999}"#.to_owned(),
         r#"{"group":"g-1","until":0}"#.to_owned(),
+        r#"{"group":"g-1","until":18446744073709551615}"#.to_owned(),
+        r#"{"group":"g-1","until":18446744073709551616}"#.to_owned(),
+        r#"{ "group" : "g-1" , "until" : 9007199254740993 }"#.to_owned(),
+        r#"{"until":1,"group":"g-1","until":18446744073709551615}"#.to_owned(),
+        r#"{"group":"g-1","until":100000000000000000000}"#.to_owned(),
     ];
     for (i, text) in texts.iter().enumerate() {
         let key = Key::new("OwnerText", i.to_string());
@@ -281,8 +287,11 @@ async fn owner_texts_own_as_their_json_reads(server: &RedisServer, store: &Redis
         };
         for (op, answer) in [("merge", merged.map(drop)), ("commit", committed.map(drop))] {
             match answer {
-                Err(Error::Grouped { group, .. }) => {
+                Err(Error::Grouped {
+                    group, until_ms, ..
+                }) => {
                     assert_eq!(group, owner.group, "{op} under {text}");
+                    assert_eq!(until_ms, owner.until_ms, "{op} under {text}: the lease end");
                 }
                 other => panic!("{op} under {text}: expected Grouped, got {other:?}"),
             }

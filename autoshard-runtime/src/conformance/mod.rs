@@ -131,6 +131,7 @@ cases!(
     a_held_document_stays_owned_past_its_lease,
     malformed_owners_own_nothing,
     any_group_id_owns_alike,
+    a_refusal_tells_the_lease_end_exactly,
     the_owner_alone_changes_only_the_owner,
     owner_writes_never_bring_a_version_back,
 );

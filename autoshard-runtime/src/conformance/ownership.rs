@@ -328,6 +328,63 @@ pub async fn malformed_owners_own_nothing(store: &dyn DocumentStore) {
     }
 }
 
+/// A lease may end anywhere in `u64`: a write, a merge and a commit without the group's
+/// token are refused with the lease end the document holds, to the millisecond, also
+/// beyond 2^53 (where floating-point numbers take two neighbours for one), with or
+/// without a transaction holding the document.
+pub async fn a_refusal_tells_the_lease_end_exactly(store: &dyn DocumentStore) {
+    let kind = fresh_kind("FarLease");
+    let ends = [(1_u64 << 53) + 1, (1 << 63) + 1, u64::MAX - 1, u64::MAX];
+    for (i, until_ms) in ends.into_iter().enumerate() {
+        let key = Key::new(kind.as_str(), i.to_string());
+        let owner = Owner {
+            group: "g".to_owned(),
+            until_ms,
+            txn: (i % 2 == 1).then(|| "t".to_owned()),
+        };
+        let version = ok(
+            store
+                .put(&key, doc(&[("n", 1.into()), (OWNER, owner.to_value())]))
+                .await,
+            "put owned",
+        );
+        let read = must_get(store, &key).await;
+        assert_eq!(Owner::of(&read.doc), Some(owner.clone()), "read back");
+        let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("a", 1));
+        let commit = Transaction::new()
+            .expect(key.clone(), Some(version))
+            .put(key.clone(), doc(&[("n", 3.into())]));
+        let refusals = [
+            (
+                "put",
+                store.put(&key, doc(&[("n", 2.into())])).await.map(drop),
+            ),
+            ("merge", store.merge(&m).await.map(drop)),
+            ("commit", store.commit(&commit).await.map(drop)),
+        ];
+        for (what, refused) in refusals {
+            match refused {
+                Err(Error::Grouped {
+                    key: k,
+                    group,
+                    until_ms: told,
+                }) => {
+                    assert_eq!((k, group.as_str()), (key.clone(), "g"), "{what}");
+                    assert_eq!(told, until_ms, "{what}: the lease end told");
+                }
+                other => panic!(
+                    "{what} of a document owned until {until_ms}: expected Grouped, got {other:?}"
+                ),
+            }
+        }
+        assert_eq!(
+            must_get(store, &key).await.version,
+            version,
+            "nothing written"
+        );
+    }
+}
+
 /// A group owns its documents whatever its id (empty, with quotes, backslashes or letters
 /// beyond ASCII) and whatever else its ownership property holds: writes and merges
 /// without its token are refused naming it, and its own commit applies.

@@ -16,7 +16,7 @@ use ::redis::Value;
 
 /// The largest version a Redis document has: the scripts count versions on Lua numbers,
 /// which are exact below 2^53, and count past a version only while the next one stays at
-/// or below this (`lua/versions.lua`). A larger one, which no store of ours writes, makes
+/// or below this (`lua/digits.lua`). A larger one, which no store of ours writes, makes
 /// the document [`Error::Malformed`], on reads as on writes.
 pub(super) const MAX_VERSION: u64 = (1 << 53) - 1;
 

@@ -60,21 +60,21 @@ use std::fmt;
 use std::sync::Arc;
 
 // The scripts that write check owners with the one copy of the rule in `owner.lua`, and
-// the versions they count past with the one in `versions.lua`.
+// compare and count integers with the helpers of `digits.lua`.
 const COMMIT_LUA: &str = concat!(
+    include_str!("lua/digits.lua"),
     include_str!("lua/owner.lua"),
-    include_str!("lua/versions.lua"),
     include_str!("lua/commit.lua")
 );
 const OWN_LUA: &str = concat!(
+    include_str!("lua/digits.lua"),
     include_str!("lua/owner.lua"),
-    include_str!("lua/versions.lua"),
     include_str!("lua/own.lua")
 );
 const READ_LUA: &str = include_str!("lua/read.lua");
 const MERGE_LUA: &str = concat!(
+    include_str!("lua/digits.lua"),
     include_str!("lua/owner.lua"),
-    include_str!("lua/versions.lua"),
     include_str!("lua/merge.lua")
 );
 const MERGE_COMMON_LUA: &str = include_str!("lua/merge_common.lua");

@@ -33,8 +33,9 @@ local function parse_owner(text)
   if not group then
     group, until_text, txn = string.match(text, '^{"group":"([0-9A-Za-z_%-]*)","until":(%d+),"txn":"([0-9A-Za-z_%-]*)"}$')
   end
-  if group and #until_text <= 15 and (#until_text == 1 or string.byte(until_text) ~= 48) then
-    return { group, tonumber(until_text), txn }
+  if group and (#until_text == 1 or string.byte(until_text) ~= 48) then
+    -- Beyond u64 a JSON reader takes the number for a float: no owner (`Owner::of`).
+    return u64(until_text) and { group, tonumber(until_text), txn, until_text }
   end
   if not string.match(text, '"until"%s*:%s*%d+%s*[,}]') then
     return false
@@ -48,13 +49,30 @@ local function parse_owner(text)
       or until_ms ~= math.floor(until_ms) or (txn ~= nil and type(txn) ~= 'string') then
     return false
   end
-  return { group, until_ms, txn }
+  -- The digits of the lease end, which the number holds exactly only below 2^53: those
+  -- of the last `"until"` (the decode keeps the last of repeated keys, as serde_json
+  -- does), when they are the number decoded.
+  local digits
+  for d in string.gmatch(text, '"until"%s*:%s*(%d+)%s*[,}]') do
+    digits = d
+  end
+  if digits and tonumber(digits) == until_ms then
+    if not u64(digits) then
+      return false
+    end
+    digits = canonical(digits)
+  else
+    digits = nil
+  end
+  return { group, until_ms, txn, digits }
 end
 
 -- The live owner of a document whose `p:~own` field holds `text` (see
--- `store/ownership.rs`): its group id and lease end (a number: `lease_text` writes it for
--- a reply, which only a refusal needs), or nil when the field is absent, names no owner,
--- or its lease has passed and no transaction holds it.
+-- `store/ownership.rs`): its group id and the owner parsed (`lease_text` writes its lease
+-- end for a reply, which only a refusal needs), or nil when the field is absent, names no
+-- owner, or its lease has passed and no transaction holds it. A lease end compares with
+-- the clock as a Lua number: beyond 2^53 it is rounded, but it is then far past any
+-- clock either way.
 local function live_owner(text)
   if type(text) ~= 'string' then
     return nil
@@ -71,10 +89,11 @@ local function live_owner(text)
   if txn == nil and until_ms <= now_ms() then
     return nil
   end
-  return group, until_ms
+  return group, owner
 end
 
--- The decimal text of a lease end `live_owner` answered.
-local function lease_text(until_ms)
-  return string.format('%.0f', until_ms)
+-- The decimal text of the lease end of an owner `live_owner` answered: its digits as the
+-- field holds them, where known.
+local function lease_text(owner)
+  return owner[4] or string.format('%.0f', owner[2])
 end
