@@ -92,7 +92,8 @@ pub async fn scan_roots_and_children(store: &dyn DocumentStore) {
     );
 }
 
-/// Paging with small limits returns every document exactly once, with its version.
+/// Paging with small limits returns every document exactly once, with its version; so
+/// does a limit anywhere in `usize` (one page of everything).
 pub async fn scan_pages_cover_every_document_once(store: &dyn DocumentStore) {
     let kind = fresh_kind("Paging");
     let mut expected = BTreeMap::new();
@@ -101,7 +102,7 @@ pub async fn scan_pages_cover_every_document_once(store: &dyn DocumentStore) {
         let v = ok(store.insert(&key, doc(&[("i", i.into())])).await, "insert");
         expected.insert(key, v);
     }
-    for limit in [1, 7, 53, 54, 1000] {
+    for limit in [1, 7, 53, 54, 1000, 1 << 53, usize::MAX] {
         let items = scan_all(store, &kind, None, limit).await;
         let mut seen = BTreeMap::new();
         for (key, found) in items {
@@ -139,7 +140,7 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
         children[1].clone(),
     ];
     let scans = vec![
-        Scan::new("Part", Some(root.clone())),
+        Scan::new("Part", Some(root.clone())).limit(usize::MAX),
         Scan::new("Nothing", Some(root.clone())),
     ];
     let prefetches = [

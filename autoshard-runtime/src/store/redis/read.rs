@@ -68,7 +68,7 @@ impl RedisStore {
                 .arg("+")
                 .arg("LIMIT")
                 .arg(0)
-                .arg(scan.limit.max(1));
+                .arg(page_limit(scan));
         }
         let mut conn = self.conns.get();
         let replies: Vec<Value> = pipe
@@ -145,7 +145,7 @@ impl RedisStore {
             .arg("scan")
             .arg(self.names.prefix())
             .arg(cursor_min(scan))
-            .arg(scan.limit.max(1))
+            .arg(page_limit(scan))
             .arg(if self.is_cluster() { "0" } else { "1" });
         call
     }
@@ -214,7 +214,7 @@ impl RedisStore {
             .arg(lookup.keys.len())
             .arg(self.names.prefix());
         for scan in &lookup.scans {
-            call.arg(cursor_min(scan)).arg(scan.limit.max(1));
+            call.arg(cursor_min(scan)).arg(page_limit(scan));
         }
         let mut conn = self.conns.get();
         let reply: Value = call
@@ -268,7 +268,7 @@ impl RedisStore {
             .await?;
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for ((scan, index), members) in lookup.scans.iter().zip(&indexes).zip(members) {
-            let limit = scan.limit.max(1);
+            let limit = page_limit(scan);
             let next = (members.len() == limit)
                 .then(|| members.last().cloned())
                 .flatten();
@@ -305,7 +305,7 @@ impl RedisStore {
         records: bool,
     ) -> Result<ScanPage> {
         let what = format!("scan of `{index}`");
-        let limit = scan.limit.max(1);
+        let limit = page_limit(scan);
         let bad = || self.backend(&what, reply::unexpected("the read script", reply));
         let (members, entries) = match reply::array(reply) {
             Some([members, entries]) => (
@@ -362,6 +362,14 @@ impl RedisStore {
 /// The read script's flag for `records`.
 fn flag(records: bool) -> &'static str {
     if records { "1" } else { "0" }
+}
+
+/// How many members a page of `scan` lists at most: its limit, at least 1 and at most
+/// 2^53 - 1, which the read script holds exactly as a Lua number (a larger one, up to
+/// `usize::MAX`, is a count `ZRANGEBYLEX` refuses or Lua rounds). No index holds that
+/// many members, so a larger limit reads the same pages.
+fn page_limit(scan: &Scan) -> usize {
+    scan.limit.clamp(1, (1 << 53) - 1)
 }
 
 /// The `ZRANGEBYLEX` start of `scan`: from the beginning, or after its cursor.
