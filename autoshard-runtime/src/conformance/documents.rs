@@ -2,8 +2,8 @@
 //! and sizes, and `make_durable`.
 
 use super::{commit, doc, fresh_kind, get, must_get, ok, scan_all};
-use crate::document::{Document, Value, Version};
-use crate::error::Error;
+use crate::document::{Document, MAX_NESTING, Value, Version};
+use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{Commit, DocumentStore, Transaction};
 use futures::future::join_all;
@@ -326,6 +326,59 @@ pub async fn large_document(store: &dyn DocumentStore) {
     let found = must_get(store, &key).await;
     assert_eq!(found.version, v);
     assert!(found.doc == d, "large document changed on the way");
+}
+
+/// A value nested [`MAX_NESTING`] levels deep (arrays and objects) round-trips; one level
+/// deeper is refused with `Invalid` by `insert`, `put` and a commit, and nothing is
+/// written, whatever else the commit holds.
+pub async fn values_nest_up_to_the_limit(store: &dyn DocumentStore) {
+    let nested = |depth: usize| {
+        let mut value = Value::from(1);
+        for level in 0..depth {
+            value = if level % 2 == 0 {
+                Value::Array(vec![value])
+            } else {
+                serde_json::json!({ "in": value })
+            };
+        }
+        doc(&[("n", 1.into()), ("tree", value)])
+    };
+    let kind = fresh_kind("Nested");
+    let key = Key::new(kind.as_str(), "1");
+    let v = ok(store.insert(&key, nested(MAX_NESTING)).await, "insert");
+    let found = must_get(store, &key).await;
+    assert_eq!(found.version, v);
+    assert!(
+        found.doc == nested(MAX_NESTING),
+        "nested value changed on the way"
+    );
+
+    let too_deep = nested(MAX_NESTING + 1);
+    let invalid = |got: Result<Version>, what: &str| match got {
+        Err(Error::Invalid(_)) => {}
+        other => panic!("{what} of a value nested too deep: expected Invalid, got {other:?}"),
+    };
+    let fresh = Key::new(kind.as_str(), "2");
+    invalid(store.insert(&fresh, too_deep.clone()).await, "insert");
+    invalid(store.put(&fresh, too_deep.clone()).await, "put");
+    invalid(
+        store.put(&key, too_deep.clone()).await,
+        "put over a document",
+    );
+    let other = key.child("Part", "1");
+    for txn in [
+        Transaction::new().put(key.clone(), too_deep.clone()),
+        Transaction::new()
+            .expect(key.clone(), Some(v))
+            .put(other.clone(), doc(&[("n", 2.into())]))
+            .put_values(key.clone(), too_deep.clone()),
+    ] {
+        let got = store.commit(&txn).await.map(|_| v);
+        invalid(got, "commit");
+    }
+    assert_eq!(get(store, &fresh).await, None);
+    assert_eq!(get(store, &other).await, None);
+    assert_eq!(must_get(store, &key).await.version, v, "nothing written");
 }
 
 /// `make_durable` of documents present and absent, in one group and in several, changes

@@ -7,7 +7,7 @@
 //! # Limits
 //! None of its own: keys and documents are limited by the process's memory.
 
-use crate::document::{Document, Version, Versioned};
+use crate::document::{Document, Version, Versioned, check_nesting};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{
@@ -224,6 +224,7 @@ impl DocumentStore for MemoryStore {
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
         tracing::trace!(key = %key, "memory insert");
+        check_nesting(key, &doc)?;
         let mut state = self.lock();
         if state.docs.contains_key(key) {
             return Err(Error::AlreadyExists { key: key.clone() });
@@ -233,6 +234,7 @@ impl DocumentStore for MemoryStore {
 
     async fn put(&self, key: &Key, doc: Document) -> Result<Version> {
         tracing::trace!(key = %key, "memory put");
+        check_nesting(key, &doc)?;
         let mut state = self.lock();
         state.check_owner(key, None)?;
         Ok(state.store(key, doc))
@@ -260,6 +262,7 @@ impl DocumentStore for MemoryStore {
             writes = txn.writes().len(),
             "memory commit"
         );
+        txn.check_nesting()?;
         let mut state = self.lock();
         for (key, expected) in txn.reads() {
             let actual = state.docs.get(key).map(|d| d.version);

@@ -83,6 +83,10 @@ pub use transaction::{Commit, CommitReply, Transaction, Write};
 /// - **No order is promised**, within a page or across pages.
 ///
 /// **Writes.**
+/// - A write of a document with a value nested deeper than
+///   [`MAX_NESTING`](crate::document::MAX_NESTING) levels (`insert`, `put`, or any write
+///   of a commit) is refused with [`Error::Invalid`](crate::Error::Invalid), and nothing
+///   of it is written: every store reads back what it writes.
 /// - `insert` fails with [`Error::AlreadyExists`](crate::Error::AlreadyExists) naming
 ///   the key when a document is there, and then changes nothing.
 /// - `commit` applies all of a [`Transaction`]'s writes atomically if every expected

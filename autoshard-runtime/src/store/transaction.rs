@@ -142,6 +142,16 @@ impl Transaction {
     }
 
     /// The writes, taken out of the transaction.
+    /// Checks every document it writes: [`Error::Invalid`](crate::Error::Invalid) for a
+    /// value nested deeper than [`MAX_NESTING`](crate::document::MAX_NESTING) (every
+    /// store refuses the whole transaction, writing nothing).
+    pub(crate) fn check_nesting(&self) -> crate::Result<()> {
+        self.writes.iter().try_for_each(|(key, write)| match write {
+            Write::Put(doc) | Write::Values(doc) => crate::document::check_nesting(key, doc),
+            Write::Delete | Write::Own(_) => Ok(()),
+        })
+    }
+
     pub(crate) fn into_writes(self) -> Vec<(Key, Write)> {
         self.writes
     }

@@ -4,7 +4,7 @@
 use super::PostgresStore;
 use super::options::check_key;
 use super::rows::{column, parent_of, version_of};
-use crate::document::{Document, Version, Versioned};
+use crate::document::{Document, Version, Versioned, check_nesting};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{Commit, CommitReply, OWNER, Scan, ScanPage, Write};
@@ -55,6 +55,7 @@ impl PostgresStore {
     ) -> Result<Option<Version>> {
         let (encoded, parent) = (key.encode(), parent_of(key));
         check_key(key, &encoded)?;
+        check_nesting(key, doc)?;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
             [&encoded, &parent, &key.kind(), &Json(doc), &overwrite];
         let row = self.query_one(what, &self.sql.write, &params).await?;
@@ -77,8 +78,11 @@ impl PostgresStore {
             .map(|(_, v)| v.map(|v| i64::try_from(v.0).unwrap_or(i64::MAX)))
             .collect();
         let wk: Vec<String> = writes.iter().map(|(k, _)| k.encode()).collect();
-        for ((key, _), encoded) in writes.iter().zip(&wk) {
+        for ((key, write), encoded) in writes.iter().zip(&wk) {
             check_key(key, encoded)?;
+            if let Write::Put(doc) | Write::Values(doc) = write {
+                check_nesting(key, doc)?;
+            }
         }
         let wp: Vec<String> = writes.iter().map(|(k, _)| parent_of(k)).collect();
         let wn: Vec<&str> = writes.iter().map(|(k, _)| k.kind()).collect();

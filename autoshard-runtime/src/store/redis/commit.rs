@@ -268,6 +268,7 @@ impl RedisStore {
                 txn.keys().map(Key::encode).collect::<Vec<_>>().join(", ")
             )));
         }
+        txn.check_nesting()?;
         if txn.reads().is_empty() && txn.writes().is_empty() {
             return Ok(Applied::Committed(Vec::new()));
         }
