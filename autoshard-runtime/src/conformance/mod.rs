@@ -105,6 +105,7 @@ cases!(
     empty_document,
     large_document,
     values_nest_up_to_the_limit,
+    floats_round_trip_exactly,
     concurrent_commits_have_one_winner,
     transaction_within_one_group_commits_atomically,
     get_many_within_one_group_is_a_snapshot,

@@ -2,13 +2,13 @@
 //! function raises.
 
 use super::PostgresStore;
+use super::jsonb::Jsonb;
 use super::options::check_key;
 use super::rows::{column, parent_of, version_of};
 use crate::document::{Document, Version, Versioned, check_nesting};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::store::{Commit, CommitReply, OWNER, Scan, ScanPage, Write};
-use tokio_postgres::types::Json;
 
 impl PostgresStore {
     /// Runs one statement of [`Sql`] (prepared once per connection) and returns its rows.
@@ -57,7 +57,7 @@ impl PostgresStore {
         check_key(key, &encoded)?;
         check_nesting(key, doc)?;
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-            [&encoded, &parent, &key.kind(), &Json(doc), &overwrite];
+            [&encoded, &parent, &key.kind(), &Jsonb(doc), &overwrite];
         let row = self.query_one(what, &self.sql.write, &params).await?;
         Ok(column::<Option<i64>>(&row, 0, &encoded)?.map(version_of))
     }
@@ -100,13 +100,13 @@ impl PostgresStore {
                 Write::Put(_) | Write::Values(_) | Write::Delete => None,
             })
             .collect();
-        let wd: Vec<Option<Json<&Document>>> = writes
+        let wd: Vec<Option<Jsonb<&Document>>> = writes
             .iter()
             .zip(&owners)
             .map(|((_, write), owner)| match write {
-                Write::Put(doc) | Write::Values(doc) => Some(Json(doc)),
+                Write::Put(doc) | Write::Values(doc) => Some(Jsonb(doc)),
                 Write::Delete => None,
-                Write::Own(_) => owner.as_ref().map(Json),
+                Write::Own(_) => owner.as_ref().map(Jsonb),
             })
             .collect();
         let wo: Vec<bool> = owners.iter().map(Option::is_some).collect();

@@ -30,6 +30,7 @@
 
 mod call;
 mod connection;
+mod jsonb;
 mod options;
 mod rows;
 mod sql;
@@ -52,10 +53,10 @@ use crate::store::{
 };
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
+use jsonb::Jsonb;
 use rows::{column, keyed, versioned};
 use sql::Sql;
 use std::fmt;
-use tokio_postgres::types::Json;
 
 /// A [`DocumentStore`] on PostgreSQL (module docs: layout, and why commits are atomic).
 ///
@@ -262,7 +263,7 @@ impl DocumentStore for PostgresStore {
                     &merge.key.encode(),
                     &merge.property,
                     &fold,
-                    &Json(&merge.operand),
+                    &Jsonb(&merge.operand),
                     &min,
                     &max,
                     &writer,
