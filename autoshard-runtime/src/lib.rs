@@ -16,6 +16,7 @@ pub mod compaction;
 pub mod document;
 pub mod entity;
 pub mod error;
+mod finite;
 pub mod group;
 pub mod key;
 pub mod maintenance;

@@ -98,12 +98,32 @@ pub trait MissingShardFold {
     fn missing_shard_fold<T>() -> T;
 }
 
-/// Encodes a property value, naming the property in the error.
+/// Encodes a property value, naming the property in the error. A value holding a float
+/// that is not finite (NaN or infinite) is an error: JSON cannot hold one, and
+/// `serde_json` would write `null`, which no read of the entity takes back.
 pub fn encode<T: serde::Serialize + ?Sized>(
     field: &str,
     value: &T,
 ) -> Result<crate::Value, crate::FieldError> {
-    serde_json::to_value(value).map_err(|e| crate::FieldError::new(field, e))
+    let encoded = serde_json::to_value(value).map_err(|e| crate::FieldError::new(field, e))?;
+    // Only a `null` can stand for such a float: the walk runs for those values alone.
+    if holds_null(&encoded) && crate::finite::has_non_finite(value) {
+        return Err(crate::FieldError::new(
+            field,
+            "a float that is not finite (NaN or infinite), which JSON cannot hold",
+        ));
+    }
+    Ok(encoded)
+}
+
+/// Whether `value` is or holds a `null`.
+fn holds_null(value: &crate::Value) -> bool {
+    match value {
+        crate::Value::Null => true,
+        crate::Value::Array(items) => items.iter().any(holds_null),
+        crate::Value::Object(fields) => fields.values().any(holds_null),
+        _ => false,
+    }
 }
 
 /// Decodes a property value, naming the property in the error.

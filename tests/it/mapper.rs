@@ -305,3 +305,70 @@ async fn entities_handle_runs_the_mapper_operations_on_one_kind() {
     assert!(pages.delete("/").await.unwrap());
     assert!(pages.load("/").await.is_err());
 }
+
+/// A gauge with a plain float, floats in a list, and a sharded float folded by the
+/// entity's own function.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Gauge {
+    #[id]
+    id: u64,
+    reading: f64,
+    history: Vec<Option<f64>>,
+    #[shardable(neutral = 0.0, shards = 4)]
+    total: f64,
+}
+
+impl Gauge {
+    #[shard_method]
+    fn add(&mut self, amount: f64) {
+        self.total += amount;
+    }
+
+    #[shard_fold]
+    fn fold_total(a: f64, b: f64) -> f64 {
+        a + b
+    }
+}
+
+/// A float that JSON cannot hold (NaN, infinite), in a plain property, inside a list or
+/// in a sharded property, fails the write with an error naming the property, and nothing
+/// is written: before, it was stored as `null` and every load of the entity failed.
+#[tokio::test]
+async fn floats_json_cannot_hold_fail_the_write_and_nothing_is_written() {
+    let db = Mapper::new(MemoryStore::new());
+    let gauge = |reading: f64, last: f64| Gauge::new(1, reading, vec![None, Some(last)], 0.0);
+    let refused = |got: Result<()>, property: &str, what: &str| match got {
+        Err(Error::Malformed { field, reason, .. }) => {
+            assert_eq!(field, property, "{what}");
+            assert!(reason.contains("not finite"), "{what}: {reason}");
+        }
+        other => panic!("{what}: expected Malformed, got {other:?}"),
+    };
+    refused(
+        db.insert(&mut gauge(f64::NAN, 1.0)).await,
+        "reading",
+        "insert of NaN",
+    );
+    refused(
+        db.insert(&mut gauge(1.0, f64::INFINITY)).await,
+        "history",
+        "insert in a list",
+    );
+    assert!(matches!(
+        db.load::<Gauge>(&1).await,
+        Err(Error::NotFound { .. })
+    ));
+
+    db.insert(&mut gauge(2.5, 1.0)).await.unwrap();
+    db.apply(&1, |g: &mut Gauge| g.add(1.5)).await.unwrap();
+    let got = db
+        .update(&1, |g: &mut Gauge| g.reading = f64::NEG_INFINITY)
+        .await;
+    refused(got, "reading", "update to -inf");
+    let got = db.apply(&1, |g: &mut Gauge| g.add(f64::NAN)).await;
+    refused(got, "total", "apply of NaN");
+    let loaded = db.load::<Gauge>(&1).await.unwrap();
+    assert_eq!((loaded.reading, loaded.total), (2.5, 1.5));
+    assert_eq!(loaded.history, vec![None, Some(1.0)]);
+}
