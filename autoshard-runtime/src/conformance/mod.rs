@@ -101,6 +101,7 @@ cases!(
     commit_across_groups,
     scan_roots_and_children,
     scan_pages_cover_every_document_once,
+    a_cursor_that_names_no_key_is_invalid,
     nasty_ids_round_trip,
     empty_document,
     large_document,

@@ -3,6 +3,7 @@
 use super::merges::{SUM_I64, merge_ok, write_id};
 use super::{doc, fresh_kind, ok, scan_all};
 use crate::document::Versioned;
+use crate::error::Error;
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged, RECORD};
 use crate::store::{DocumentStore, Lookup, Scan, ScanPage};
@@ -112,6 +113,44 @@ pub async fn scan_pages_cover_every_document_once(store: &dyn DocumentStore) {
             );
         }
         assert_eq!(seen, expected, "limit {limit}");
+    }
+}
+
+/// A cursor that names no key (one no page handed out) is refused with `Invalid`, by a
+/// scan and by a lookup that carries it, on every store; the cursor a page handed out
+/// goes on after that page.
+pub async fn a_cursor_that_names_no_key_is_invalid(store: &dyn DocumentStore) {
+    let kind = fresh_kind("Cursor");
+    for i in 0..3 {
+        let key = Key::new(kind.as_str(), i.to_string());
+        ok(store.insert(&key, doc(&[("i", i.into())])).await, "insert");
+    }
+    let first = ok(
+        store.scan(&Scan::new(kind.as_str(), None).limit(1)).await,
+        "scan",
+    );
+    let mut next = Scan::new(kind.as_str(), None);
+    next.cursor = first.next.clone();
+    let rest = ok(store.scan(&next).await, "scan after the first page");
+    assert_eq!(first.items.len() + rest.items.len(), 3);
+    for cursor in ["", "garbage", "%zz", "{Cursor:1"] {
+        let mut scan = Scan::new(kind.as_str(), None);
+        scan.cursor = Some(cursor.to_owned());
+        let what = format!("cursor {cursor:?}");
+        assert!(
+            matches!(store.scan(&scan).await, Err(Error::Invalid(_))),
+            "scan, {what}"
+        );
+        let lookup = Lookup {
+            keys: vec![Key::new(kind.as_str(), "0")],
+            scans: vec![scan],
+            records: false,
+            prefetch: Vec::new(),
+        };
+        assert!(
+            matches!(store.lookup(&lookup).await, Err(Error::Invalid(_))),
+            "lookup, {what}"
+        );
     }
 }
 

@@ -73,11 +73,9 @@ impl State {
             Some(parent) => parent.child(scan.kind.as_str(), ""),
             None => Key::new(scan.kind.as_str(), ""),
         };
-        let mut from = match &scan.cursor {
+        let mut from = match scan.cursor_key()? {
             None => Bound::Included(first),
-            Some(cursor) => Bound::Excluded(
-                Key::decode(cursor).map_err(|e| Error::Invalid(format!("bad scan cursor: {e}")))?,
-            ),
+            Some(cursor) => Bound::Excluded(cursor),
         };
         let depth = scan.parent.as_ref().map_or(0, |p| p.path().len());
         let limit = scan.limit.max(1);

@@ -339,13 +339,27 @@ pub struct Scan {
     pub kind: String,
     /// Their parent key; `None` lists root documents of the kind.
     pub parent: Option<Key>,
-    /// Where to go on: `None` on the first call, then [`ScanPage::next`].
+    /// Where to go on: `None` on the first call, then [`ScanPage::next`]. A cursor that
+    /// names no key is refused with [`Error::Invalid`](crate::Error::Invalid).
     pub cursor: Option<String>,
     /// An upper bound on the page size (at least 1). Stores may return fewer.
     pub limit: usize,
 }
 
 impl Scan {
+    /// The key its page starts after, from [`Scan::cursor`] (`None` for a first page).
+    /// Every store refuses a cursor that names no key with
+    /// [`Error::Invalid`](crate::Error::Invalid), before reading anything.
+    pub(crate) fn cursor_key(&self) -> Result<Option<Key>> {
+        self.cursor
+            .as_deref()
+            .map(|cursor| {
+                Key::decode(cursor)
+                    .map_err(|e| crate::Error::Invalid(format!("bad scan cursor: {e}")))
+            })
+            .transpose()
+    }
+
     /// The first page of documents of `kind` under `parent`, up to 1,000 at a time.
     pub fn new(kind: impl Into<String>, parent: Option<Key>) -> Self {
         Scan {

@@ -141,6 +141,7 @@ impl DocumentStore for PostgresStore {
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
+        scan.cursor_key()?;
         let after = scan.cursor.clone().unwrap_or_default();
         let limit = i64::try_from(scan.limit.max(1)).unwrap_or(i64::MAX);
         let rows = match &scan.parent {
@@ -166,6 +167,9 @@ impl DocumentStore for PostgresStore {
 
     /// One statement for the documents and the first page of every scan.
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {
+        for scan in &lookup.scans {
+            scan.cursor_key()?;
+        }
         let keys: Vec<String> = lookup.keys.iter().map(Key::encode).collect();
         let (parents, kinds, after, limits) = scan_columns(&lookup.scans);
         let rows = self

@@ -126,6 +126,7 @@ impl RedisStore {
     /// One scan page: one read script that lists the page and reads, atomically, the
     /// documents in the index's own entity group (module docs).
     pub(super) async fn scan_page(&self, scan: &Scan, records: bool) -> Result<ScanPage> {
+        scan.cursor_key()?;
         let index = self.names.index(scan.parent.as_ref(), &scan.kind);
         let call = self.scan_call(scan, &index, records);
         let mut conn = self.conns.get();
@@ -153,6 +154,9 @@ impl RedisStore {
     /// A lookup: on a standalone server one read script for all of it; on a cluster the
     /// documents and each scan page, concurrently (`cluster_read.rs`).
     pub(super) async fn lookup_all(&self, lookup: &Lookup) -> Result<Found> {
+        for scan in &lookup.scans {
+            scan.cursor_key()?;
+        }
         if self.is_cluster() {
             let names: Vec<String> = lookup.keys.iter().map(|k| self.names.doc(k)).collect();
             let scans: Vec<&Scan> = lookup.scans.iter().collect();
