@@ -512,7 +512,8 @@ impl Track {
         self.shards = Some(wanted);
         if wanted < current {
             let keep = mapper.write_window() + mapper.write_window() / 4;
-            self.drain_at = Some(Instant::now() + keep + policy.interval);
+            // Never, for an interval too long to count to.
+            self.drain_at = Instant::now().checked_add(keep.saturating_add(policy.interval));
         }
         Ok(Some(wanted > current))
     }

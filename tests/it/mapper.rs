@@ -4,7 +4,9 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
+use autoshard::ReadCache;
 use autoshard::prelude::*;
 use autoshard::store::{Scan, Version};
 use serde_json::json;
@@ -371,4 +373,41 @@ async fn floats_json_cannot_hold_fail_the_write_and_nothing_is_written() {
     let loaded = db.load::<Gauge>(&1).await.unwrap();
     assert_eq!((loaded.reading, loaded.total), (2.5, 1.5));
     assert_eq!(loaded.history, vec![None, Some(1.0)]);
+}
+
+/// `Duration::MAX` (for "forever") as a write window, a read cache's staleness, a key
+/// group's wait and its lease is taken as a very long time, and every operation works:
+/// before, a reshard under such a window, the cache's construction and a waiting group
+/// panicked on an overflow.
+#[tokio::test]
+async fn durations_up_to_duration_max_count_as_forever() {
+    let db = Mapper::new(MemoryStore::new())
+        .with_write_window(Duration::MAX)
+        .with_read_cache(ReadCache::new(Duration::MAX));
+    assert!(db.write_window() >= Duration::from_hours(99 * 365 * 24));
+    db.insert(&mut question(1, 0)).await.unwrap();
+    db.apply(&1, Question::vote_up).await.unwrap();
+    db.reshard::<Question>(&1, 4).await.unwrap();
+    db.reshard::<Question>(&1, 2).await.unwrap();
+    db.drain::<Question>(&1).await.unwrap();
+    assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 1);
+
+    let group = db
+        .key_group()
+        .member::<Question>(&1)
+        .wait(Duration::MAX)
+        .lease(Duration::MAX)
+        .create()
+        .await
+        .unwrap();
+    group.renew(Duration::MAX).await.unwrap();
+    group.dissolve().await.unwrap();
+    let once = db
+        .key_group()
+        .member::<Question>(&1)
+        .lease(Duration::MAX)
+        .once()
+        .await
+        .unwrap();
+    once.commit().await.unwrap();
 }

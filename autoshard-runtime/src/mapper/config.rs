@@ -2,7 +2,7 @@
 //! window) and accessors.
 
 use super::write::{apply, write_ids};
-use super::{DEFAULT_WRITE_WINDOW, Mapper, ReadCache};
+use super::{A_CENTURY, DEFAULT_WRITE_WINDOW, Mapper, ReadCache};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 use crate::store::DocumentStore;
@@ -156,7 +156,8 @@ impl<S: DocumentStore> Mapper<S> {
     /// long after its first attempt a save that failed with an unknown outcome
     /// ([`crate::Error::Backend`], a dropped future) can still be saved again exactly
     /// once. Later, the save fails with [`crate::Error::Expired`] instead. A longer window
-    /// costs space only in documents written by many processes within it.
+    /// costs space only in documents written by many processes within it; one longer than
+    /// a hundred years counts as a hundred years.
     ///
     /// ```
     /// use autoshard::Mapper;
@@ -168,7 +169,7 @@ impl<S: DocumentStore> Mapper<S> {
     /// ```
     #[must_use]
     pub fn with_write_window(mut self, window: Duration) -> Self {
-        self.write_window = window;
+        self.write_window = window.min(A_CENTURY);
         self
     }
 

@@ -74,6 +74,12 @@ pub(crate) use reshape::reshard::shard_bounds;
 pub use write::keyed::KeyedOutcome;
 pub use write::write_ids::DEFAULT_WRITE_WINDOW;
 
+/// The longest a duration the caller gives the mapper counts for (a write window, a read
+/// cache's staleness, a key group's wait): a hundred years. A longer one, up to
+/// `Duration::MAX` for "forever", counts as this, so that no deadline or sum of
+/// durations the mapper computes from it overflows.
+pub(crate) const A_CENTURY: std::time::Duration = std::time::Duration::from_hours(100 * 365 * 24);
+
 /// The former name of [`KeyedOutcome`], which reads less like `std::sync::Once`.
 #[deprecated(note = "renamed `KeyedOutcome`")]
 pub type Once<R> = KeyedOutcome<R>;

@@ -13,6 +13,7 @@ use crate::entity::{Entity, Sent, ShardedProperty};
 use crate::error::{Error, FieldError, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::A_CENTURY;
 use crate::mapper::Mapper;
 use crate::mapper::codec::with_values;
 use crate::mapper::read::snapshot::{Confirmed, Snapshot};
@@ -196,7 +197,8 @@ impl ReadCache {
                 refused: AtomicU64::new(0),
                 entries: moka::sync::Cache::builder()
                     .max_capacity(capacity)
-                    .time_to_live(staleness.max(Duration::from_millis(1)))
+                    // moka refuses a time to live of more than 1,000 years.
+                    .time_to_live(staleness.clamp(Duration::from_millis(1), A_CENTURY))
                     .build(),
                 logs: Mutex::default(),
             }),

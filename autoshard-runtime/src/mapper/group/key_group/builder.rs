@@ -12,6 +12,7 @@ use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::Key;
+use crate::mapper::A_CENTURY;
 use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
 use crate::mapper::layout::{self};
@@ -213,7 +214,7 @@ impl<'m, S: DocumentStore> KeyGroupBuilder<'m, S> {
     /// `queue.rs`).
     async fn create_waiting(&self, up_to: Duration) -> Result<KeyGroup<'m, S>> {
         let mapper = self.mapper;
-        let deadline = tokio::time::Instant::now() + up_to;
+        let deadline = tokio::time::Instant::now() + up_to.min(A_CENTURY);
         let ticket = Ticket {
             ms: mapper.store.now_ms().await?,
             id: uuid::Uuid::new_v4().simple().to_string(),
