@@ -13,11 +13,17 @@ use futures::future::join_all;
 pub(super) const SUM_I64: Fold = Fold::SUM_I64;
 
 pub(super) fn write_id(writer: &str, seq: u64) -> WriteId {
+    write_at(writer, seq, 1_000_000 + seq, 0)
+}
+
+/// The write id of `writer`'s write `seq`, sent at `at_ms`, dropping entries older than
+/// `horizon_ms`.
+fn write_at(writer: &str, seq: u64, at_ms: u64, horizon_ms: u64) -> WriteId {
     WriteId {
         writer: writer.into(),
         seq,
-        at_ms: 1_000_000 + seq,
-        horizon_ms: 0,
+        at_ms,
+        horizon_ms,
     }
 }
 
@@ -270,16 +276,10 @@ pub async fn merge_refuses_what_it_cannot_fold_exactly(store: &dyn DocumentStore
 pub async fn merge_drops_records_older_than_the_horizon(store: &dyn DocumentStore) {
     let key = Key::new(fresh_kind("MergeHorizon"), "1");
     ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
-    let at = |writer: &str, seq, at_ms, horizon_ms| WriteId {
-        writer: writer.into(),
-        seq,
-        at_ms,
-        horizon_ms,
-    };
     for write in [
-        at("old", 1, 1_000, 0),
-        at("mid", 1, 5_000, 0),
-        at("new", PRUNE_EVERY, 9_000, 4_000),
+        write_at("old", 1, 1_000, 0),
+        write_at("mid", 1, 5_000, 0),
+        write_at("new", PRUNE_EVERY, 9_000, 4_000),
     ] {
         let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write);
         assert_eq!(merge_ok(store, &m).await, Merged::Applied);
@@ -300,12 +300,6 @@ pub async fn merge_compares_write_ids_exactly_across_u64(store: &dyn DocumentSto
     let kind = fresh_kind("MergeWide");
     let key = Key::new(kind.as_str(), "1");
     ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
-    let write = |writer: &str, seq, at_ms, horizon_ms| WriteId {
-        writer: writer.into(),
-        seq,
-        at_ms,
-        horizon_ms,
-    };
     let mut sum = 0;
     for (writer, first) in [("a", 1_u64 << 53), ("b", 1 << 63), ("c", u64::MAX - 1)] {
         for (seq, expected) in [
@@ -319,7 +313,7 @@ pub async fn merge_compares_write_ids_exactly_across_u64(store: &dyn DocumentSto
                 "n",
                 SUM_I64,
                 1.into(),
-                write(writer, seq, 1_000, 0),
+                write_at(writer, seq, 1_000, 0),
             );
             assert_eq!(
                 merge_ok(store, &m).await,
@@ -344,9 +338,9 @@ pub async fn merge_compares_write_ids_exactly_across_u64(store: &dyn DocumentSto
     ok(store.insert(&key, doc(&[("n", 0.into())])).await, "insert");
     let horizon = 1_u64 << 60;
     for m in [
-        write("before", 1, horizon - 1, 0),
-        write("at", 1, horizon, 0),
-        write("dropping", PRUNE_EVERY << 50, horizon + 1, horizon),
+        write_at("before", 1, horizon - 1, 0),
+        write_at("at", 1, horizon, 0),
+        write_at("dropping", PRUNE_EVERY << 50, horizon + 1, horizon),
     ] {
         let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), m);
         assert_eq!(merge_ok(store, &m).await, Merged::Applied);
