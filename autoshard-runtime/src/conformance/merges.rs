@@ -102,6 +102,32 @@ pub async fn merge_needs_the_document_and_its_guard(store: &dyn DocumentStore) {
     assert_eq!(must_get(store, &key).await.doc["n"], 3);
 }
 
+/// A merge into one of the store's own properties, the write record or the owner, is
+/// refused with `Invalid` and writes nothing, on a document with or without records.
+pub async fn a_merge_into_the_stores_own_properties_is_invalid(store: &dyn DocumentStore) {
+    let key = Key::new(fresh_kind("MergeOwn"), "1");
+    let version = ok(store.insert(&key, doc(&[("n", 1.into())])).await, "insert");
+    let mut seq = 0;
+    for recorded in [false, true] {
+        for property in [RECORD, crate::store::ownership::OWNER] {
+            seq += 1;
+            let m = Merge::new(key.clone(), property, SUM_I64, 1.into(), write_id("w", seq));
+            match store.merge(&m).await {
+                Err(Error::Invalid(_)) => {}
+                other => panic!("a merge into `{property}`: expected Invalid, got {other:?}"),
+            }
+        }
+        let found = must_get(store, &key).await;
+        if recorded {
+            assert_eq!(found.doc["n"], 2, "nothing written");
+        } else {
+            assert_eq!(found.version, version, "nothing written");
+            let m = Merge::new(key.clone(), "n", SUM_I64, 1.into(), write_id("w", 10));
+            assert_eq!(merge_ok(store, &m).await, Merged::Applied);
+        }
+    }
+}
+
 /// A merge gives the document a new version: a commit expecting the version read before
 /// it conflicts, so merges and read-fold-commit writers of one document never lose each
 /// other's changes.

@@ -308,6 +308,7 @@ impl DocumentStore for MemoryStore {
 
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
         tracing::trace!(key = %merge.key, property = %merge.property, "memory merge");
+        merge.check()?;
         let mut state = self.lock();
         state.check_owner(&merge.key, None)?;
         let current = state.docs.get(&merge.key).map(|d| &d.doc);

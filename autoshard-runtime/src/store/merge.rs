@@ -320,6 +320,23 @@ impl Merge {
         self.guard = Some((property.into(), value));
         self
     }
+
+    /// [`Error::Invalid`] for a merge into one of the store's own properties, the write
+    /// record ([`RECORD`]) or the owner ([`OWNER`](super::ownership::OWNER)), which no
+    /// store folds into: every store refuses it before reading anything.
+    ///
+    /// # Errors
+    /// As above.
+    pub(crate) fn check(&self) -> Result<()> {
+        if self.property == RECORD || self.property == super::ownership::OWNER {
+            return Err(Error::Invalid(format!(
+                "a merge into `{}` of `{}`: the property is the store's own, not one a \
+                 merge folds into",
+                self.property, self.key
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// The outcome of [`DocumentStore::merge`](super::DocumentStore::merge).
@@ -350,8 +367,10 @@ pub enum Step {
 /// store's answer must equal.
 ///
 /// # Errors
-/// [`Error::Overflow`] for a sum out of the bounds of [`Fold::Sum`].
+/// [`Error::Overflow`] for a sum out of the bounds of [`Fold::Sum`];
+/// [`Error::Invalid`] for a merge into the write record or the owner property.
 pub fn reference(doc: Option<&Document>, merge: &Merge) -> Result<Step> {
+    merge.check()?;
     let Some(doc) = doc else {
         return Ok(Step::Answer(Merged::Missing));
     };

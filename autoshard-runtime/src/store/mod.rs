@@ -137,7 +137,9 @@ pub use transaction::{Commit, CommitReply, Transaction, Write};
 /// document's [`merge::RECORD`] property records the highest sequence number applied per
 /// writer, in the same step), and with a new version, so a concurrent commit expecting
 /// the old one conflicts. A store may answer [`Merged::Unsupported`] for values it
-/// cannot fold exactly, writing nothing; it never folds inexactly.
+/// cannot fold exactly, writing nothing; it never folds inexactly. A merge into the
+/// store's own properties ([`merge::RECORD`], [`OWNER`]) is refused with
+/// [`Error::Invalid`](crate::Error::Invalid).
 ///
 /// **Ownership.** Every write (each key a `commit` expects or writes, and `merge`, `put`,
 /// `delete`) follows [`ownership::check`] for the reserved property [`OWNER`], judged by

@@ -247,6 +247,7 @@ impl DocumentStore for PostgresStore {
 
     /// One call of `autoshard_merge`, which folds on the server under the key's lock.
     async fn merge(&self, merge: &Merge) -> Result<Merged> {
+        merge.check()?;
         let (fold, min, max) = merge.fold.script_arguments();
         let write = &merge.write;
         let writer: &str = &write.writer;

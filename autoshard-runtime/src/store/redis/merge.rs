@@ -13,6 +13,7 @@ use crate::store::{Merge, Merged};
 
 impl RedisStore {
     pub(super) async fn run_merge(&self, merge: &Merge) -> Result<Merged> {
+        merge.check()?;
         let what = || format!("merge into `{}`", merge.key);
         if let Some(operand) = common_operand(merge) {
             let (fold, min, max) = merge.fold.name_and_range();
