@@ -285,7 +285,7 @@ CREATE OR REPLACE FUNCTION "{schema}".autoshard_commit(
 RETURNS integer LANGUAGE sql AS $f$
     SELECT ("{schema}".autoshard_commit_versioned(rk, rv, wk, wp, wn, wd, wo, '{}', token))[1]::integer
 $f$;
--- The store contract's merge (store/merge.rs; `merge::reference` is the reference this
+-- The store contract's merge (store/merge/mod.rs; `merge::reference` is the reference this
 -- must equal): fold `operand` into property `prop` of document `k` with `fold`
 -- ('sum', 'max' or 'min' of integers within `lo..=hi`, the property type's range;
 -- 'union-strings', or 'union-integers' of elements within `lo..=hi`) at most once per

@@ -1,5 +1,5 @@
 -- autoshard: fold an operand into one property of one document with a built-in fold,
--- at most once per write id (the store contract's merge, `store/merge.rs`), in one
+-- at most once per write id (the store contract's merge, `store/merge/mod.rs`), in one
 -- atomic step. The document layout is the one in `commit.lua`.
 --
 -- KEYS: {document, version counter of its entity group (written by nothing but the
@@ -82,7 +82,7 @@ end
 
 -- The sequence number this writer's entry of the write record records, as digits: only
 -- an entry whose first two elements are integers within u64 records one (`RECORD` in
--- `merge.rs`).
+-- `store/merge/mod.rs`).
 local function seq_of(text)
   local s, at = string.match(text or '', '^%[%s*(%d+)%s*,%s*(%d+)%s*[,%]]')
   return s and u64(s) and u64(at) and canonical(s) or nil
