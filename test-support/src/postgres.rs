@@ -132,6 +132,36 @@ fn copy_template(bin: &Path, user: Option<(u32, u32)>, data: &Path) {
     );
 }
 
+/// Starts `postgres` on the cluster in `dir` (its `data`), logging to `dir`'s
+/// `server.log`, with a watchdog that shuts it down once this binary is gone.
+fn spawn(
+    bin: &Path,
+    user: Option<(u32, u32)>,
+    dir: &TempDir,
+    port: u16,
+    settings: &[&str],
+) -> (Child, Child) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.path().join("server.log"))
+        .expect("log file");
+    let child = command(&bin.join("postgres"), user)
+        .arg("-D")
+        .arg(dir.path().join("data"))
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir.path())
+        .args(settings.iter().flat_map(|setting| ["-c", setting]))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log file"))
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .expect("spawn postgres");
+    let watchdog = watchdog(child.id(), "-QUIT");
+    (child, watchdog)
+}
+
 /// Runs `command` to its end; panics with its error output if it fails.
 fn run(command: &mut Command, what: &str) {
     let out = command
@@ -151,6 +181,8 @@ pub struct Postgres {
     port: u16,
     child: Child,
     watchdog: Child,
+    /// The server's `-c` settings, for a restart.
+    settings: Vec<&'static str>,
     /// Removed after `Drop::drop` stopped the server.
     dir: TempDir,
 }
@@ -207,24 +239,12 @@ impl Postgres {
             .and_then(|l| l.local_addr())
             .expect("bind 127.0.0.1:0")
             .port();
-        let log = std::fs::File::create(dir.path().join("server.log")).expect("log file");
-        let child = command(&bin.join("postgres"), user)
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(dir.path())
-            .args(settings.iter().flat_map(|setting| ["-c", setting]))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .process_group(0)
-            .spawn()
-            .expect("spawn postgres");
-        let watchdog = watchdog(child.id(), "-QUIT");
+        let (child, watchdog) = spawn(&bin, user, &dir, port, &settings);
         let mut server = Postgres {
             port,
             child,
             watchdog,
+            settings,
             dir,
         };
         if !server.ready(&bin) {
@@ -232,6 +252,29 @@ impl Postgres {
             panic!("postgres did not start; log:\n{}", log.unwrap_or_default());
         }
         server
+    }
+
+    /// Kills the server as a crash would (an immediate shutdown: every backend stops at
+    /// once, without a checkpoint, and connections break mid-call), leaving its data for
+    /// [`Postgres::restart`].
+    pub fn kill(&mut self) {
+        self.shutdown();
+    }
+
+    /// Starts the killed server again on the same port and data, which it recovers as
+    /// after a crash.
+    pub fn restart(&mut self) {
+        let bin = bin_dir();
+        let (child, watchdog) = spawn(&bin, run_as(), &self.dir, self.port, &self.settings);
+        self.child = child;
+        self.watchdog = watchdog;
+        if !self.ready(&bin) {
+            let log = std::fs::read_to_string(self.dir.path().join("server.log"));
+            panic!(
+                "postgres did not restart; log:\n{}",
+                log.unwrap_or_default()
+            );
+        }
     }
 
     /// Waits until the server accepts connections; `false` if it exited.
@@ -251,6 +294,11 @@ impl Postgres {
             std::thread::sleep(Duration::from_millis(100));
         }
         false
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// The URL of its `postgres` database as the `postgres` superuser (trust auth).

@@ -7,7 +7,12 @@ use autoshard::store::{
     Commit, Document, DocumentStore, Fold, Merge, Merged, Transaction, WriteId, merge,
 };
 use autoshard::{Error, Key};
+use autoshard_test_support::entities::Question;
 use autoshard_test_support::postgres::Postgres;
+use autoshard_test_support::progress::{Tally, wait_until};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_urls_and_schemas_are_refused_without_the_password() {
@@ -317,4 +322,121 @@ async fn an_own_record_is_joined_and_moved(
             ("w".into(), "3".into(), "1".into())
         ]
     );
+}
+
+/// A counter whose increments are store merges (`fold = sum`).
+#[autoshard::sharded]
+#[derive(autoshard::Entity, Debug, Clone)]
+struct Tips {
+    #[id]
+    id: u64,
+    #[shardable(shards = 4, fold = sum)]
+    total: i64,
+}
+
+impl Tips {
+    #[autoshard::shard_method]
+    fn tip(&mut self) {
+        self.total += 1;
+    }
+}
+
+/// Saves `entity` until a save succeeds, counting each failure in `tally`; every failure
+/// must be one a dying server explains.
+async fn save_until_stored<E: autoshard::group::Root>(
+    db: &autoshard::Mapper<Arc<PostgresStore>>,
+    entity: &mut E,
+    tally: &Tally,
+) -> u64 {
+    let mut failures = 0;
+    while let Err(err) = db.save(entity).await {
+        assert!(
+            matches!(err, Error::Backend { .. } | Error::Contention { .. }),
+            "{err:?}"
+        );
+        failures += 1;
+        tally.fail();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tally.ack();
+    failures
+}
+
+/// 16 writers vote while the server crashes (an immediate shutdown: every backend stops
+/// mid-call) and restarts, twice: 8 save a question (a commit per vote) and 8 a counter of
+/// `fold = sum` (a merge per vote), each saving the same entity again after a failed save
+/// until it is stored. Every failure is a typed error whose outcome is unknown, the
+/// pool's broken connections give way to new ones, and every total is exactly the votes
+/// acknowledged. (A crash rarely lands between a commit and its reply; `lost_replies.rs`
+/// loses such replies by construction.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn votes_saved_again_across_server_crashes_count_once() {
+    let mut server = Postgres::start();
+    let store =
+        PostgresStore::connect_with(&server.url(), PostgresOptions::default().schema("crashes"))
+            .await
+            .unwrap();
+    let db = autoshard::Mapper::new(Arc::new(store));
+    db.insert(&mut Question::new(1, "Crashed?", 0))
+        .await
+        .unwrap();
+    db.insert(&mut Tips::new(1, 0)).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Tally::default());
+    let writers: Vec<_> = (0..16)
+        .map(|writer| {
+            let (db, stop, tally) = (db.clone(), stop.clone(), tally.clone());
+            tokio::spawn(async move {
+                let (mut votes, mut tips, mut failures) = (0i64, 0i64, 0u64);
+                let mut question: Question = db.load(&1).await.unwrap();
+                let mut counter: Tips = db.load(&1).await.unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    if writer % 2 == 0 {
+                        question.vote_up();
+                        failures += save_until_stored(&db, &mut question, &tally).await;
+                        votes += 1;
+                    } else {
+                        counter.tip();
+                        failures += save_until_stored(&db, &mut counter, &tally).await;
+                        tips += 1;
+                    }
+                }
+                (votes, tips, failures)
+            })
+        })
+        .collect();
+
+    // Each crash lands between votes acknowledged before and after it, and lasts until
+    // saves have failed.
+    for _ in 0..2 {
+        let before = tally.acked();
+        wait_until("50 votes before a crash", || tally.acked() >= before + 50).await;
+        server.kill();
+        let before = tally.failed();
+        wait_until("16 failed saves", || tally.failed() >= before + 16).await;
+        server.restart();
+    }
+    let before = tally.acked();
+    wait_until("50 votes after the restarts", || {
+        tally.acked() >= before + 50
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let (mut votes, mut tips, mut failures) = (0, 0, 0);
+    for writer in writers {
+        let (v, t, f) = writer.await.unwrap();
+        votes += v;
+        tips += t;
+        failures += f;
+    }
+    let stored_votes = db.load::<Question>(&1).await.unwrap().votes;
+    let stored_tips = db.load::<Tips>(&1).await.unwrap().total;
+    eprintln!(
+        "16 writers, server crashed twice: {votes} votes and {tips} tips acknowledged, \
+         {stored_votes} and {stored_tips} stored; {failures} failed saves saved again"
+    );
+    assert!(failures > 0, "no save failed: the crashes did not land");
+    assert!(votes > 50 && tips > 50, "too few writes to mean anything");
+    assert_eq!(stored_votes, votes, "the question's votes");
+    assert_eq!(stored_tips, tips, "the counter's tips");
 }
