@@ -14,6 +14,7 @@
 //! - [`every_store`]: one harness that runs a suite on memory, standalone Redis, a Redis
 //!   Cluster and PostgreSQL (`every_store!`).
 //! - [`progress`]: writers' acknowledged and failed calls, and waits for those counts.
+//! - [`proxy`]: a TCP proxy in front of a test server that loses replies on demand.
 //! - [`store`]: `TestStore`, the one store decorator tests configure instead of writing
 //!   their own (page order and size, torn reads, counted or forced conflicts).
 
@@ -27,6 +28,7 @@ pub mod every_store;
 pub mod groups;
 pub mod postgres;
 pub mod progress;
+pub mod proxy;
 pub mod redis;
 pub mod store;
 

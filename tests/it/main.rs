@@ -17,6 +17,7 @@ mod entity_groups;
 mod exactly_once;
 mod key_groups;
 mod lifecycle;
+mod lost_replies;
 mod mapper;
 mod multi_property;
 mod observability;

@@ -398,6 +398,35 @@ impl Connections {
         }
     }
 
+    /// Runs `read`, a request that changes nothing, on a connection; on a standalone
+    /// server again on the next pooled connection while the one it took turns out to
+    /// have been dropped, at most once per pooled connection. A connection that the
+    /// server or the network closed while it sat idle in the pool (a restart, a cut)
+    /// fails its next request, after which it reconnects: a read need not fail for that.
+    /// A write is never sent again here: its outcome is unknown, which the mapper
+    /// resolves under its write id. Refused connections (no server there) are not tried
+    /// again: connecting already waited for it.
+    pub(super) async fn read<T, F, Fut>(&self, mut read: F) -> ::redis::RedisResult<T>
+    where
+        F: FnMut(Conn) -> Fut,
+        Fut: Future<Output = ::redis::RedisResult<T>>,
+    {
+        let attempts = match &self.kind {
+            Kind::Standalone { pool, .. } => pool.len() + 1,
+            Kind::Cluster(_) => 1,
+        };
+        let mut sent = 0;
+        loop {
+            sent += 1;
+            match read(self.get()).await {
+                Err(e) if sent < attempts && dropped(&e) => {
+                    tracing::debug!(error = %e, "Redis: a read met a dropped connection; read again");
+                }
+                answer => return answer,
+            }
+        }
+    }
+
     /// The master of each cluster slot as last fetched (`slots`); `None` on a standalone
     /// server, and while the table is being fetched again.
     pub(super) fn slot_table(&self) -> Option<Arc<SlotTable>> {
@@ -424,6 +453,12 @@ impl Connections {
     pub(super) fn endpoint(&self) -> &str {
         &self.endpoint
     }
+}
+
+/// Whether `e` says the connection it was sent on had been closed (not that no server
+/// listens, nor a timeout).
+fn dropped(e: &::redis::RedisError) -> bool {
+    e.is_connection_dropped() && !e.is_connection_refusal() && !e.is_timeout()
 }
 
 #[cfg(test)]

@@ -70,9 +70,10 @@ impl RedisStore {
                 .arg(0)
                 .arg(page_limit(scan));
         }
-        let mut conn = self.conns.get();
-        let replies: Vec<Value> = pipe
-            .query_async(&mut conn)
+        let pipe = &pipe;
+        let replies: Vec<Value> = self
+            .conns
+            .read(|mut conn| async move { pipe.query_async(&mut conn).await })
             .await
             .map_err(|e| self.backend(what(), e))?;
         if replies.len() != commands {
@@ -112,9 +113,11 @@ impl RedisStore {
     /// One document read alone without its record (on a cluster, the only key of its slot
     /// in a read): one `HGETALL`, atomic by itself and a fraction of a script's cost.
     pub(super) async fn read_alone(&self, key: &Key, name: &str) -> Result<Option<Versioned>> {
-        let reply: ::redis::RedisResult<Value> = ::redis::cmd("HGETALL")
-            .arg(name)
-            .query_async(&mut self.conns.get())
+        let command = ::redis::cmd("HGETALL").arg(name).clone();
+        let command = &command;
+        let reply: ::redis::RedisResult<Value> = self
+            .conns
+            .read(|mut conn| async move { command.query_async(&mut conn).await })
             .await;
         match reply {
             Ok(reply) => self.decode_hash(key, name, &reply, false).await,
@@ -128,10 +131,10 @@ impl RedisStore {
     pub(super) async fn scan_page(&self, scan: &Scan, records: bool) -> Result<ScanPage> {
         scan.cursor_key()?;
         let index = self.names.index(scan.parent.as_ref(), &scan.kind);
-        let call = self.scan_call(scan, &index, records);
-        let mut conn = self.conns.get();
-        let reply: Value = call
-            .run(&mut conn)
+        let call = &self.scan_call(scan, &index, records);
+        let reply: Value = self
+            .conns
+            .read(|mut conn| async move { call.run(&mut conn).await })
             .await
             .map_err(|e| self.backend(format!("scan of `{index}`"), e))?;
         self.decode_page(scan, &index, &reply, records).await
@@ -220,9 +223,10 @@ impl RedisStore {
         for scan in &lookup.scans {
             call.arg(cursor_min(scan)).arg(page_limit(scan));
         }
-        let mut conn = self.conns.get();
-        let reply: Value = call
-            .run(&mut conn)
+        let call = &call;
+        let reply: Value = self
+            .conns
+            .read(|mut conn| async move { call.run(&mut conn).await })
             .await
             .map_err(|e| self.backend(&what, e))?;
         let bad = || self.backend(&what, reply::unexpected("the read script", &reply));

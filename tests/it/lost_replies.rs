@@ -1,0 +1,165 @@
+//! Replies lost after the server carried out a write, made by construction: the store
+//! reaches its server through a proxy (`autoshard_test_support::proxy`) that holds the
+//! server's replies, passes on those that came before the write landed (a second store,
+//! connected directly, reads it), and then cuts the connection. The write answers an error, and saving
+//! the same entity again (or running the same keyed operation again) must find it applied
+//! rather than apply it twice; the store's connections must give way to new ones. On the
+//! stores with a connection of their own to cut: standalone Redis and PostgreSQL (the
+//! fault injection of `exactly_once.rs` covers every store at the store's interface).
+
+use autoshard::prelude::*;
+use autoshard::store::{DocumentStore, PostgresOptions, PostgresStore, RedisOptions, RedisStore};
+use autoshard::{KeyedOutcome, Result};
+use autoshard_test_support::entities::Question;
+use autoshard_test_support::postgres::Postgres;
+use autoshard_test_support::proxy::Proxy;
+use autoshard_test_support::redis::{Standalone, namespace};
+use std::sync::Arc;
+
+/// A counter whose increments are store merges (`fold = sum`).
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Tips {
+    #[id]
+    id: u64,
+    #[shardable(shards = 4, fold = sum)]
+    total: i64,
+}
+
+impl Tips {
+    #[shard_method]
+    fn tip(&mut self) {
+        self.total += 1;
+    }
+}
+
+/// Runs `write` through `proxy`, its reply lost once `landed` (read through the direct
+/// store) says the server carried it out ([`Proxy::lose_reply`]). Returns what `write`
+/// answered: an error whose outcome is unknown, or `Ok` when the mapper sent it again
+/// itself.
+async fn reply_lost<T>(
+    proxy: &Proxy,
+    write: impl Future<Output = Result<T>>,
+    landed: impl AsyncFn() -> bool,
+) -> Result<T> {
+    let answer = proxy.lose_reply(write, landed).await;
+    if let Err(e) = &answer {
+        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+    }
+    answer
+}
+
+/// Runs `write` until it succeeds, at most four times, each failure an error whose
+/// outcome is unknown: a write sent on a pooled connection that the cut left broken fails
+/// (a read on one reads again, `store/redis/connection.rs`).
+async fn again<T>(mut write: impl AsyncFnMut() -> Result<T>) -> T {
+    for _ in 0..3 {
+        match write().await {
+            Ok(answer) => return answer,
+            Err(e) => assert!(matches!(e, Error::Backend { .. }), "{e:?}"),
+        }
+    }
+    write().await.unwrap()
+}
+
+/// A save, an `update_once` and a save of a `fold = sum` property, each carried out by
+/// the server and its reply lost, then sent again: each counts once.
+async fn writes_whose_reply_is_lost_count_once(
+    through: Arc<dyn DocumentStore>,
+    direct: Arc<dyn DocumentStore>,
+    proxy: &Proxy,
+    label: &str,
+) {
+    let db = Mapper::new(through);
+    let reader = Mapper::new(direct);
+    reader
+        .insert(&mut Question::new(1, "Lost?", 0))
+        .await
+        .unwrap();
+    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
+    let votes = async || reader.load::<Question>(&1).await.unwrap().votes;
+    let tips = async || reader.load::<Tips>(&1).await.unwrap().total;
+
+    // A shard commit (a fold function).
+    let mut question: Question = db.load(&1).await.unwrap();
+    question.vote_up();
+    if reply_lost(proxy, db.save(&mut question), async || votes().await == 1)
+        .await
+        .is_err()
+    {
+        again(async || db.save(&mut question).await).await;
+    }
+    assert_eq!(votes().await, 1, "{label}: a vote saved again");
+    // A read after a cut reads at once, on a connection that works.
+    let _ = reply_lost(
+        proxy,
+        db.insert(&mut Question::new(2, "Cut", 0)),
+        async || reader.load::<Question>(&2).await.is_ok(),
+    )
+    .await;
+    assert_eq!(db.load::<Question>(&1).await.unwrap().votes, 1, "{label}");
+
+    // A store merge (`fold = sum`).
+    let mut counter: Tips = db.load(&1).await.unwrap();
+    counter.tip();
+    if reply_lost(proxy, db.save(&mut counter), async || tips().await == 1)
+        .await
+        .is_err()
+    {
+        again(async || db.save(&mut counter).await).await;
+    }
+    assert_eq!(tips().await, 1, "{label}: a tip saved again");
+
+    // A keyed operation.
+    let tip = |t: &mut Tips| t.tip();
+    let first = reply_lost(proxy, db.update_once(&1, "tip:reader 7", tip), async || {
+        tips().await == 2
+    })
+    .await;
+    let second = again(async || db.update_once(&1, "tip:reader 7", tip).await).await;
+    if first.is_err() {
+        assert_eq!(second, KeyedOutcome::AlreadyApplied, "{label}");
+    }
+    assert_eq!(tips().await, 2, "{label}: a keyed tip run again");
+
+    // And the store goes on through new connections.
+    question.vote_up();
+    again(async || db.save(&mut question).await).await;
+    counter.tip();
+    again(async || db.save(&mut counter).await).await;
+    assert_eq!(
+        (votes().await, tips().await),
+        (2, 3),
+        "{label}: after the cuts"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_standalone() {
+    let server = Standalone::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
+    let ns = namespace("lost-replies");
+    let connect = async |url: String| {
+        let options = RedisOptions::default().namespace(ns.clone());
+        let store = RedisStore::connect_with(&url, options).await.unwrap();
+        Arc::new(store) as Arc<dyn DocumentStore>
+    };
+    let through = connect(format!("redis://127.0.0.1:{}/", proxy.port())).await;
+    let direct = connect(server.url()).await;
+    writes_whose_reply_is_lost_count_once(through, direct, &proxy, "redis standalone").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    let server = Postgres::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.port()).into()).await;
+    let connect = async |port: u16| {
+        let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        let options = PostgresOptions::default().schema("lost_replies");
+        let store = PostgresStore::connect_with(&url, options).await.unwrap();
+        Arc::new(store) as Arc<dyn DocumentStore>
+    };
+    let through = connect(proxy.port()).await;
+    let direct = connect(server.port()).await;
+    writes_whose_reply_is_lost_count_once(through, direct, &proxy, "postgres").await;
+}
