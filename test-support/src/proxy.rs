@@ -4,7 +4,8 @@
 //!
 //! [`Proxy::hold_replies`] keeps what the server sends (its clients' requests still reach
 //! it); [`Proxy::take_held`] takes what was held so far, [`Proxy::release`] passes it on,
-//! and [`Proxy::cut`] closes every connection, dropping what it held. A test that waits
+//! [`Proxy::resume`] passes on everything again (late), and [`Proxy::cut`] closes every
+//! connection, dropping what it held. A test that waits
 //! for a write takes the held replies, then checks (on a connection of its own) whether
 //! the write landed: if not, none of those replies is the write's (a server answers a
 //! write after carrying it out), so it releases them (the reads the write waits for)
@@ -103,6 +104,24 @@ impl Proxy {
     pub fn release(&self, held: Held) {
         for (to_client, bytes) in held.0 {
             let _ = to_client.send(bytes);
+        }
+    }
+
+    /// Passes on what was held, and every reply from now on, in the order the server
+    /// sent them.
+    pub fn resume(&self) {
+        let conns = self.shared.conns.lock().expect("connections");
+        // Every connection's held bytes locked while holding stops: a reply read after
+        // that goes behind them.
+        let mut held: Vec<_> = conns
+            .iter()
+            .map(|c| (&c.to_client, c.held.lock().expect("held")))
+            .collect();
+        self.shared.hold.store(false, Ordering::SeqCst);
+        for (to_client, bytes) in &mut held {
+            if !bytes.is_empty() {
+                let _ = to_client.send(std::mem::take(&mut **bytes));
+            }
         }
     }
 

@@ -16,6 +16,7 @@ use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::proxy::Proxy;
 use autoshard_test_support::redis::{Standalone, namespace};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A counter whose increments are store merges (`fold = sum`).
 #[autoshard::sharded]
@@ -224,4 +225,54 @@ async fn postgres() {
     writes_whose_reply_is_lost_count_once(through.clone(), direct.clone(), &proxy, "postgres")
         .await;
     transfers_whose_reply_is_lost_move_once(through, direct, &proxy, "postgres").await;
+}
+
+/// A reply that comes after the store stopped waiting for it (its response timeout) is
+/// never taken for the reply of a later request on the same connection: a merge whose
+/// reply is held past the timeout answers an error whose outcome is unknown, its reply
+/// then arrives, and the requests after it (on a pool of one connection) get their own
+/// answers; the merge sent again counts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_late_replies_answer_no_other_request() {
+    let server = Standalone::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
+    let options = RedisOptions::default()
+        .namespace(namespace("late-replies"))
+        .pool_size(1);
+    let url = format!("redis://127.0.0.1:{}/", proxy.port());
+    let through = RedisStore::connect_with(
+        &url,
+        options.clone().response_timeout(Duration::from_millis(200)),
+    )
+    .await
+    .unwrap();
+    let direct = RedisStore::connect_with(&server.url(), options)
+        .await
+        .unwrap();
+    let db = Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>);
+    let reader = Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>);
+    reader
+        .insert(&mut Question::new(1, "Late?", 0))
+        .await
+        .unwrap();
+    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
+
+    let mut counter: Tips = db.load(&1).await.unwrap();
+    counter.tip();
+    db.save(&mut counter).await.unwrap(); // the server knows the merge's script now
+    counter.tip();
+    proxy.hold_replies();
+    // The reply is held until the store gives up: the timeout comes by itself.
+    let answer = db.save(&mut counter).await;
+    assert!(matches!(answer, Err(Error::Backend { .. })), "{answer:?}");
+    proxy.resume();
+    for _ in 0..3 {
+        let question: Question = db.load(&1).await.unwrap();
+        assert_eq!((question.text.as_str(), question.votes), ("Late?", 0));
+    }
+    again(async || db.save(&mut counter).await).await;
+    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 2);
+    counter.tip();
+    db.save(&mut counter).await.unwrap();
+    assert_eq!(db.load::<Tips>(&1).await.unwrap().total, 3);
 }
