@@ -276,3 +276,57 @@ async fn redis_late_replies_answer_no_other_request() {
     db.save(&mut counter).await.unwrap();
     assert_eq!(db.load::<Tips>(&1).await.unwrap().total, 3);
 }
+
+/// A PostgreSQL server that stops answering fails calls within the response timeout, not
+/// when the operating system gives up on the connection: a merge whose reply never comes
+/// answers an error whose outcome is unknown (the server carried it out), the connection
+/// it used is not handed out again, and the merge sent again counts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_calls_the_server_stops_answering_fail_within_the_response_timeout() {
+    let server = Postgres::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.port()).into()).await;
+    let connect = async |port: u16, timeout: Duration| {
+        let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+        // One connection: the merge's statement is prepared on it before replies stop.
+        let options = PostgresOptions::default()
+            .schema("unanswered")
+            .pool_size(1)
+            .response_timeout(timeout);
+        let store = PostgresStore::connect_with(&url, options).await.unwrap();
+        Arc::new(store) as Arc<dyn DocumentStore>
+    };
+    let db = Mapper::new(connect(proxy.port(), Duration::from_millis(300)).await);
+    let reader = Mapper::new(connect(server.port(), Duration::from_secs(30)).await);
+    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
+    let mut counter: Tips = db.load(&1).await.unwrap();
+    counter.tip();
+    db.save(&mut counter).await.unwrap();
+    counter.tip();
+
+    proxy.hold_replies();
+    // Bounded here only so that a call waiting for ever fails the test instead of hanging
+    // it; the store's own timeout ends the call long before.
+    let answer = tokio::time::timeout(
+        autoshard_test_support::START_UP_BOUND,
+        db.save(&mut counter),
+    )
+    .await
+    .expect("the save waited for ever for a server that stopped answering");
+    assert!(matches!(answer, Err(Error::Backend { .. })), "{answer:?}");
+    assert_eq!(
+        reader.load::<Tips>(&1).await.unwrap().total,
+        2,
+        "carried out"
+    );
+
+    proxy.resume();
+    again(async || db.save(&mut counter).await).await;
+    assert_eq!(
+        db.load::<Tips>(&1).await.unwrap().total,
+        2,
+        "sent again: once"
+    );
+    counter.tip();
+    db.save(&mut counter).await.unwrap();
+    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 3);
+}

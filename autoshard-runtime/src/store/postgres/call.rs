@@ -19,14 +19,17 @@ impl PostgresStore {
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<tokio_postgres::Row>> {
         let client = self.client().await?;
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(|e| self.error(what, &e))?;
-        client
-            .query(&statement, params)
-            .await
-            .map_err(|e| refusal(&e).unwrap_or_else(|| self.error(what, &e)))
+        self.bounded(what, client, async |client| {
+            let statement = client
+                .prepare_cached(sql)
+                .await
+                .map_err(|e| self.error(what, &e))?;
+            client
+                .query(&statement, params)
+                .await
+                .map_err(|e| refusal(&e).unwrap_or_else(|| self.error(what, &e)))
+        })
+        .await
     }
 
     /// Runs a statement that answers one row.

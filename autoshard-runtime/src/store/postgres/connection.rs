@@ -61,8 +61,13 @@ impl PostgresStore {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        let timeout = Some(options.response_timeout);
         let pool = Pool::builder(manager)
             .max_size(options.pool_size)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(timeout)
+            .create_timeout(timeout)
+            .recycle_timeout(timeout)
             .build()
             .map_err(|e| Error::backend(format!("PostgreSQL pool for {target}"), e.to_string()))?;
         Self::from_pool_named(pool, options, target).await
@@ -70,7 +75,8 @@ impl PostgresStore {
 
     /// A store on an existing `deadpool-postgres` pool (version 0.14), which may be
     /// shared with the rest of the application; [`PostgresOptions::pool_size`] does not
-    /// apply. (A store that connects itself sets `plan_cache_mode = force_generic_plan`
+    /// apply, and [`PostgresOptions::response_timeout`] bounds each statement while the
+    /// pool's own timeouts bound getting a connection. (A store that connects itself sets `plan_cache_mode = force_generic_plan`
     /// on its connections, so that its statements are planned once per connection; a
     /// given pool keeps its own settings.) Creates the schema when missing, as [`PostgresStore::connect_with`] does.
     ///
@@ -101,6 +107,7 @@ impl PostgresStore {
             sql: std::sync::Arc::new(Sql::new(schema)),
             target,
             clock: std::sync::Arc::default(),
+            response_timeout: options.response_timeout,
         };
         store.migrate().await?;
         Ok(store)
@@ -115,22 +122,51 @@ impl PostgresStore {
     /// the module docs) exists in the schema and was not created by the store: it is
     /// left as it is. [`Error::Backend`] when the server fails.
     pub async fn migrate(&self) -> Result<()> {
-        let mut client = self.client().await?;
-        let txn = client
-            .transaction()
-            .await
-            .map_err(|e| self.error("creating the schema", &e))?;
-        txn.batch_execute(&self.sql.migrate).await.map_err(|e| {
-            // The schema's check found an object of one of the store's names that the
-            // store did not create (schema.sql).
-            match e.as_db_error() {
-                Some(db) if db.code().code() == "AS001" => Error::Invalid(db.message().to_owned()),
-                _ => self.error("creating the schema", &e),
-            }
-        })?;
-        txn.commit()
-            .await
-            .map_err(|e| self.error("creating the schema", &e))
+        let what = "creating the schema";
+        let client = self.client().await?;
+        self.bounded(what, client, async |client| {
+            let txn = client
+                .transaction()
+                .await
+                .map_err(|e| self.error(what, &e))?;
+            txn.batch_execute(&self.sql.migrate).await.map_err(|e| {
+                // The schema's check found an object of one of the store's names that
+                // the store did not create (schema.sql).
+                match e.as_db_error() {
+                    Some(db) if db.code().code() == "AS001" => {
+                        Error::Invalid(db.message().to_owned())
+                    }
+                    _ => self.error(what, &e),
+                }
+            })?;
+            txn.commit().await.map_err(|e| self.error(what, &e))
+        })
+        .await
+    }
+
+    /// Runs `call` on `client`, a connection from the pool, for at most the response
+    /// timeout ([`PostgresOptions::response_timeout`]). Past it the call fails with
+    /// [`Error::Backend`] (its outcome unknown) and the connection is closed rather than
+    /// handed out again: the server stopped answering on it, and what it sends next
+    /// would answer this call.
+    pub(super) async fn bounded<T>(
+        &self,
+        what: &str,
+        mut client: deadpool_postgres::Object,
+        call: impl AsyncFnOnce(&mut deadpool_postgres::Object) -> Result<T>,
+    ) -> Result<T> {
+        let Ok(answer) = tokio::time::timeout(self.response_timeout, call(&mut client)).await
+        else {
+            drop(deadpool_postgres::Object::take(client));
+            return Err(Error::backend(
+                format!("{what} on PostgreSQL at {}", self.target),
+                format!(
+                    "no answer within {:?} (the response timeout); the outcome is unknown",
+                    self.response_timeout
+                ),
+            ));
+        };
+        answer
     }
 
     pub(super) async fn client(&self) -> Result<deadpool_postgres::Object> {

@@ -17,6 +17,10 @@
 //!   Under the same locks each of them checks the owner of every document it touches
 //!   (`autoshard_owned`, the rule of [`crate::store::ownership`]): a refusal raises and
 //!   rolls the whole call back, so nothing of a refused write is applied.
+//! - Every step of a call waits at most [`PostgresOptions::response_timeout`] (30 s by
+//!   default) for the server: a connection from the pool, connecting, each statement's
+//!   answer. A call past it fails with [`Error::Backend`], its outcome unknown, and the
+//!   connection it timed out on is closed, not handed out again.
 //! - Limits: a key of at most [`MAX_KEY_BYTES`] bytes encoded ([`Error::TooLarge`] before
 //!   sending); a document of at most 255 MiB; a stored number `serde_json` cannot hold is
 //!   [`Error::Malformed`]; a string holding U+0000 (a property's name or value, or a
@@ -35,7 +39,7 @@ mod options;
 mod rows;
 mod sql;
 
-pub use options::{MAX_KEY_BYTES, PostgresOptions};
+pub use options::{DEFAULT_RESPONSE_TIMEOUT, MAX_KEY_BYTES, PostgresOptions};
 
 /// The pool crate [`PostgresStore::from_pool`] takes a pool of, re-exported so that an
 /// application names the same version.
@@ -79,6 +83,8 @@ pub struct PostgresStore {
     target: String,
     /// The server's clock, read at most once per half second (`store::clock`).
     clock: std::sync::Arc<ServerClock>,
+    /// [`PostgresOptions::response_timeout`].
+    response_timeout: std::time::Duration,
 }
 
 impl fmt::Debug for PostgresStore {
