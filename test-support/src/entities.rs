@@ -96,3 +96,21 @@ impl Account {
         a + b
     }
 }
+
+/// A counter whose increments are store merges (`fold = sum`: one round trip, no read).
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+pub struct Tips {
+    #[id]
+    pub id: u64,
+    #[shardable(shards = 4, fold = sum)]
+    pub total: i64,
+}
+
+impl Tips {
+    /// One more.
+    #[shard_method]
+    pub fn tip(&mut self) {
+        self.total += 1;
+    }
+}

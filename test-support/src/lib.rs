@@ -8,7 +8,8 @@
 //!   temporary directory, run as the `postgres` user under root, shut down when dropped.
 //! - [`concurrency`]: 64 tasks x 500 votes, sharded and naive, with and without retries.
 //! - [`entities`]: `Question` (10 static shards), `NaiveQuestion` (votes in the main
-//!   document), `Counter` (dynamic shards).
+//!   document), `Counter` (dynamic shards), `Account` (key-group transfers), `Tips` (a
+//!   `fold = sum` counter: store merges).
 //! - [`groups`]: entity groups: `Topic`/`Reply` (8 sub-groups), `Thread`/`Post` (one).
 //! - [`board`]: `Board`, three properties with three folds (sum, max, union).
 //! - [`every_store`]: one harness that runs a suite on memory, standalone Redis, a Redis

@@ -11,29 +11,12 @@ use autoshard::group::GroupTransaction;
 use autoshard::prelude::*;
 use autoshard::store::{DocumentStore, PostgresOptions, PostgresStore, RedisOptions, RedisStore};
 use autoshard::{KeyedOutcome, Result};
-use autoshard_test_support::entities::{Account, Question};
+use autoshard_test_support::entities::{Account, Question, Tips};
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::proxy::Proxy;
 use autoshard_test_support::redis::{Standalone, namespace};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A counter whose increments are store merges (`fold = sum`).
-#[autoshard::sharded]
-#[derive(Entity, Debug, Clone)]
-struct Tips {
-    #[id]
-    id: u64,
-    #[shardable(shards = 4, fold = sum)]
-    total: i64,
-}
-
-impl Tips {
-    #[shard_method]
-    fn tip(&mut self) {
-        self.total += 1;
-    }
-}
 
 /// Runs `write` through `proxy`, its reply lost once `landed` (read through the direct
 /// store) says the server carried it out ([`Proxy::lose_reply`]). Returns what `write`
@@ -64,6 +47,19 @@ async fn again<T>(mut write: impl AsyncFnMut() -> Result<T>) -> T {
     write().await.unwrap()
 }
 
+/// Saves `entity`, its reply lost once `landed` says the server carried the save out,
+/// and saves it again after an error.
+async fn saved_despite_a_lost_reply<E: autoshard::group::Root>(
+    db: &Mapper<Arc<dyn DocumentStore>>,
+    proxy: &Proxy,
+    entity: &mut E,
+    landed: impl AsyncFn() -> bool,
+) {
+    if reply_lost(proxy, db.save(entity), landed).await.is_err() {
+        again(async || db.save(entity).await).await;
+    }
+}
+
 /// A save, an `update_once` and a save of a `fold = sum` property, each carried out by
 /// the server and its reply lost, then sent again: each counts once.
 async fn writes_whose_reply_is_lost_count_once(
@@ -85,12 +81,7 @@ async fn writes_whose_reply_is_lost_count_once(
     // A shard commit (a fold function).
     let mut question: Question = db.load(&1).await.unwrap();
     question.vote_up();
-    if reply_lost(proxy, db.save(&mut question), async || votes().await == 1)
-        .await
-        .is_err()
-    {
-        again(async || db.save(&mut question).await).await;
-    }
+    saved_despite_a_lost_reply(&db, proxy, &mut question, async || votes().await == 1).await;
     assert_eq!(votes().await, 1, "{label}: a vote saved again");
     // A read after a cut reads at once, on a connection that works.
     let _ = reply_lost(
@@ -104,12 +95,7 @@ async fn writes_whose_reply_is_lost_count_once(
     // A store merge (`fold = sum`).
     let mut counter: Tips = db.load(&1).await.unwrap();
     counter.tip();
-    if reply_lost(proxy, db.save(&mut counter), async || tips().await == 1)
-        .await
-        .is_err()
-    {
-        again(async || db.save(&mut counter).await).await;
-    }
+    saved_despite_a_lost_reply(&db, proxy, &mut counter, async || tips().await == 1).await;
     assert_eq!(tips().await, 1, "{label}: a tip saved again");
 
     // A keyed operation.

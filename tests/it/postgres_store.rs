@@ -7,7 +7,7 @@ use autoshard::store::{
     Commit, Document, DocumentStore, Fold, Merge, Merged, Transaction, WriteId, merge,
 };
 use autoshard::{Error, Key};
-use autoshard_test_support::entities::Question;
+use autoshard_test_support::entities::{Question, Tips};
 use autoshard_test_support::postgres::Postgres;
 use autoshard_test_support::progress::{Tally, wait_until};
 use std::sync::Arc;
@@ -322,23 +322,6 @@ async fn an_own_record_is_joined_and_moved(
             ("w".into(), "3".into(), "1".into())
         ]
     );
-}
-
-/// A counter whose increments are store merges (`fold = sum`).
-#[autoshard::sharded]
-#[derive(autoshard::Entity, Debug, Clone)]
-struct Tips {
-    #[id]
-    id: u64,
-    #[shardable(shards = 4, fold = sum)]
-    total: i64,
-}
-
-impl Tips {
-    #[autoshard::shard_method]
-    fn tip(&mut self) {
-        self.total += 1;
-    }
 }
 
 /// Saves `entity` until a save succeeds, counting each failure in `tally`; every failure
