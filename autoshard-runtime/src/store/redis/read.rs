@@ -113,7 +113,8 @@ impl RedisStore {
     /// One document read alone without its record (on a cluster, the only key of its slot
     /// in a read): one `HGETALL`, atomic by itself and a fraction of a script's cost.
     pub(super) async fn read_alone(&self, key: &Key, name: &str) -> Result<Option<Versioned>> {
-        let command = ::redis::cmd("HGETALL").arg(name).clone();
+        let mut command = ::redis::cmd("HGETALL");
+        command.arg(name);
         let command = &command;
         let reply: ::redis::RedisResult<Value> = self
             .conns
