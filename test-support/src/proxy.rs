@@ -4,7 +4,8 @@
 //!
 //! [`Proxy::hold_replies`] keeps what the server sends (its clients' requests still reach
 //! it); [`Proxy::take_held`] takes what was held so far, [`Proxy::release`] passes it on,
-//! [`Proxy::resume`] passes on everything again (late), and [`Proxy::cut`] closes every
+//! [`Proxy::resume`] passes on everything again (late), [`Proxy::stall`] holds the
+//! replies of the connections open now for good, and [`Proxy::cut`] closes every
 //! connection, dropping what it held. A test that waits
 //! for a write takes the held replies, then checks (on a connection of its own) whether
 //! the write landed: if not, none of those replies is the write's (a server answers a
@@ -35,6 +36,8 @@ struct Shared {
 
 /// One proxied connection.
 struct Conn {
+    /// Whether its replies are held whatever [`Shared::hold`] says ([`Proxy::stall`]).
+    stalled: Arc<AtomicBool>,
     /// What the server sent while replies were held.
     held: Arc<Mutex<Vec<u8>>>,
     /// Bytes to write to the client.
@@ -83,6 +86,15 @@ impl Proxy {
     /// [`Proxy::cut`].
     pub fn hold_replies(&self) {
         self.shared.hold.store(true, Ordering::SeqCst);
+    }
+
+    /// Holds the replies of the connections open now, for good, while connections made
+    /// after it get theirs: as a network does that stops carrying a connection without
+    /// closing it (a partition, a firewall or load balancer that dropped its state).
+    pub fn stall(&self) {
+        for conn in self.shared.conns.lock().expect("connections").iter() {
+            conn.stalled.store(true, Ordering::SeqCst);
+        }
     }
 
     /// Takes what every connection held so far (each connection's bytes in order).
@@ -189,7 +201,9 @@ impl Shared {
             }
         });
         let held = Arc::new(Mutex::new(Vec::new()));
+        let stalled = Arc::new(AtomicBool::new(false));
         let (shared, holding, sending) = (self.clone(), held.clone(), to_client.clone());
+        let stalling = stalled.clone();
         let replies = tokio::spawn(async move {
             let mut buf = vec![0u8; 64 * 1024];
             loop {
@@ -199,7 +213,7 @@ impl Shared {
                 };
                 // Under the lock, so that a take sees every byte read before it.
                 let mut held = holding.lock().expect("held");
-                if shared.hold.load(Ordering::SeqCst) {
+                if shared.hold.load(Ordering::SeqCst) || stalling.load(Ordering::SeqCst) {
                     held.extend_from_slice(&buf[..n]);
                 } else if sending.send(buf[..n].to_vec()).is_err() {
                     return;
@@ -207,6 +221,7 @@ impl Shared {
             }
         });
         self.conns.lock().expect("connections").push(Conn {
+            stalled,
             held,
             to_client,
             tasks: [

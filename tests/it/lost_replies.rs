@@ -316,3 +316,48 @@ async fn postgres_calls_the_server_stops_answering_fail_within_the_response_time
     db.save(&mut counter).await.unwrap();
     assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 3);
 }
+
+/// A standalone Redis connection that the network stops carrying without closing it (a
+/// partition, a firewall or load balancer that dropped its state; `Proxy::stall`) is
+/// replaced once a request on it times out: calls fail with errors whose outcome is
+/// unknown a bounded number of times, then go through fresh connections, where every
+/// request on the stalled ones would time out until the operating system gave up on
+/// them; the merge sent again counts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_connections_that_stop_answering_are_replaced() {
+    let server = Standalone::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
+    let options = RedisOptions::default()
+        .namespace(namespace("stalled"))
+        .pool_size(2);
+    let url = format!("redis://127.0.0.1:{}/", proxy.port());
+    let through = options.clone().response_timeout(Duration::from_millis(300));
+    let through = RedisStore::connect_with(&url, through).await.unwrap();
+    let direct = RedisStore::connect_with(&server.url(), options)
+        .await
+        .unwrap();
+    let db = Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>);
+    let reader = Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>);
+    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
+    let mut counter: Tips = db.load(&1).await.unwrap();
+    counter.tip();
+    db.save(&mut counter).await.unwrap();
+
+    counter.tip();
+    proxy.stall();
+    // A count, not a time: each failure is one request that timed out on a stalled
+    // connection, and a pool of two needs a few at most.
+    let mut failures = 0;
+    while let Err(e) = db.save(&mut counter).await {
+        assert!(matches!(e, Error::Backend { .. }), "{e:?}");
+        failures += 1;
+        assert!(
+            failures < 20,
+            "still failing after {failures} timed-out saves"
+        );
+    }
+    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 2, "once");
+    for _ in 0..4 {
+        assert_eq!(db.load::<Tips>(&1).await.unwrap().total, 2);
+    }
+}

@@ -2,6 +2,12 @@
 //! `ConnectionManager`s, used round-robin) or to a Redis Cluster (one `ClusterConnection`,
 //! which multiplexes over one connection per node and follows slot moves).
 //!
+//! A pooled standalone connection reconnects by itself after it sees its connection
+//! closed, but not after a timeout: one the network stopped carrying without closing it
+//! would time out every request until the operating system gives up on it. So a request
+//! that times out has its pooled connection replaced ([`Pool`]), as a cluster connection
+//! that stops answering is (below).
+//!
 //! A cluster connection that stops answering is replaced. While slots move between
 //! masters (a node added and given slots, or drained), a `MOVED` answer makes redis-rs's
 //! `ClusterConnection` (1.8) refresh its slot map, and that refresh can wait for ever:
@@ -45,7 +51,9 @@ use std::time::Duration;
 /// One connection handle, cheap to clone.
 #[derive(Clone)]
 pub(super) enum Conn {
-    Single(ConnectionManager),
+    /// A pooled connection to a standalone server, which slot of the pool it is, the
+    /// generation of that slot, and where to report it stale.
+    Single(ConnectionManager, usize, u64, Arc<Pool>),
     /// A cluster connection, the generation it is of, and where to report it stale.
     Cluster(ClusterConnection, u64, Arc<ClusterConns>),
 }
@@ -61,7 +69,10 @@ impl Conn {
         node: &Node,
     ) -> ::redis::RedisResult<Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(&pipeline, 0, count).await,
+            Conn::Single(c, slot, generation, pool) => {
+                let answer = c.req_packed_commands(&pipeline, 0, count).await;
+                pool.watch(*slot, *generation, answer)
+            }
             Conn::Cluster(c, generation, conns) => {
                 let route = SingleNodeRoutingInfo::ByAddress {
                     host: node.host.clone(),
@@ -77,7 +88,11 @@ impl Conn {
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Single(c, slot, generation, pool) => {
+                let (slot, generation, pool) = (*slot, *generation, pool.clone());
+                let answer = c.req_packed_command(cmd);
+                Box::pin(async move { pool.watch(slot, generation, answer.await) })
+            }
             Conn::Cluster(c, generation, conns) => {
                 let (generation, conns) = (*generation, conns.clone());
                 let answer = c.req_packed_command(cmd);
@@ -95,7 +110,11 @@ impl ConnectionLike for Conn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Single(c, slot, generation, pool) => {
+                let (slot, generation, pool) = (*slot, *generation, pool.clone());
+                let answer = c.req_packed_commands(pipeline, offset, count);
+                Box::pin(async move { pool.watch(slot, generation, answer.await) })
+            }
             Conn::Cluster(c, generation, conns) => {
                 let (generation, conns) = (*generation, conns.clone());
                 let answer = c.req_packed_commands(pipeline, offset, count);
@@ -108,7 +127,7 @@ impl ConnectionLike for Conn {
 
     fn get_db(&self) -> i64 {
         match self {
-            Conn::Single(c) => c.get_db(),
+            Conn::Single(c, ..) => c.get_db(),
             Conn::Cluster(c, ..) => c.get_db(),
         }
     }
@@ -240,11 +259,85 @@ impl ClusterConns {
     }
 }
 
+/// The pooled connections to a standalone server, used round-robin. A connection whose
+/// request timed out is replaced by a fresh one (module docs): redis-rs's
+/// `ConnectionManager` reconnects after a connection it sees closed, but not after a
+/// timeout, so a connection the network stopped carrying without closing it (a
+/// partition, a firewall or load balancer that dropped its state) would time out every
+/// request sent on it until the operating system gives up on it.
+pub(super) struct Pool {
+    client: ::redis::Client,
+    config: ConnectionManagerConfig,
+    /// Each slot's connection and its generation (how many times it was replaced).
+    slots: Vec<RwLock<(ConnectionManager, u64)>>,
+    /// Whether a task is connecting anew for each slot.
+    replacing: Vec<AtomicBool>,
+    next: AtomicUsize,
+    /// How long connecting anew may take before it is given up (and tried again at the
+    /// next timed-out request).
+    connect_bound: Duration,
+}
+
+impl Pool {
+    fn get(self: &Arc<Self>) -> Conn {
+        let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len();
+        let current = self.slots[slot]
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Conn::Single(current.0.clone(), slot, current.1, self.clone())
+    }
+
+    /// Passes `answer` through; a timeout on generation `generation` of `slot` has a task
+    /// replace that connection (one at a time per slot; a request on an older
+    /// generation changes nothing).
+    fn watch<T>(
+        self: &Arc<Self>,
+        slot: usize,
+        generation: u64,
+        answer: ::redis::RedisResult<T>,
+    ) -> ::redis::RedisResult<T> {
+        if let Err(e) = &answer
+            && e.is_timeout()
+        {
+            let current = self.slots[slot].read().map_or(0, |c| c.1);
+            if generation == current && !self.replacing[slot].swap(true, Ordering::SeqCst) {
+                let pool = self.clone();
+                tokio::spawn(async move { pool.replace(slot, generation).await });
+            }
+        }
+        answer
+    }
+
+    async fn replace(&self, slot: usize, generation: u64) {
+        let fresh = ConnectionManager::new_with_config(self.client.clone(), self.config.clone());
+        match tokio::time::timeout(self.connect_bound, fresh).await {
+            Ok(Ok(fresh)) => {
+                let mut current = self.slots[slot]
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if current.1 == generation {
+                    *current = (fresh, generation + 1);
+                    tracing::info!(
+                        slot,
+                        "Redis: a connection whose request timed out was replaced"
+                    );
+                }
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "Redis: connecting anew failed; the next timed-out request tries again");
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "Redis: connecting anew timed out; the next timed-out request tries again"
+                );
+            }
+        }
+        self.replacing[slot].store(false, Ordering::SeqCst);
+    }
+}
+
 enum Kind {
-    Standalone {
-        pool: Vec<ConnectionManager>,
-        next: AtomicUsize,
-    },
+    Standalone(Arc<Pool>),
     Cluster(Arc<ClusterConns>),
 }
 
@@ -258,7 +351,7 @@ pub(super) struct Connections {
 impl fmt::Debug for Connections {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (mode, pool, replaced) = match &self.kind {
-            Kind::Standalone { pool, .. } => ("standalone", pool.len(), 0),
+            Kind::Standalone(pool) => ("standalone", pool.slots.len(), 0),
             Kind::Cluster(conns) => ("cluster", 1, conns.replaced.load(Ordering::Relaxed)),
         };
         f.debug_struct("Connections")
@@ -319,11 +412,17 @@ impl Connections {
             pool.push(manager);
         }
         tracing::debug!(%endpoint, pool = pool.len(), "connected to Redis");
+        let pool = Pool {
+            client,
+            config,
+            replacing: pool.iter().map(|_| AtomicBool::new(false)).collect(),
+            slots: pool.into_iter().map(|c| RwLock::new((c, 0))).collect(),
+            next: AtomicUsize::new(0),
+            // Every attempt of connecting anew, with the waits between them.
+            connect_bound: options.cluster_bounds().1,
+        };
         Ok(Connections {
-            kind: Kind::Standalone {
-                pool,
-                next: AtomicUsize::new(0),
-            },
+            kind: Kind::Standalone(Arc::new(pool)),
             endpoint,
         })
     }
@@ -390,10 +489,7 @@ impl Connections {
     /// A connection for one request (round-robin over the pool).
     pub(super) fn get(&self) -> Conn {
         match &self.kind {
-            Kind::Standalone { pool, next } => {
-                let i = next.fetch_add(1, Ordering::Relaxed) % pool.len();
-                Conn::Single(pool[i].clone())
-            }
+            Kind::Standalone(pool) => pool.get(),
             Kind::Cluster(conns) => conns.get(),
         }
     }
@@ -412,7 +508,7 @@ impl Connections {
         Fut: Future<Output = ::redis::RedisResult<T>>,
     {
         let attempts = match &self.kind {
-            Kind::Standalone { pool, .. } => pool.len() + 1,
+            Kind::Standalone(pool) => pool.slots.len() + 1,
             Kind::Cluster(_) => 1,
         };
         let mut sent = 0;
@@ -431,7 +527,7 @@ impl Connections {
     /// server, and while the table is being fetched again.
     pub(super) fn slot_table(&self) -> Option<Arc<SlotTable>> {
         match &self.kind {
-            Kind::Standalone { .. } => None,
+            Kind::Standalone(_) => None,
             Kind::Cluster(conns) => conns.slot_table(),
         }
     }
