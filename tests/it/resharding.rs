@@ -160,10 +160,24 @@ async fn resharding_under_writers_is_exact<S: DocumentStore + Clone + 'static>(
             }
         });
     }
+    // Where a save of both properties is one commit, a load sees both or neither of a
+    // vote; on a Redis Cluster each property commits on its own, so a load may see a
+    // writer's vote in one property and not yet in the other (the save's docs): at most
+    // one vote per writer apart.
+    let apart = if db.store().cross_group_transactions() {
+        0
+    } else {
+        i64::try_from(WRITERS).unwrap()
+    };
     for shards in [40, 2, 10] {
         db.reshard::<Hot>(&1, shards).await.unwrap();
         let seen = db.load::<Hot>(&1).await.unwrap();
-        assert_eq!(seen.votes, seen.likes, "{label}: after reshard to {shards}");
+        assert!(
+            (seen.votes - seen.likes).abs() <= apart,
+            "{label}: after reshard to {shards}: {} votes, {} likes",
+            seen.votes,
+            seen.likes
+        );
     }
     while let Some(done) = writers.join_next().await {
         done.unwrap();
