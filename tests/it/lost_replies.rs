@@ -213,6 +213,48 @@ async fn postgres() {
     transfers_whose_reply_is_lost_move_once(through, direct, &proxy, "postgres").await;
 }
 
+/// A store on `server` through `proxy` (a pool of `pool` connections, a response timeout
+/// of 300 ms) and one connected directly, in the namespace `case`, each in a mapper.
+async fn redis_through(
+    server: &Standalone,
+    proxy: &Proxy,
+    case: &str,
+    pool: usize,
+) -> (
+    Mapper<Arc<dyn DocumentStore>>,
+    Mapper<Arc<dyn DocumentStore>>,
+) {
+    let options = RedisOptions::default()
+        .namespace(namespace(case))
+        .pool_size(pool);
+    let url = format!("redis://127.0.0.1:{}/", proxy.port());
+    let through = options.clone().response_timeout(Duration::from_millis(300));
+    let through = RedisStore::connect_with(&url, through).await.unwrap();
+    let direct = RedisStore::connect_with(&server.url(), options)
+        .await
+        .unwrap();
+    (
+        Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>),
+        Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>),
+    )
+}
+
+/// Saves `counter`, whose last tip went out with an unknown outcome and landed (the
+/// store holds `total`), again until stored: still `total`, and one more tip after it
+/// counts.
+async fn sent_again_counts_once(
+    db: &Mapper<Arc<dyn DocumentStore>>,
+    reader: &Mapper<Arc<dyn DocumentStore>>,
+    counter: &mut Tips,
+    total: i64,
+) {
+    again(async || db.save(counter).await).await;
+    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, total, "once");
+    counter.tip();
+    db.save(counter).await.unwrap();
+    assert_eq!(db.load::<Tips>(&1).await.unwrap().total, total + 1);
+}
+
 /// A reply that comes after the store stopped waiting for it (its response timeout) is
 /// never taken for the reply of a later request on the same connection: a merge whose
 /// reply is held past the timeout answers an error whose outcome is unknown, its reply
@@ -222,21 +264,7 @@ async fn postgres() {
 async fn redis_late_replies_answer_no_other_request() {
     let server = Standalone::start();
     let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
-    let options = RedisOptions::default()
-        .namespace(namespace("late-replies"))
-        .pool_size(1);
-    let url = format!("redis://127.0.0.1:{}/", proxy.port());
-    let through = RedisStore::connect_with(
-        &url,
-        options.clone().response_timeout(Duration::from_millis(200)),
-    )
-    .await
-    .unwrap();
-    let direct = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    let db = Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>);
-    let reader = Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>);
+    let (db, reader) = redis_through(&server, &proxy, "late-replies", 1).await;
     reader
         .insert(&mut Question::new(1, "Late?", 0))
         .await
@@ -256,11 +284,7 @@ async fn redis_late_replies_answer_no_other_request() {
         let question: Question = db.load(&1).await.unwrap();
         assert_eq!((question.text.as_str(), question.votes), ("Late?", 0));
     }
-    again(async || db.save(&mut counter).await).await;
-    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 2);
-    counter.tip();
-    db.save(&mut counter).await.unwrap();
-    assert_eq!(db.load::<Tips>(&1).await.unwrap().total, 3);
+    sent_again_counts_once(&db, &reader, &mut counter, 2).await;
 }
 
 /// A PostgreSQL server that stops answering fails calls within the response timeout, not
@@ -306,15 +330,7 @@ async fn postgres_calls_the_server_stops_answering_fail_within_the_response_time
     );
 
     proxy.resume();
-    again(async || db.save(&mut counter).await).await;
-    assert_eq!(
-        db.load::<Tips>(&1).await.unwrap().total,
-        2,
-        "sent again: once"
-    );
-    counter.tip();
-    db.save(&mut counter).await.unwrap();
-    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 3);
+    sent_again_counts_once(&db, &reader, &mut counter, 2).await;
 }
 
 /// A standalone Redis connection that the network stops carrying without closing it (a
@@ -327,17 +343,7 @@ async fn postgres_calls_the_server_stops_answering_fail_within_the_response_time
 async fn redis_connections_that_stop_answering_are_replaced() {
     let server = Standalone::start();
     let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
-    let options = RedisOptions::default()
-        .namespace(namespace("stalled"))
-        .pool_size(2);
-    let url = format!("redis://127.0.0.1:{}/", proxy.port());
-    let through = options.clone().response_timeout(Duration::from_millis(300));
-    let through = RedisStore::connect_with(&url, through).await.unwrap();
-    let direct = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    let db = Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>);
-    let reader = Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>);
+    let (db, reader) = redis_through(&server, &proxy, "stalled", 2).await;
     reader.insert(&mut Tips::new(1, 0)).await.unwrap();
     let mut counter: Tips = db.load(&1).await.unwrap();
     counter.tip();
