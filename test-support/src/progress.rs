@@ -44,3 +44,33 @@ pub async fn wait_until(what: &str, done: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
+
+/// Saves `entity` until a save succeeds, counting each failure in `tally` (and the
+/// success once), with a short pause after each; every failure must be one a server
+/// that dies explains (`Error::Backend`, `Error::Contention`). Returns how many saves
+/// failed.
+pub async fn save_until_stored<S, E>(
+    db: &autoshard::Mapper<S>,
+    entity: &mut E,
+    tally: &Tally,
+) -> u64
+where
+    S: autoshard::store::DocumentStore,
+    E: autoshard::group::Root,
+{
+    let mut failures = 0;
+    while let Err(err) = db.save(entity).await {
+        assert!(
+            matches!(
+                err,
+                autoshard::Error::Backend { .. } | autoshard::Error::Contention { .. }
+            ),
+            "{err:?}"
+        );
+        failures += 1;
+        tally.fail();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tally.ack();
+    failures
+}

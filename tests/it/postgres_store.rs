@@ -9,10 +9,9 @@ use autoshard::store::{
 use autoshard::{Error, Key};
 use autoshard_test_support::entities::{Question, Tips};
 use autoshard_test_support::postgres::Postgres;
-use autoshard_test_support::progress::{Tally, wait_until};
+use autoshard_test_support::progress::{Tally, save_until_stored, wait_until};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_urls_and_schemas_are_refused_without_the_password() {
@@ -322,27 +321,6 @@ async fn an_own_record_is_joined_and_moved(
             ("w".into(), "3".into(), "1".into())
         ]
     );
-}
-
-/// Saves `entity` until a save succeeds, counting each failure in `tally`; every failure
-/// must be one a dying server explains.
-async fn save_until_stored<E: autoshard::group::Root>(
-    db: &autoshard::Mapper<Arc<PostgresStore>>,
-    entity: &mut E,
-    tally: &Tally,
-) -> u64 {
-    let mut failures = 0;
-    while let Err(err) = db.save(entity).await {
-        assert!(
-            matches!(err, Error::Backend { .. } | Error::Contention { .. }),
-            "{err:?}"
-        );
-        failures += 1;
-        tally.fail();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tally.ack();
-    failures
 }
 
 /// 16 writers vote while the server crashes (an immediate shutdown: every backend stops

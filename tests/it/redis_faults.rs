@@ -4,7 +4,7 @@
 use autoshard::store::{Document, DocumentStore, RedisOptions, RedisStore};
 use autoshard::{Error, Key};
 use autoshard_test_support::entities::Question;
-use autoshard_test_support::progress::{Tally, wait_until};
+use autoshard_test_support::progress::{Tally, save_until_stored, wait_until};
 use autoshard_test_support::redis::{Standalone, namespace};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -188,17 +188,8 @@ async fn votes_saved_again_across_server_kills_count_once() {
                 let mut question: Question = db.load(&1).await.unwrap();
                 while !stop.load(Ordering::Relaxed) {
                     question.vote_up();
-                    while let Err(err) = db.save(&mut question).await {
-                        assert!(
-                            matches!(err, Error::Backend { .. } | Error::Contention { .. }),
-                            "{err:?}"
-                        );
-                        failures += 1;
-                        tally.fail();
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
+                    failures += save_until_stored(&db, &mut question, &tally).await;
                     acked += 1;
-                    tally.ack();
                 }
                 (acked, failures)
             })
