@@ -106,6 +106,29 @@ const _: () = {
                 );
             ::core::result::Result::Ok(__autoshard_doc)
         }
+        fn encodes_as(
+            &self,
+            __autoshard_saved: &::autoshard::__private::Document,
+        ) -> ::core::result::Result<bool, ::autoshard::__private::FieldError> {
+            if __autoshard_saved.len() != 2usize {
+                return ::core::result::Result::Ok(false);
+            }
+            if !::autoshard::__private::encodes_as(
+                "text",
+                &self.text,
+                __autoshard_saved.get("text"),
+            )? {
+                return ::core::result::Result::Ok(false);
+            }
+            if !::autoshard::__private::encodes_as(
+                "author",
+                &self.author,
+                __autoshard_saved.get("author"),
+            )? {
+                return ::core::result::Result::Ok(false);
+            }
+            ::core::result::Result::Ok(true)
+        }
         fn from_document(
             __autoshard_id: Self::Id,
             __autoshard_doc: &::autoshard::__private::Document,

@@ -148,6 +148,13 @@ pub trait Entity: ShardHooks + Sized + Send + Sync + 'static {
     /// The main document: every property except the id and the sharded properties.
     fn to_document(&self) -> Result<Document, FieldError>;
 
+    /// Whether [`Entity::to_document`] would answer `saved` (its error when it would
+    /// fail): what `apply` and `save` ask to learn that the main document is unchanged.
+    /// `#[derive(Entity)]` answers it field by field, without building the document.
+    fn encodes_as(&self, saved: &Document) -> Result<bool, FieldError> {
+        Ok(self.to_document()? == *saved)
+    }
+
     /// Rebuilds an entity from its id and main document. Sharded properties start at their
     /// neutral value (the mapper then folds the shards in), shadows untouched,
     /// [`EntityState`] empty.

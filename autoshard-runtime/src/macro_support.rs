@@ -116,6 +116,16 @@ pub fn encode<T: serde::Serialize + ?Sized>(
     Ok(encoded)
 }
 
+/// Whether a property's value encodes as `saved` ([`encode`] then compare, without
+/// encoding a scalar), naming the property in the error.
+pub fn encodes_as<T: serde::Serialize + ?Sized>(
+    field: &str,
+    value: &T,
+    saved: Option<&crate::Value>,
+) -> Result<bool, crate::FieldError> {
+    crate::same_value::encodes_as(field, value, saved)
+}
+
 /// Whether `value` is or holds a `null`.
 fn holds_null(value: &crate::Value) -> bool {
     match value {

@@ -411,3 +411,123 @@ async fn durations_up_to_duration_max_count_as_forever() {
         .unwrap();
     once.commit().await.unwrap();
 }
+
+/// Unsharded fields of every shape serde gives, beside a sharded counter.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Shapes {
+    #[id]
+    id: u64,
+    text: String,
+    letter: char,
+    count: u32,
+    flag: bool,
+    maybe: Option<i64>,
+    ratio: f64,
+    tags: Vec<String>,
+    mood: Mood,
+    meters: Meters,
+    held: Option<Meters>,
+    #[shardable(shards = 2, fold = sum)]
+    likes: i64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+enum Mood {
+    Calm,
+    Loud(u8),
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+struct Meters(u32);
+
+impl Shapes {
+    #[shard_method]
+    fn like(&mut self) {
+        self.likes += 1;
+    }
+}
+
+fn shapes(id: u64) -> Shapes {
+    Shapes::new(
+        id,
+        "a".into(),
+        'x',
+        1,
+        false,
+        None,
+        0.5,
+        vec!["t".into()],
+        Mood::Calm,
+        Meters(3),
+        Some(Meters(1)),
+        0,
+    )
+}
+
+type Change = fn(&mut Shapes);
+
+/// Each change of one unsharded field, by name: `apply` must refuse it, `save` must
+/// write it. The first leaves every field as it is.
+fn field_changes() -> Vec<(&'static str, Change)> {
+    vec![
+        ("nothing", |_| {}),
+        ("text", |s| s.text.push('b')),
+        ("text, to equal length", |s| s.text = "b".into()),
+        ("letter", |s| s.letter = 'y'),
+        ("count", |s| s.count = 2),
+        ("flag", |s| s.flag = true),
+        ("maybe", |s| s.maybe = Some(0)),
+        ("ratio", |s| s.ratio = 1.5),
+        ("tags", |s| s.tags.push("u".into())),
+        ("mood", |s| s.mood = Mood::Loud(1)),
+        ("meters", |s| s.meters = Meters(4)),
+        ("held", |s| s.held = Some(Meters(2))),
+        ("held, to none", |s| s.held = None),
+    ]
+}
+
+#[tokio::test]
+async fn apply_refuses_and_save_writes_a_change_of_any_unsharded_field() {
+    let db = Mapper::new(MemoryStore::new());
+    for (i, (field, change)) in field_changes().into_iter().enumerate() {
+        let id = u64::try_from(i).unwrap();
+        db.insert(&mut shapes(id)).await.unwrap();
+        let main = Shapes::key_for(&id);
+        let version = db.store().get(&main).await.unwrap().unwrap().version;
+        let applied = db
+            .apply(&id, |s: &mut Shapes| {
+                change(s);
+                s.like();
+            })
+            .await;
+        let mut loaded: Shapes = db.load(&id).await.unwrap();
+        if field == "nothing" {
+            applied.unwrap();
+            assert_eq!(loaded.likes, 1, "{field}");
+        } else {
+            assert!(
+                matches!(applied, Err(Error::Invalid(_))),
+                "{field}: {applied:?}"
+            );
+            assert_eq!(loaded.likes, 0, "{field}: nothing written");
+        }
+        change(&mut loaded);
+        loaded.like();
+        db.save(&mut loaded).await.unwrap();
+        let stored = db.store().get(&main).await.unwrap().unwrap();
+        let rewritten = stored.version != version;
+        assert_eq!(
+            rewritten,
+            field != "nothing",
+            "{field}: main document rewritten"
+        );
+        let reloaded: Shapes = db.load(&id).await.unwrap();
+        assert_eq!(
+            reloaded.to_document().unwrap(),
+            loaded.to_document().unwrap(),
+            "{field}"
+        );
+        assert_eq!(reloaded.likes, loaded.likes, "{field}");
+    }
+}

@@ -72,6 +72,7 @@ fn expand(entity: &Entity) -> TokenStream {
     let id_ident = id.ident;
     let id_ty = id.ty;
     let to_document = to_document(entity);
+    let encodes_as = encodes_as(entity);
     let from_document = from_document(entity, id);
     let sharded = if entity.sharded.is_some() {
         hooks::expand(entity)
@@ -106,6 +107,7 @@ fn expand(entity: &Entity) -> TokenStream {
                 #properties
                 #group_items
                 #to_document
+                #encodes_as
                 #from_document
             }
 
@@ -144,6 +146,37 @@ fn to_document(entity: &Entity) -> TokenStream {
             let mut __autoshard_doc = ::autoshard::__private::Document::new();
             #(#inserts)*
             ::core::result::Result::Ok(__autoshard_doc)
+        }
+    }
+}
+
+/// `Entity::encodes_as`: `to_document` compared with the saved document field by field,
+/// without building it (the names are distinct, so equal counts and equal fields are an
+/// equal document).
+fn encodes_as(entity: &Entity) -> TokenStream {
+    let count = entity.plain_fields().count();
+    let checks = entity.plain_fields().map(|field| {
+        let ident = field.ident;
+        let name = field.name();
+        let same = quote_spanned! {field.ty.span()=>
+            ::autoshard::__private::encodes_as(#name, &self.#ident, __autoshard_saved.get(#name))
+        };
+        quote! {
+            if !#same? {
+                return ::core::result::Result::Ok(false);
+            }
+        }
+    });
+    quote! {
+        fn encodes_as(
+            &self,
+            __autoshard_saved: &::autoshard::__private::Document,
+        ) -> ::core::result::Result<bool, ::autoshard::__private::FieldError> {
+            if __autoshard_saved.len() != #count {
+                return ::core::result::Result::Ok(false);
+            }
+            #(#checks)*
+            ::core::result::Result::Ok(true)
         }
     }
 }

@@ -246,7 +246,8 @@ pub(crate) struct HotspotArgs {
     /// `--clients` count votes.
     #[arg(long)]
     pub(crate) adaptive: bool,
-    /// Run only the targets whose name contains one of these (e.g. `--only raw,apply`).
+    /// Run only the targets whose name contains one of these (e.g. `--only raw,apply`), or
+    /// is the one after `=` (`--only "=apply sum"`).
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Also run the raw, naive and `mapper/client` targets as one operating-system process

@@ -8,6 +8,7 @@
 //! `docs/design/exactly-once.md`, "Applying".
 
 use crate::document::Versioned;
+use crate::entity::EntityState;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::{FastMap, Key};
@@ -140,14 +141,19 @@ impl<S: DocumentStore> Mapper<S> {
         };
         let mut entity = from_main_reusing::<E>(id, &main, &stored.stored, &stored.derived)?;
         change(&mut entity);
-        let unchanged = entity.to_document().map_err(malformed(&main))?;
-        if entity.state().and_then(|s| s.saved_main()) != Some(&unchanged) {
+        let unchanged = match entity.state().and_then(EntityState::saved_main) {
+            Some(saved) => entity.encodes_as(saved).map_err(malformed(&main))?,
+            None => false,
+        };
+        if !unchanged {
+            // A field that does not encode is reported as such, as `save` reports it.
+            entity.to_document().map_err(malformed(&main))?;
             return Err(Error::Invalid(format!(
                 "`apply` to `{main}` changed an unsharded field; it changes sharded \
                  properties only (use `update` for the others)"
             )));
         }
-        match self.save_as(&mut entity, &main, unchanged, false).await {
+        match self.save_as(&mut entity, &main, None).await {
             Err(Error::NotFound { .. }) if from_cache => {
                 // The cached document was of an entity deleted or replaced since, and
                 // nothing was written: the change goes to the entity stored now.

@@ -129,8 +129,12 @@ impl<S: DocumentStore> Mapper<S> {
         let mut entity: E = self.load(id).await?;
         let result = change(&mut entity);
         let main = entity.key();
-        let doc = entity.to_document().map_err(malformed(&main))?;
-        if entity.state().and_then(|s| s.saved_main()) != Some(&doc) {
+        let unchanged = match entity.state().and_then(EntityState::saved_main) {
+            Some(saved) => entity.encodes_as(saved).map_err(malformed(&main))?,
+            None => false,
+        };
+        if !unchanged {
+            entity.to_document().map_err(malformed(&main))?;
             return Err(Error::Invalid(format!(
                 "`update_once` of `{main}` (operation `{op}`) changed an unsharded field; \
                  keyed operations change sharded properties only"

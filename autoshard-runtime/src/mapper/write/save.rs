@@ -119,23 +119,28 @@ impl<S: DocumentStore> Mapper<S> {
     #[tracing::instrument(name = "autoshard.save", level = "debug", skip_all, fields(kind = E::KIND, key = %entity.key(), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn save<E: Root>(&self, entity: &mut E) -> Result<()> {
         let main = entity.key();
-        let doc = entity.to_document().map_err(malformed(&main))?;
-        let dirty = entity
-            .state()
-            .is_none_or(|state| state.saved_main() != Some(&doc));
-        self.save_as(entity, &main, doc, dirty).await
+        let unchanged = match entity.state().and_then(EntityState::saved_main) {
+            Some(saved) => entity.encodes_as(saved).map_err(malformed(&main))?,
+            None => false,
+        };
+        let changed = if unchanged {
+            None
+        } else {
+            Some(entity.to_document().map_err(malformed(&main))?)
+        };
+        self.save_as(entity, &main, changed).await
     }
 
-    /// [`Mapper::save`] of `entity`, stored at `main`, whose main document encodes as
-    /// `doc`, which differs from the main document as last saved or loaded when `dirty`
-    /// (`apply` has encoded it and compared it already).
+    /// [`Mapper::save`] of `entity`, stored at `main`, with `changed` its main document
+    /// when that differs from the main document as last saved or loaded (`None` when it
+    /// does not: `save` and `apply` have compared them already).
     pub(in crate::mapper) async fn save_as<E: Root>(
         &self,
         entity: &mut E,
         main: &Key,
-        doc: Document,
-        dirty: bool,
+        changed: Option<Document>,
     ) -> Result<()> {
+        let dirty = changed.is_some();
         // Writes a snapshot cannot take in (module docs of `cache`): the main document,
         // dynamic shards.
         let _invalidate = (dirty || layout::has_dynamic::<E>()).then(|| self.invalidating(main));
@@ -156,7 +161,7 @@ impl<S: DocumentStore> Mapper<S> {
             .into_iter()
             .filter(|p| pending(entity, p.index).value.is_some())
             .collect();
-        let put_main = dirty.then_some(&doc);
+        let put_main = changed.as_ref();
         if self.store.cross_group_transactions() && (put_main.is_some() || touched.len() > 1) {
             // One commit: the main document (expected present; rewritten when dirty) and
             // a shard of every touched static property.
@@ -172,7 +177,7 @@ impl<S: DocumentStore> Mapper<S> {
                 self.save_single(entity, main, p).await?;
             }
         }
-        if dirty && let Some(state) = entity.state_mut() {
+        if let (Some(doc), Some(state)) = (changed, entity.state_mut()) {
             state.set_saved_main(doc);
         }
         if dynamic {

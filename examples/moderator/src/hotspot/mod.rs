@@ -56,7 +56,8 @@ pub struct HotspotConfig {
     pub duration: Duration,
     /// Retry policy of the naive and autoshard votes.
     pub retry: RetryPolicy,
-    /// Run only the targets whose name contains one of these (all when empty).
+    /// Run only the targets whose name contains one of these, or is the one after `=` (all
+    /// when empty).
     pub only: Vec<String>,
     /// Also run the raw, naive and `mapper/client` targets as one process per client, through
     /// this program (the path of the `moderator` binary), on a store other processes can

@@ -94,7 +94,7 @@ pub(super) fn chosen(raw: Option<&Raw>, only: &[String]) -> Result<Vec<(&'static
         .collect();
     let chosen: Vec<(&'static str, Target)> = available
         .iter()
-        .filter(|(name, _)| only.is_empty() || only.iter().any(|o| name.contains(o.as_str())))
+        .filter(|(name, _)| only.is_empty() || only.iter().any(|o| names(name, o)))
         .copied()
         .collect();
     if chosen.is_empty() {
@@ -106,6 +106,14 @@ pub(super) fn chosen(raw: Option<&Raw>, only: &[String]) -> Result<Vec<(&'static
         )));
     }
     Ok(chosen)
+}
+
+/// Whether `name` is the one `only` names: the name after `=`, else any name containing it.
+fn names(name: &str, only: &str) -> bool {
+    match only.strip_prefix('=') {
+        Some(exact) => name == exact,
+        None => name.contains(only),
+    }
 }
 
 /// The name of `target` in [`TARGETS`].
