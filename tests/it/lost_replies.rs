@@ -36,7 +36,7 @@ async fn reply_lost<T>(
 
 /// Runs `write` until it succeeds, at most four times, each failure an error whose
 /// outcome is unknown: a write sent on a pooled connection that the cut left broken fails
-/// (a read on one reads again, `store/redis/connection.rs`).
+/// (a read or a merge on one is sent again, `store/redis/connection.rs`).
 async fn again<T>(mut write: impl AsyncFnMut() -> Result<T>) -> T {
     for _ in 0..3 {
         match write().await {
@@ -375,4 +375,29 @@ async fn redis_connections_that_stop_answering_are_replaced() {
     for _ in 0..4 {
         assert_eq!(again(async || db.load::<Tips>(&1).await).await.total, 2);
     }
+}
+
+/// A merge (`fold = sum`) fails on no pooled connection that a restart or a cut closed
+/// while it sat idle: it is sent again on the next one, which a merge may be (it applies
+/// at most once under its write id; `store/redis/connection.rs`). Each of the saves after
+/// the cut goes through on its first call, and every tip counts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_merges_go_through_connections_a_cut_closed() {
+    let server = Standalone::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
+    let (db, reader) = redis_through(&server, &proxy, "merges-after-a-cut", 4).await;
+    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
+    let mut counter: Tips = again(async || db.load(&1).await).await;
+    counter.tip();
+    again(async || db.save(&mut counter).await).await; // the server knows the merge's script now
+
+    for cut in 1..=3 {
+        proxy.cut();
+        for tip in 1..=8 {
+            counter.tip();
+            let saved = db.save(&mut counter).await;
+            assert!(saved.is_ok(), "cut {cut}, tip {tip}: {saved:?}");
+        }
+    }
+    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 1 + 3 * 8);
 }

@@ -494,15 +494,19 @@ impl Connections {
         }
     }
 
-    /// Runs `read`, a request that changes nothing, on a connection; on a standalone
-    /// server again on the next pooled connection while the one it took turns out to
-    /// have been dropped, at most once per pooled connection. A connection that the
-    /// server or the network closed while it sat idle in the pool (a restart, a cut)
-    /// fails its next request, after which it reconnects: a read need not fail for that.
-    /// A write is never sent again here: its outcome is unknown, which the mapper
-    /// resolves under its write id. Refused connections (no server there) are not tried
-    /// again: connecting already waited for it.
-    pub(super) async fn read<T, F, Fut>(&self, mut read: F) -> ::redis::RedisResult<T>
+    /// Runs `request` on a connection; on a standalone server again on the next pooled
+    /// connection while the one it took turns out to have been dropped, at most once per
+    /// pooled connection. A connection that the server or the network closed while it
+    /// sat idle in the pool (a restart, a cut) fails its next request, after which it
+    /// reconnects: a request need not fail for that. Only for requests that may arrive
+    /// twice: reads, and merges (applied at most once under their write id). Any other
+    /// write is never sent again here: its outcome is unknown, which the mapper resolves
+    /// under its write id. Refused connections (no server there) are not tried again:
+    /// connecting already waited for it.
+    pub(super) async fn again_if_dropped<T, F, Fut>(
+        &self,
+        mut request: F,
+    ) -> ::redis::RedisResult<T>
     where
         F: FnMut(Conn) -> Fut,
         Fut: Future<Output = ::redis::RedisResult<T>>,
@@ -514,9 +518,9 @@ impl Connections {
         let mut sent = 0;
         loop {
             sent += 1;
-            match read(self.get()).await {
+            match request(self.get()).await {
                 Err(e) if sent < attempts && dropped(&e) => {
-                    tracing::debug!(error = %e, "Redis: a read met a dropped connection; read again");
+                    tracing::debug!(error = %e, "Redis: a request met a dropped connection; sent again");
                 }
                 answer => return answer,
             }

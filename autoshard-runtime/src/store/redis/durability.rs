@@ -42,6 +42,7 @@
 //! A promoted master without a replica fails every write until one joins.
 
 use super::call::ScriptCall;
+use super::connection::Conn;
 use super::{RedisOptions, RedisStore};
 use crate::error::Result;
 use crate::key::Key;
@@ -81,15 +82,67 @@ impl RedisStore {
         call: &ScriptCall<'_>,
         what: impl Fn() -> W + Send + Sync,
     ) -> Result<Value> {
-        let Some(replicas) = self.replicas else {
-            let mut conn = self.conns.get();
-            return call
-                .run(&mut conn)
-                .await
-                .map_err(|e| self.backend(what(), e));
-        };
-        self.write_and_wait(call.cmd(), Some(call), replicas, what)
-            .await
+        let answer = self.send_write(self.conns.get(), call).await;
+        self.acknowledged(answer, what)
+    }
+
+    /// [`RedisStore::run_write`] of a merge, which applies at most once under its write
+    /// id however often it arrives: sent again on the next pooled connection when the
+    /// one it took turns out to have been dropped (`Connections::again_if_dropped`), so
+    /// a restart or a cut that closed idle pooled connections fails no merge. A server
+    /// that received the first one and applied it answers the second `already`.
+    pub(super) async fn run_merge_write<W: fmt::Display>(
+        &self,
+        call: &ScriptCall<'_>,
+        what: impl Fn() -> W + Send + Sync,
+    ) -> Result<Value> {
+        let answer = self
+            .conns
+            .again_if_dropped(|conn| self.send_write(conn, call))
+            .await;
+        self.acknowledged(answer, what)
+    }
+
+    /// Sends `call` on `conn`, with `WAIT` for the replicas the options ask for in the
+    /// same pipeline: the reply, and how many replicas acknowledged (`None` without
+    /// `WAIT`).
+    async fn send_write(
+        &self,
+        mut conn: Conn,
+        call: &ScriptCall<'_>,
+    ) -> ::redis::RedisResult<(Value, Option<u64>)> {
+        match self.replicas {
+            None => call.run(&mut conn).await.map(|reply| (reply, None)),
+            Some(replicas) => {
+                let (reply, acknowledged) = self
+                    .send_and_wait(&mut conn, call.cmd(), Some(call), replicas)
+                    .await?;
+                Ok((reply, Some(acknowledged)))
+            }
+        }
+    }
+
+    /// The reply of a write, or the error that it failed or that fewer replicas than
+    /// asked for acknowledged it in time.
+    fn acknowledged<W: fmt::Display>(
+        &self,
+        answer: ::redis::RedisResult<(Value, Option<u64>)>,
+        what: impl Fn() -> W + Send + Sync,
+    ) -> Result<Value> {
+        let (reply, acknowledged) = answer.map_err(|e| self.backend(what(), e))?;
+        if let (Some(replicas), Some(acknowledged)) = (self.replicas, acknowledged)
+            && acknowledged < u64::from(replicas.count)
+        {
+            return Err(self.backend(
+                what(),
+                format!(
+                    "{acknowledged} of the {} replicas asked for acknowledged the write \
+                     within {:?}; it may be lost in a failover",
+                    replicas.count, replicas.timeout
+                ),
+            ));
+        }
+        Ok(reply)
     }
 
     /// [`DocumentStore::make_durable`](crate::store::DocumentStore::make_durable) (module
@@ -112,51 +165,38 @@ impl RedisStore {
             touch.arg(self.names.counter(key)).arg(0);
             async move {
                 let what = || format!("making what was read of `{key}` durable");
-                self.write_and_wait(&touch, None, replicas, what).await
+                let mut conn = self.conns.get();
+                let answer = self.send_and_wait(&mut conn, &touch, None, replicas).await;
+                self.acknowledged(answer.map(|(reply, n)| (reply, Some(n))), what)
             }
         }))
         .await
         .map(drop)
     }
 
-    /// Sends `cmd` and `WAIT` for `replicas` in one pipeline, on one connection; fails
-    /// when fewer acknowledged in time. `script`: the call `cmd` is, loaded and sent
+    /// Sends `cmd` and `WAIT` for `replicas` in one pipeline, on `conn`: the reply and
+    /// how many replicas acknowledged it. `script`: the call `cmd` is, loaded and sent
     /// again when the server does not know it.
-    async fn write_and_wait<W: fmt::Display>(
+    async fn send_and_wait(
         &self,
+        conn: &mut Conn,
         cmd: &::redis::Cmd,
         script: Option<&ScriptCall<'_>>,
         replicas: Replicas,
-        what: impl Fn() -> W + Send + Sync,
-    ) -> Result<Value> {
-        let mut conn = self.conns.get();
+    ) -> ::redis::RedisResult<(Value, u64)> {
         let mut pipe = ::redis::pipe();
         pipe.add_command(cmd.clone())
             .cmd("WAIT")
             .arg(replicas.count)
             .arg(replicas.timeout_ms());
-        let answer = match (pipe.query_async::<(Value, u64)>(&mut conn).await, script) {
+        match (pipe.query_async::<(Value, u64)>(conn).await, script) {
             // A server that does not know the script (a fresh or promoted one) ran
             // nothing: load it and send the pipeline again.
             (Err(e), Some(call)) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                call.load(&mut conn)
-                    .await
-                    .map_err(|e| self.backend(what(), e))?;
-                pipe.query_async::<(Value, u64)>(&mut conn).await
+                call.load(conn).await?;
+                pipe.query_async::<(Value, u64)>(conn).await
             }
             (answer, _) => answer,
-        };
-        let (reply, acknowledged) = answer.map_err(|e| self.backend(what(), e))?;
-        if acknowledged < u64::from(replicas.count) {
-            return Err(self.backend(
-                what(),
-                format!(
-                    "{acknowledged} of the {} replicas asked for acknowledged the write \
-                     within {:?}; it may be lost in a failover",
-                    replicas.count, replicas.timeout
-                ),
-            ));
         }
-        Ok(reply)
     }
 }

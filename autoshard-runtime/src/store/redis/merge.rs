@@ -46,7 +46,7 @@ impl RedisStore {
             if narrow {
                 call.arg_display(min).arg_display(max);
             }
-            let reply = self.run_write(&call, what).await?;
+            let reply = self.run_merge_write(&call, what).await?;
             match reply::text(&reply) {
                 Some("applied") => return Ok(Merged::Applied),
                 Some("slow") => {}
@@ -93,7 +93,7 @@ impl RedisStore {
             Some(value) => call.arg_display(serde_json::Value::from(value.clone())),
             None => call.arg(""),
         };
-        let reply = self.run_write(&call, &what).await?;
+        let reply = self.run_merge_write(&call, &what).await?;
         let bad = || self.backend(what(), reply::unexpected("the merge script", &reply));
         let items = reply::array(&reply).ok_or_else(bad)?;
         match items.first().and_then(reply::text) {

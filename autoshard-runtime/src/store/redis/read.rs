@@ -73,7 +73,7 @@ impl RedisStore {
         let pipe = &pipe;
         let replies: Vec<Value> = self
             .conns
-            .read(|mut conn| async move { pipe.query_async(&mut conn).await })
+            .again_if_dropped(|mut conn| async move { pipe.query_async(&mut conn).await })
             .await
             .map_err(|e| self.backend(what(), e))?;
         if replies.len() != commands {
@@ -118,7 +118,7 @@ impl RedisStore {
         let command = &command;
         let reply: ::redis::RedisResult<Value> = self
             .conns
-            .read(|mut conn| async move { command.query_async(&mut conn).await })
+            .again_if_dropped(|mut conn| async move { command.query_async(&mut conn).await })
             .await;
         match reply {
             Ok(reply) => self.decode_hash(key, name, &reply, false).await,
@@ -135,7 +135,7 @@ impl RedisStore {
         let call = &self.scan_call(scan, &index, records);
         let reply: Value = self
             .conns
-            .read(|mut conn| async move { call.run(&mut conn).await })
+            .again_if_dropped(|mut conn| async move { call.run(&mut conn).await })
             .await
             .map_err(|e| self.backend(format!("scan of `{index}`"), e))?;
         self.decode_page(scan, &index, &reply, records).await
@@ -227,7 +227,7 @@ impl RedisStore {
         let call = &call;
         let reply: Value = self
             .conns
-            .read(|mut conn| async move { call.run(&mut conn).await })
+            .again_if_dropped(|mut conn| async move { call.run(&mut conn).await })
             .await
             .map_err(|e| self.backend(&what, e))?;
         let bad = || self.backend(&what, reply::unexpected("the read script", &reply));
