@@ -37,6 +37,12 @@
 //! static shard from scans of its kind until it is written again, never a value from a
 //! load.
 //!
+//! A merge that meets a pooled connection the server or the network closed is sent again
+//! on the next one (`run_merge_write`): it applies at most once under its write id, and
+//! a copy that finds it applied answers `already` after the write above, so the `WAIT`
+//! after it covers the first copy too. Other writes answer the error, their outcome
+//! unknown.
+//!
 //! What it costs: a write returns after a round trip to the slowest of the `n` replicas,
 //! and the commands queued behind it on the same multiplexed connection wait with it.
 //! A promoted master without a replica fails every write until one joins.
