@@ -116,14 +116,17 @@ pub fn encode<T: serde::Serialize + ?Sized>(
     Ok(encoded)
 }
 
-/// Whether a property's value encodes as `saved` ([`encode`] then compare, without
-/// encoding a scalar), naming the property in the error.
+/// Whether a property's value encodes as `saved` ([`encode`] then compare; a scalar is
+/// compared without encoding it), naming the property in the error.
 pub fn encodes_as<T: serde::Serialize + ?Sized>(
     field: &str,
     value: &T,
     saved: Option<&crate::Value>,
 ) -> Result<bool, crate::FieldError> {
-    crate::same_value::encodes_as(field, value, saved)
+    if let Some(same) = crate::same_value::same(value, saved) {
+        return Ok(same);
+    }
+    Ok(saved == Some(&encode(field, value)?))
 }
 
 /// Whether `value` is or holds a `null`.
@@ -364,4 +367,39 @@ pub fn fold_max<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError
 /// The smaller of `a` and `b`, for `fold = min`.
 pub fn fold_min<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError> {
     Ok(a.min(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::encodes_as;
+    use crate::Value;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn values_that_are_not_scalars_compare_as_encoded() {
+        let list = serde_json::json!([1, 2]);
+        assert_eq!(encodes_as("f", &vec![1, 2], Some(&list)).ok(), Some(true));
+        assert_eq!(encodes_as("f", &vec![1], Some(&list)).ok(), Some(false));
+        assert_eq!(
+            encodes_as("f", &1.5, Some(&Value::from(1.5))).ok(),
+            Some(true)
+        );
+        assert_eq!(
+            encodes_as("f", &1.5, Some(&Value::from(1))).ok(),
+            Some(false)
+        );
+        assert_eq!(encodes_as("f", &1.5, None).ok(), Some(false));
+        assert_eq!(
+            encodes_as("f", &"a", Some(&Value::from("a"))).ok(),
+            Some(true)
+        );
+    }
+
+    #[test]
+    fn a_value_the_encoder_refuses_is_its_error() {
+        let nan = encodes_as("f", &f64::NAN, Some(&Value::Null));
+        assert!(nan.is_err_and(|e| e.to_string().contains("not finite")));
+        let key = encodes_as("f", &BTreeMap::from([(vec![1], 1)]), Some(&Value::Null));
+        assert!(key.is_err());
+    }
 }

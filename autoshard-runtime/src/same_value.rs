@@ -1,31 +1,22 @@
 //! Whether a property encodes as a given JSON value, told without encoding it where it is
 //! a scalar: what `apply` and `save` ask of every unsharded field on every call, to learn
-//! that the main document is unchanged (`Entity::encodes_as`). [`encodes_as`] walks the
-//! value as serde presents it and compares each scalar with the value it would encode as
+//! that the main document is unchanged (`Entity::encodes_as`). [`same`] walks the value
+//! as serde presents it and compares a scalar with the value it would encode as
 //! (`serde_json::to_value`'s rules: integers as numbers, strings, characters and unit
 //! variants as strings, `None` and units as `null`, newtypes and `Some` as what they
-//! hold); anything else (floats, which need the check of non-finite values; sequences,
-//! maps, structs, bytes, 128-bit integers; a value that fails to serialize) is encoded
-//! and compared whole (`macro_support::encode`), so the answer, and any error, is the
-//! encoder's.
+//! hold). Anything else it leaves to the caller, which encodes it and compares it whole
+//! (`macro_support::encodes_as`), so that the answer, and any error, is the encoder's:
+//! floats (which need the check of non-finite values), sequences, maps, structs, bytes,
+//! 128-bit integers, and values that fail to serialize.
 
 use crate::document::Value;
-use crate::error::FieldError;
 use serde::ser::{self, Impossible, Serialize};
 use std::fmt;
 
-/// Whether `value`, the property `field`, encodes as `saved` (`false` when `saved` is
-/// `None`); the encoder's error when it does not encode.
-pub(crate) fn encodes_as<T: Serialize + ?Sized>(
-    field: &str,
-    value: &T,
-    saved: Option<&Value>,
-) -> Result<bool, FieldError> {
-    if let Ok(same) = value.serialize(Same(saved)) {
-        return Ok(same);
-    }
-    let encoded = crate::macro_support::encode(field, value)?;
-    Ok(saved == Some(&encoded))
+/// Whether `value` encodes as `saved` (`false` when `saved` is `None`), where `value` is
+/// a scalar; `None` for anything else.
+pub(crate) fn same<T: Serialize + ?Sized>(value: &T, saved: Option<&Value>) -> Option<bool> {
+    value.serialize(Same(saved)).ok()
 }
 
 /// A serializer answering whether the scalar it is given encodes as the value it holds.
@@ -200,19 +191,22 @@ mod tests {
     use serde::Serialize;
     use std::collections::BTreeMap;
 
-    /// `encodes_as` answers what encoding and comparing answers, for `value` against the
-    /// encoding of each of `others` (and against nothing).
+    /// `same` answers what encoding and comparing answers, for `value` against its own
+    /// encoding, against nothing, and against each of `others`.
     fn answers_as_the_encoder<T: Serialize>(value: &T, others: &[Value]) {
         let encoded = serde_json::to_value(value).expect("encodes");
-        assert_eq!(encodes_as("f", value, Some(&encoded)).ok(), Some(true));
-        assert_eq!(encodes_as("f", value, None).ok(), Some(false));
+        assert_eq!(same(value, Some(&encoded)), Some(true), "{encoded}");
+        assert_eq!(same(value, None), Some(false), "{encoded}");
         for other in others {
-            assert_eq!(
-                encodes_as("f", value, Some(other)).ok(),
-                Some(*other == encoded),
-                "{encoded} against {other}"
-            );
+            let answer = same(value, Some(other));
+            assert_eq!(answer, Some(*other == encoded), "{encoded} against {other}");
         }
+    }
+
+    /// `same` leaves `value` to the encoder.
+    fn left_to_the_encoder<T: Serialize>(value: &T) {
+        assert_eq!(same(value, Some(&Value::Null)), None);
+        assert_eq!(same(value, None), None);
     }
 
     #[derive(Serialize)]
@@ -273,31 +267,26 @@ mod tests {
     }
 
     #[test]
-    fn other_values_are_encoded_and_compared_whole() {
-        let others = [
-            Value::Null,
-            Value::from(1),
-            Value::from(1.0),
-            Value::from(1.5),
-            serde_json::json!([1, 2]),
-            serde_json::json!({"Named": "x"}),
-            serde_json::json!({"a": 1}),
-        ];
-        answers_as_the_encoder(&1.0_f64, &others);
-        answers_as_the_encoder(&1.5_f32, &others);
-        answers_as_the_encoder(&vec![1, 2], &others);
-        answers_as_the_encoder(&(1, 2), &others);
-        answers_as_the_encoder(&Color::Named("x".to_owned()), &others);
-        answers_as_the_encoder(&BTreeMap::from([("a", 1)]), &others);
-        answers_as_the_encoder(&BTreeMap::from([(1, 1)]), &others);
-        answers_as_the_encoder(&1_u128, &others);
+    fn other_values_are_left_to_the_encoder() {
+        left_to_the_encoder(&1.0_f64);
+        left_to_the_encoder(&1.5_f32);
+        left_to_the_encoder(&Some(f64::NAN));
+        left_to_the_encoder(&vec![1, 2]);
+        left_to_the_encoder(&(1, 2));
+        left_to_the_encoder(&Color::Named("x".to_owned()));
+        left_to_the_encoder(&BTreeMap::from([("a", 1)]));
+        left_to_the_encoder(&1_u128);
+        left_to_the_encoder(&serde_bytes_like());
     }
 
-    #[test]
-    fn a_value_the_encoder_refuses_is_its_error() {
-        let nan = encodes_as("f", &f64::NAN, Some(&Value::Null));
-        assert!(nan.is_err_and(|e| e.to_string().contains("not finite")));
-        let key = encodes_as("f", &BTreeMap::from([(vec![1], 1)]), Some(&Value::Null));
-        assert!(key.is_err());
+    /// A value that serializes as bytes.
+    fn serde_bytes_like() -> impl Serialize {
+        struct Bytes;
+        impl Serialize for Bytes {
+            fn serialize<S: ser::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_bytes(b"ab")
+            }
+        }
+        Bytes
     }
 }
