@@ -95,14 +95,14 @@ const _: () = {
             __autoshard_doc
                 .insert(
                     <::std::string::String as ::core::convert::From<&str>>::from("text"),
-                    ::autoshard::__private::encode("text", &self.text)?,
+                    ::autoshard::__private::plain_field("text", &self.text).encode()?,
                 );
             __autoshard_doc
                 .insert(
                     <::std::string::String as ::core::convert::From<
                         &str,
                     >>::from("author"),
-                    ::autoshard::__private::encode("author", &self.author)?,
+                    ::autoshard::__private::plain_field("author", &self.author).encode()?,
                 );
             ::core::result::Result::Ok(__autoshard_doc)
         }
@@ -113,18 +113,14 @@ const _: () = {
             if __autoshard_saved.len() != 2usize {
                 return ::core::result::Result::Ok(false);
             }
-            if !::autoshard::__private::encodes_as(
-                "text",
-                &self.text,
-                __autoshard_saved.get("text"),
-            )? {
+            if !::autoshard::__private::plain_field("text", &self.text)
+                .encodes_as(__autoshard_saved.get("text"))?
+            {
                 return ::core::result::Result::Ok(false);
             }
-            if !::autoshard::__private::encodes_as(
-                "author",
-                &self.author,
-                __autoshard_saved.get("author"),
-            )? {
+            if !::autoshard::__private::plain_field("author", &self.author)
+                .encodes_as(__autoshard_saved.get("author"))?
+            {
                 return ::core::result::Result::Ok(false);
             }
             ::core::result::Result::Ok(true)

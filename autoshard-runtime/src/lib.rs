@@ -90,6 +90,6 @@ pub mod __private {
     pub use crate::macro_support::{
         HasShardedProperty, IntegerFold, IntegerProbe, MissingShardFold, OtherProbe, Probe,
         SetProbe, ShadowRun, ShardMethodArg, ShardedFields, StoreElement, UnionFold, decode,
-        decode_field, encode, encodes_as, fold_max, fold_min, no_store_fold, sharded_property,
+        decode_field, encode, fold_max, fold_min, no_store_fold, plain_field, sharded_property,
     };
 }

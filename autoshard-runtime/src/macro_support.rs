@@ -116,17 +116,45 @@ pub fn encode<T: serde::Serialize + ?Sized>(
     Ok(encoded)
 }
 
-/// Whether a property's value encodes as `saved` ([`encode`] then compare; a scalar is
-/// compared without encoding it), naming the property in the error.
-pub fn encodes_as<T: serde::Serialize + ?Sized>(
-    field: &str,
-    value: &T,
-    saved: Option<&crate::Value>,
-) -> Result<bool, crate::FieldError> {
-    if let Some(same) = crate::same_value::same(value, saved) {
-        return Ok(same);
+/// An unsharded field of an entity, for its main document: [`PlainField::encode`] it, or
+/// tell whether it [`PlainField::encodes_as`] a saved value. Generated `to_document` and
+/// `encodes_as` both start from this call, with the same tokens, so that a field whose
+/// type is not `Serialize` gets one error, not one per method.
+pub fn plain_field<'a, T: serde::Serialize + ?Sized>(
+    field: &'a str,
+    value: &'a T,
+) -> PlainField<'a, T> {
+    PlainField {
+        field,
+        value,
+        encode: encode::<T>,
+        same: crate::same_value::same::<T>,
     }
-    Ok(saved == Some(&encode(field, value)?))
+}
+
+/// An unsharded field and what encodes it ([`plain_field`]).
+pub struct PlainField<'a, T: ?Sized> {
+    field: &'a str,
+    value: &'a T,
+    encode: fn(&str, &T) -> Result<crate::Value, crate::FieldError>,
+    same: fn(&T, Option<&crate::Value>) -> Option<bool>,
+}
+
+impl<T: ?Sized> PlainField<'_, T> {
+    /// The field's value in the main document ([`encode`]).
+    pub fn encode(&self) -> Result<crate::Value, crate::FieldError> {
+        (self.encode)(self.field, self.value)
+    }
+
+    /// Whether the field encodes as `saved` (`false` for `None`): a scalar compared
+    /// without encoding it, anything else encoded and compared; the encoder's error when
+    /// it does not encode.
+    pub fn encodes_as(&self, saved: Option<&crate::Value>) -> Result<bool, crate::FieldError> {
+        if let Some(same) = (self.same)(self.value, saved) {
+            return Ok(same);
+        }
+        Ok(saved == Some(&self.encode()?))
+    }
 }
 
 /// Whether `value` is or holds a `null`.
@@ -371,9 +399,18 @@ pub fn fold_min<T: Ord>(_field: &str, a: T, b: T) -> Result<T, crate::FieldError
 
 #[cfg(test)]
 mod tests {
-    use super::encodes_as;
-    use crate::Value;
+    use super::plain_field;
+    use crate::{FieldError, Value};
+    use serde::Serialize;
     use std::collections::BTreeMap;
+
+    fn encodes_as<T: Serialize + ?Sized>(
+        field: &str,
+        value: &T,
+        saved: Option<&Value>,
+    ) -> Result<bool, FieldError> {
+        plain_field(field, value).encodes_as(saved)
+    }
 
     #[test]
     fn values_that_are_not_scalars_compare_as_encoded() {

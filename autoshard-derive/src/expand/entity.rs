@@ -122,17 +122,24 @@ fn expand(entity: &Entity) -> TokenStream {
     }
 }
 
+/// The call both `to_document` and `encodes_as` make for `field`, the same tokens with the
+/// same spans: a type that is not `Serialize` is one error, reported once.
+fn plain_field(field: &Field) -> TokenStream {
+    let ident = field.ident;
+    let name = field.name();
+    quote_spanned! {field.ty.span()=>
+        ::autoshard::__private::plain_field(#name, &self.#ident)
+    }
+}
+
 fn to_document(entity: &Entity) -> TokenStream {
     let inserts = entity.plain_fields().map(|field| {
-        let ident = field.ident;
         let name = field.name();
-        let encode = quote_spanned! {field.ty.span()=>
-            ::autoshard::__private::encode(#name, &self.#ident)
-        };
+        let plain = plain_field(field);
         quote! {
             __autoshard_doc.insert(
                 <::std::string::String as ::core::convert::From<&str>>::from(#name),
-                #encode?,
+                #plain.encode()?,
             );
         }
     });
@@ -156,13 +163,10 @@ fn to_document(entity: &Entity) -> TokenStream {
 fn encodes_as(entity: &Entity) -> TokenStream {
     let count = entity.plain_fields().count();
     let checks = entity.plain_fields().map(|field| {
-        let ident = field.ident;
         let name = field.name();
-        let same = quote_spanned! {field.ty.span()=>
-            ::autoshard::__private::encodes_as(#name, &self.#ident, __autoshard_saved.get(#name))
-        };
+        let plain = plain_field(field);
         quote! {
-            if !#same? {
+            if !#plain.encodes_as(__autoshard_saved.get(#name))? {
                 return ::core::result::Result::Ok(false);
             }
         }
