@@ -17,6 +17,20 @@ pub(super) fn malformed(key: &Key) -> impl Fn(FieldError) -> Error + '_ {
     move |e| Error::malformed(key, e)
 }
 
+/// Whether `entity`'s main document, stored at `main`, is as last saved or loaded (`false`
+/// when nothing was: an entity built in code, or one without sharded state), told without
+/// encoding it where its fields allow ([`Entity::encodes_as`]); [`Error::Malformed`] for a
+/// field that does not encode.
+pub(super) fn main_unchanged<E: Entity>(entity: &E, main: &Key) -> Result<bool> {
+    match entity
+        .state()
+        .and_then(crate::entity::EntityState::saved_main)
+    {
+        Some(saved) => entity.encodes_as(saved).map_err(malformed(main)),
+        None => Ok(false),
+    }
+}
+
 /// Makes sure a field error names the property (generated code may leave it empty).
 pub(super) fn with_property(mut e: FieldError, name: &str) -> FieldError {
     if e.field.is_empty() {

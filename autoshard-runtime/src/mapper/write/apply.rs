@@ -8,12 +8,11 @@
 //! `docs/design/exactly-once.md`, "Applying".
 
 use crate::document::Versioned;
-use crate::entity::EntityState;
 use crate::error::{Error, Result};
 use crate::group::Root;
 use crate::key::{FastMap, Key};
 use crate::mapper::Mapper;
-use crate::mapper::codec::{MainState, from_main, from_main_reusing, malformed};
+use crate::mapper::codec::{MainState, from_main, from_main_reusing, main_unchanged, malformed};
 use crate::store::DocumentStore;
 use std::any::TypeId;
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
@@ -141,10 +140,7 @@ impl<S: DocumentStore> Mapper<S> {
         };
         let mut entity = from_main_reusing::<E>(id, &main, &stored.stored, &stored.derived)?;
         change(&mut entity);
-        let unchanged = match entity.state().and_then(EntityState::saved_main) {
-            Some(saved) => entity.encodes_as(saved).map_err(malformed(&main))?,
-            None => false,
-        };
+        let unchanged = main_unchanged(&entity, &main)?;
         if !unchanged {
             // A field that does not encode is reported as such, as `save` reports it.
             entity.to_document().map_err(malformed(&main))?;

@@ -18,7 +18,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::{malformed, with_property};
+use crate::mapper::codec::{main_unchanged, malformed, with_property};
 use crate::mapper::layout::{self, dynamic_properties, static_properties};
 use crate::mapper::write::write_ids::check_same_entity;
 use crate::mapper::write::write_ids::has_change;
@@ -129,10 +129,7 @@ impl<S: DocumentStore> Mapper<S> {
         let mut entity: E = self.load(id).await?;
         let result = change(&mut entity);
         let main = entity.key();
-        let unchanged = match entity.state().and_then(EntityState::saved_main) {
-            Some(saved) => entity.encodes_as(saved).map_err(malformed(&main))?,
-            None => false,
-        };
+        let unchanged = main_unchanged(&entity, &main)?;
         if !unchanged {
             entity.to_document().map_err(malformed(&main))?;
             return Err(Error::Invalid(format!(

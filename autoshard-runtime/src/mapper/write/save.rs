@@ -20,7 +20,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::attempt::Attempt;
-use crate::mapper::codec::{Folds, malformed};
+use crate::mapper::codec::{Folds, main_unchanged, malformed};
 use crate::mapper::layout::{self, StaticProperty, static_properties};
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, Writer, check_same_entity, pending, stage, state_of};
@@ -119,10 +119,7 @@ impl<S: DocumentStore> Mapper<S> {
     #[tracing::instrument(name = "autoshard.save", level = "debug", skip_all, fields(kind = E::KIND, key = %entity.key(), attempts = tracing::field::Empty, outcome = tracing::field::Empty))]
     pub async fn save<E: Root>(&self, entity: &mut E) -> Result<()> {
         let main = entity.key();
-        let unchanged = match entity.state().and_then(EntityState::saved_main) {
-            Some(saved) => entity.encodes_as(saved).map_err(malformed(&main))?,
-            None => false,
-        };
+        let unchanged = main_unchanged(entity, &main)?;
         let changed = if unchanged {
             None
         } else {
