@@ -264,6 +264,20 @@ async fn sent_again_counts_once(
     );
 }
 
+/// A counter stored through `reader` and tipped once through `db`, its merge stored: the
+/// server knows the merge's script (Redis) or the connection has its statement prepared
+/// (PostgreSQL) before a test holds or cuts anything.
+async fn tipped_once(
+    db: &Mapper<Arc<dyn DocumentStore>>,
+    reader: &Mapper<Arc<dyn DocumentStore>>,
+) -> Tips {
+    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
+    let mut counter: Tips = again(async || db.load(&1).await).await;
+    counter.tip();
+    again(async || db.save(&mut counter).await).await;
+    counter
+}
+
 /// A reply that comes after the store stopped waiting for it (its response timeout) is
 /// never taken for the reply of a later request on the same connection: a merge whose
 /// reply is held past the timeout answers an error whose outcome is unknown, its reply
@@ -278,11 +292,7 @@ async fn redis_late_replies_answer_no_other_request() {
         .insert(&mut Question::new(1, "Late?", 0))
         .await
         .unwrap();
-    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
-
-    let mut counter: Tips = again(async || db.load(&1).await).await;
-    counter.tip();
-    again(async || db.save(&mut counter).await).await; // the server knows the merge's script now
+    let mut counter = tipped_once(&db, &reader).await;
     counter.tip();
     proxy.hold_replies();
     // The reply is held until the store gives up: the timeout comes by itself.
@@ -316,10 +326,7 @@ async fn postgres_calls_the_server_stops_answering_fail_within_the_response_time
     };
     let db = Mapper::new(connect(proxy.port(), SHORT_TIMEOUT).await);
     let reader = Mapper::new(connect(server.port(), Duration::from_secs(30)).await);
-    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
-    let mut counter: Tips = again(async || db.load(&1).await).await;
-    counter.tip();
-    again(async || db.save(&mut counter).await).await;
+    let mut counter = tipped_once(&db, &reader).await;
     counter.tip();
 
     proxy.hold_replies();
@@ -353,10 +360,7 @@ async fn redis_connections_that_stop_answering_are_replaced() {
     let server = Standalone::start();
     let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
     let (db, reader) = redis_through(&server, &proxy, "stalled", 2).await;
-    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
-    let mut counter: Tips = again(async || db.load(&1).await).await;
-    counter.tip();
-    again(async || db.save(&mut counter).await).await;
+    let mut counter = tipped_once(&db, &reader).await;
 
     counter.tip();
     proxy.stall();
@@ -386,10 +390,7 @@ async fn redis_merges_go_through_connections_a_cut_closed() {
     let server = Standalone::start();
     let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
     let (db, reader) = redis_through(&server, &proxy, "merges-after-a-cut", 4).await;
-    reader.insert(&mut Tips::new(1, 0)).await.unwrap();
-    let mut counter: Tips = again(async || db.load(&1).await).await;
-    counter.tip();
-    again(async || db.save(&mut counter).await).await; // the server knows the merge's script now
+    let mut counter = tipped_once(&db, &reader).await;
 
     for cut in 1..=3 {
         proxy.cut();
