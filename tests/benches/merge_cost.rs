@@ -1,11 +1,19 @@
 //! Measurement, not a test: the Redis server's time per merge, beside what the fewest
 //! commands that count a vote exactly once cost, in the same run on the same server.
 //!
-//! Three variants, each `CALLS` calls from 64 writers, one call in flight each (a
+//! Five variants, each `CALLS` calls from 64 writers, one call in flight each (a
 //! writer's sequence numbers grow call by call):
 //! - `raw HINCRBY`: one command, no exactly-once;
 //! - `3-call script`: a Lua script that reads the writer's record (`HGET`), writes it
 //!   (`HSET`) and adds (`HINCRBY`): the least a script can do to count a vote once;
+//! - `4-call floor`: the commands the merge's common case runs (`lua/merge_common.lua`),
+//!   and nothing else: the document's version, value and owner (`HMGET`), the writer's
+//!   record entry (`HGET`), the new version and value (`HSET`), the new entry (`HSET`).
+//!   What the store contract adds to the 3-call script (a version every write changes,
+//!   a key group's owner every write respects) before any check of what the script read;
+//! - `2-call floor`: the same with the record entries in the document's own hash (one
+//!   `HMGET`, one `HSET`): the layout the records had before they moved to a hash of their
+//!   own, so that loads read values without them;
 //! - `merge`: `DocumentStore::merge` of `RedisStore` (an integer `sum` into one static
 //!   shard document, as `Mapper::apply` sends it), its real script and arguments.
 //!
@@ -20,7 +28,7 @@
 //! ```
 //!
 //! Without `REDIS_URL` a standalone Redis is started here, unpinned. `VARIANT` (`raw`,
-//! `3-call` or `merge`) runs that one alone: `scripts/merge-cost` does so to count the
+//! `3-call`, `4-call`, `2-call` or `merge`) runs that one alone: `scripts/merge-cost` does so to count the
 //! server's instructions per call of each (`INSTRUCTIONS=1`).
 
 use autoshard::store::{DocumentStore, Fold, Merge, Merged, RedisOptions, RedisStore, WriteId};
@@ -40,6 +48,28 @@ local seen = redis.call('HGET', KEYS[2], ARGV[1])
 if seen and tonumber(seen) >= tonumber(ARGV[2]) then return 0 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return redis.call('HINCRBY', KEYS[1], 'n', ARGV[3])
+";
+
+/// The floor of the merge's common case: its four commands, on a document hash (`v`,
+/// `n`, and the owner field it must find absent) and a record hash, with the 3-call
+/// script's `KEYS` and `ARGV`.
+const FOUR_CALLS: &str = r"
+local doc = redis.call('HMGET', KEYS[1], 'v', 'n', 'p:~own')
+if doc[3] then return -1 end
+local seen = redis.call('HGET', KEYS[2], ARGV[1])
+if seen and tonumber(seen) >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'v', (doc[1] or 0) + 1, 'n', (doc[2] or 0) + ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1
+";
+
+/// [`FOUR_CALLS`] with the record entries in the document's hash (`KEYS[2]` unused).
+const TWO_CALLS: &str = r"
+local doc = redis.call('HMGET', KEYS[1], 'v', 'n', 'p:~own', ARGV[1])
+if doc[3] then return -1 end
+if doc[4] and tonumber(doc[4]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], 'v', (doc[1] or 0) + 1, 'n', (doc[2] or 0) + ARGV[3], ARGV[1], ARGV[2])
+return 1
 ";
 
 /// Calls of each variant (`CALLS` in the environment; 100,000 by default).
@@ -139,9 +169,15 @@ async fn raw(conn: &redis::aio::MultiplexedConnection, counter: &str) -> (f64, f
     .await
 }
 
-/// The 3-call exactly-once script on a counter hash and a record hash of its own.
-async fn three_calls(conn: &redis::aio::MultiplexedConnection, counter: &str) -> (f64, f64) {
-    let script = Arc::new(redis::Script::new(THREE_CALLS));
+/// An exactly-once script (`KEYS`: a counter hash, a record hash; `ARGV`: writer,
+/// sequence number, increment) on hashes of its own; every call counts (its reply is
+/// positive).
+async fn script(
+    conn: &redis::aio::MultiplexedConnection,
+    source: &str,
+    counter: &str,
+) -> (f64, f64) {
+    let script = Arc::new(redis::Script::new(source));
     let _: String = script
         .prepare_invoke()
         .load_async(&mut conn.clone())
@@ -152,7 +188,7 @@ async fn three_calls(conn: &redis::aio::MultiplexedConnection, counter: &str) ->
         let (mut conn, script) = (conn.clone(), script.clone());
         let (counter, record) = (counter.clone(), record.clone());
         async move {
-            let _: i64 = script
+            let reply: i64 = script
                 .key(&counter)
                 .key(&record)
                 .arg(format!("writer-{writer}"))
@@ -161,6 +197,7 @@ async fn three_calls(conn: &redis::aio::MultiplexedConnection, counter: &str) ->
                 .invoke_async(&mut conn)
                 .await
                 .unwrap();
+            assert!(reply > 0, "a call the script counts");
         }
     })
     .await
@@ -243,7 +280,17 @@ async fn main() {
         None
     };
     let minimal = if runs("3-call") {
-        Some(three_calls(&conn, &format!("{ns}-once")).await)
+        Some(script(&conn, THREE_CALLS, &format!("{ns}-once")).await)
+    } else {
+        None
+    };
+    let four = if runs("4-call") {
+        Some(script(&conn, FOUR_CALLS, &format!("{ns}-four")).await)
+    } else {
+        None
+    };
+    let two = if runs("2-call") {
+        Some(script(&conn, TWO_CALLS, &format!("{ns}-two")).await)
     } else {
         None
     };
@@ -268,6 +315,8 @@ async fn main() {
     for (name, measured) in [
         ("raw HINCRBY", raw),
         ("3-call script", minimal),
+        ("4-call floor", four),
+        ("2-call floor", two),
         ("merge", merge),
     ] {
         let Some((per_call, inside)) = measured else {
