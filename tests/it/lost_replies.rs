@@ -402,3 +402,33 @@ async fn redis_merges_go_through_connections_a_cut_closed() {
     }
     assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 1 + 3 * 8);
 }
+
+/// A save of a fold-function property (a compare-and-set commit of a shard under the
+/// save's write id) fails on no pooled connection that a restart or a cut closed while it
+/// sat idle: the save reads the shard before it commits, and the read, sent again on the
+/// next pooled connection while the one it took was dropped, meets every dropped one
+/// first, so the commit goes out on a connection that answers. Each of the saves after
+/// the cut goes through on its first call, and every vote counts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_shard_commits_go_through_connections_a_cut_closed() {
+    let server = Standalone::start();
+    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
+    let (db, reader) = redis_through(&server, &proxy, "commits-after-a-cut", 4).await;
+    reader
+        .insert(&mut Question::new(1, "Cut?", 0))
+        .await
+        .unwrap();
+    let mut question: Question = again(async || db.load(&1).await).await;
+    question.vote_up();
+    again(async || db.save(&mut question).await).await;
+
+    for cut in 1..=3 {
+        proxy.cut();
+        for vote in 1..=8 {
+            question.vote_up();
+            let saved = db.save(&mut question).await;
+            assert!(saved.is_ok(), "cut {cut}, vote {vote}: {saved:?}");
+        }
+    }
+    assert_eq!(reader.load::<Question>(&1).await.unwrap().votes, 1 + 3 * 8);
+}
