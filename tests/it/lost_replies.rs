@@ -392,16 +392,34 @@ async fn redis_merges_go_through_connections_a_cut_closed() {
     let (db, reader) = redis_through(&server, &proxy, "merges-after-a-cut", 4).await;
     let mut counter = tipped_once(&db, &reader).await;
 
-    for cut in 1..=3 {
+    let saves = saved_across_cuts(&proxy, &db, &mut counter, Tips::tip).await;
+    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 1 + saves);
+}
+
+/// Cuts every connection through `proxy` [`CUTS`] times, and after each cut changes
+/// `entity` and saves it [`SAVES_PER_CUT`] times: each save must succeed on its first
+/// call. Answers how many changes were saved.
+async fn saved_across_cuts<E: autoshard::group::Root>(
+    proxy: &Proxy,
+    db: &Mapper<Arc<dyn DocumentStore>>,
+    entity: &mut E,
+    change: impl Fn(&mut E),
+) -> i64 {
+    for cut in 1..=CUTS {
         proxy.cut();
-        for tip in 1..=8 {
-            counter.tip();
-            let saved = db.save(&mut counter).await;
-            assert!(saved.is_ok(), "cut {cut}, tip {tip}: {saved:?}");
+        for save in 1..=SAVES_PER_CUT {
+            change(entity);
+            let saved = db.save(entity).await;
+            assert!(saved.is_ok(), "cut {cut}, save {save}: {saved:?}");
         }
     }
-    assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 1 + 3 * 8);
+    i64::from(CUTS * SAVES_PER_CUT)
 }
+
+/// How many times [`saved_across_cuts`] cuts the connections.
+const CUTS: u32 = 3;
+/// How many saves follow each cut in [`saved_across_cuts`].
+const SAVES_PER_CUT: u32 = 8;
 
 /// A save of a fold-function property (a compare-and-set commit of a shard under the
 /// save's write id) fails on no pooled connection that a restart or a cut closed while it
@@ -422,13 +440,6 @@ async fn redis_shard_commits_go_through_connections_a_cut_closed() {
     question.vote_up();
     again(async || db.save(&mut question).await).await;
 
-    for cut in 1..=3 {
-        proxy.cut();
-        for vote in 1..=8 {
-            question.vote_up();
-            let saved = db.save(&mut question).await;
-            assert!(saved.is_ok(), "cut {cut}, vote {vote}: {saved:?}");
-        }
-    }
-    assert_eq!(reader.load::<Question>(&1).await.unwrap().votes, 1 + 3 * 8);
+    let saves = saved_across_cuts(&proxy, &db, &mut question, Question::vote_up).await;
+    assert_eq!(reader.load::<Question>(&1).await.unwrap().votes, 1 + saves);
 }
