@@ -17,7 +17,9 @@
 //! Write coalescing (group commit): concurrent saves of one sharded property of one entity,
 //! in one mapper and its clones, fold their changes into one commit while a commit for that
 //! property is in flight. The first save leads and sends at once; saves that arrive
-//! meanwhile queue, and the next leader sends up to [`MAX_BATCH`] of them as one fold.
+//! meanwhile queue, and the next leader sends up to [`MAX_BATCH`] of them as one fold. A
+//! save that finds no save of the mapper under way sends alone, outside the relay
+//! ([`Coalescer::submit`]).
 //! The [`Claim`] of each save's change is handled here alone: a leader takes queued claims
 //! ([`take_claims`]), redirects them ([`moved`]) and settles them ([`settle`]); a save
 //! resolves its own when it returns or is dropped ([`Resolve`]). The lead passes on through
@@ -39,6 +41,7 @@ use crate::store::{Commit, DocumentStore, Merge, Merged, Transaction};
 use crate::sync::lock;
 use crate::sync::relay::{Caller, Joined, Relay};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a batch writes into: one property of one stored entity.
@@ -390,12 +393,31 @@ impl Member {
 #[derive(Debug, Default)]
 pub(in crate::mapper) struct Coalescer {
     slots: Relay<(Key, usize), Queued, Result<()>>,
+    /// How many saves are in [`Coalescer::submit`] now, of any property.
+    submitting: AtomicUsize,
+}
+
+/// One save counted in [`Coalescer::submitting`] until it is dropped (with its future
+/// too).
+struct Submitting<'c>(&'c AtomicUsize);
+
+impl Drop for Submitting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Coalescer {
     /// Sends `value` (with `claim`) for property `slot`, alone or in a batch: `send` is
     /// called by whichever save leads, with the members of its batch, and sends their
     /// fold as one change.
+    ///
+    /// A save that finds no other save of the mapper under way sends its change alone
+    /// without entering the relay, as with coalescing off: nothing could queue behind it
+    /// yet, and the saves that arrive while it is in flight lead and queue in the relay
+    /// as usual (they then do not join its commit, only each other's). That spares the
+    /// relay's bookkeeping on every save of a mapper that saves one thing at a time (a
+    /// process with one client, a mapper per request).
     pub(in crate::mapper) async fn submit<F, Fut>(
         &self,
         slot: (Key, usize),
@@ -407,6 +429,11 @@ impl Coalescer {
         F: FnOnce(Vec<Member>) -> Fut,
         Fut: std::future::Future<Output = (Result<()>, Vec<Member>)>,
     {
+        let others = self.submitting.fetch_add(1, Ordering::Relaxed);
+        let _submitting = Submitting(&self.submitting);
+        if others == 0 {
+            return send(vec![Member::own(value, claim)]).await.0;
+        }
         let lead = match self
             .slots
             .join(slot, || (value.clone(), claim.clone()))
@@ -523,5 +550,87 @@ impl Drop for Resolve<'_> {
         if matches!(*claim, Claim::Queued) {
             *claim = Claim::Withdrawn;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::poll;
+    use std::pin::pin;
+
+    fn queued() -> ClaimRef {
+        Arc::new(Mutex::new(Claim::Queued))
+    }
+
+    /// A save whose `send` stays under way until `release` answers, counting in `sends`.
+    async fn held_send(
+        members: Vec<Member>,
+        sends: &AtomicUsize,
+        release: tokio::sync::oneshot::Receiver<()>,
+    ) -> (Result<()>, Vec<Member>) {
+        sends.fetch_add(1, Ordering::Relaxed);
+        let _ = release.await;
+        (Ok(()), members)
+    }
+
+    /// A save that sends at once.
+    fn quick_send(
+        members: Vec<Member>,
+        sends: &AtomicUsize,
+    ) -> std::future::Ready<(Result<()>, Vec<Member>)> {
+        sends.fetch_add(1, Ordering::Relaxed);
+        std::future::ready((Ok(()), members))
+    }
+
+    /// A save that finds no other save under way sends outside the relay, so a second
+    /// save of the same property that comes while it is still sending leads the relay
+    /// and sends at once instead of queueing behind it; and a save whose future is
+    /// dropped counts as under way no more (the next lone save sends outside the relay
+    /// again).
+    #[tokio::test]
+    async fn a_save_with_none_under_way_sends_outside_the_relay() {
+        let coalescer = Coalescer::default();
+        let slot = (Key::new("Post", "1"), 0);
+        let sends = AtomicUsize::new(0);
+
+        let (release, released) = tokio::sync::oneshot::channel();
+        let mut first = pin!(
+            coalescer.submit(slot.clone(), Value::from(1), queued(), |m| {
+                held_send(m, &sends, released)
+            })
+        );
+        assert!(poll!(first.as_mut()).is_pending());
+        let second = coalescer.submit(slot.clone(), Value::from(2), queued(), |m| {
+            quick_send(m, &sends)
+        });
+        assert!(
+            poll!(pin!(second)).is_ready(),
+            "the second save queued behind the first"
+        );
+        assert_eq!(sends.load(Ordering::Relaxed), 2);
+        release.send(()).unwrap();
+        assert!(matches!(first.await, Ok(())));
+
+        let (_release, released) = tokio::sync::oneshot::channel();
+        let dropped = coalescer.submit(slot.clone(), Value::from(3), queued(), |m| {
+            held_send(m, &sends, released)
+        });
+        assert!(poll!(pin!(dropped)).is_pending());
+        let (release, released) = tokio::sync::oneshot::channel();
+        let mut alone = pin!(
+            coalescer.submit(slot.clone(), Value::from(4), queued(), |m| {
+                held_send(m, &sends, released)
+            })
+        );
+        assert!(poll!(alone.as_mut()).is_pending());
+        let after = coalescer.submit(slot, Value::from(5), queued(), |m| quick_send(m, &sends));
+        assert!(
+            poll!(pin!(after)).is_ready(),
+            "a dropped save still counted as under way"
+        );
+        release.send(()).unwrap();
+        assert!(matches!(alone.await, Ok(())));
+        assert_eq!(sends.load(Ordering::Relaxed), 5);
     }
 }
