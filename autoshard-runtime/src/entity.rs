@@ -441,7 +441,7 @@ pub(crate) struct Sent {
     /// The document it was folded into (a static shard, or the new dynamic one).
     pub(crate) shard: Key,
     /// What was sent under this id when it is more than the pending change: the fold of
-    /// the changes of several saves coalesced into one commit (see `mapper/write/static_shard.rs`).
+    /// the changes of several saves coalesced into one commit (see `mapper/write/coalesce.rs`).
     /// Sending it again sends all of it; the other saves then find it applied.
     pub(crate) value: Option<Value>,
 }

@@ -29,7 +29,7 @@
 //!    (`resend_single`: none), and stages the shadow's change as pending (`stage`, in
 //!    `write/write_ids.rs`);
 //! 3. `write/static_shard.rs`: `save_single` submits the change to the property's
-//!    [`Coalescer`](write::static_shard::Coalescer); leading, `send_batch` holds a shard's
+//!    [`Coalescer`](write::coalesce::Coalescer); leading, `send_batch` holds a shard's
 //!    lane and its writer (`hold`, in `write_ids.rs`), fixes the write id
 //!    (`Writer::begin`) and the claims (`take_claims`), and `merge_fixed` sends one
 //!    [`Merge`](crate::store::Merge) to the store; `confirmed` (in `write_ids.rs`) tells
@@ -180,8 +180,8 @@ pub struct Mapper<S = Arc<dyn DocumentStore>> {
     /// How long shard documents remember a writer's last write (see `write/write_ids.rs`).
     write_window: Duration,
     /// Properties with a commit in flight and the saves queued behind it, shared by
-    /// clones (see `write/static_shard.rs`); `None` when coalescing is off.
-    coalescer: Option<Arc<write::static_shard::Coalescer>>,
+    /// clones (see `write/coalesce.rs`); `None` when coalescing is off.
+    coalescer: Option<Arc<write::coalesce::Coalescer>>,
     /// Loads in flight per entity and the loads waiting for the next read, shared by
     /// clones (see `read/load.rs`); `None` when reads are not shared.
     reads: Option<Arc<read::load::SharedLoads>>,

@@ -1,5 +1,5 @@
 //! One leader per slot, the lead relayed from one call to the next: the hand-over that
-//! the mapper's write coalescing (`mapper/write/static_shard.rs`) and shared reads
+//! the mapper's write coalescing (`mapper/write/coalesce.rs`) and shared reads
 //! (`shared`) both stand on.
 //!
 //! A call on a slot that nobody leads leads it at once. Calls that arrive while it leads

@@ -7,9 +7,10 @@
 //!   documents.
 //! - `update`: `update` (load, change, save).
 //! - `keyed`: `update_once`, a change applied once per operation name.
-//! - `static_shard`: the static-shard writer (one property's change into one shard,
-//!   coalesced with concurrent saves of it into one commit), and the one fold of a change
-//!   into a static shard.
+//! - `static_shard`: the static-shard writer (one property's change into one shard), and
+//!   the one fold of a change into a static shard.
+//! - `coalesce`: write coalescing (concurrent saves of one property folded into one
+//!   commit), and the claims that tell each save what became of its change.
 //! - `dynamic`: the dynamic-shard writer (a new shard document per change).
 //! - `write_ids`: pending changes, the write ids that make sending one again safe, the
 //!   write window a change may be sent again within, and the shard lanes (which shard a
@@ -18,6 +19,7 @@
 
 pub(in crate::mapper) mod adopt;
 pub(in crate::mapper) mod apply;
+pub(in crate::mapper) mod coalesce;
 pub(in crate::mapper) mod dynamic;
 pub(in crate::mapper) mod insert;
 pub(in crate::mapper) mod keyed;
