@@ -2,8 +2,7 @@
 //! in one mapper and its clones, fold their changes into one commit while a commit for that
 //! property is in flight. The first save leads and sends at once; saves that arrive
 //! meanwhile queue, and the next leader sends up to [`MAX_BATCH`] of them as one fold
-//! (`static_shard`'s `send_batch` sends it). A save that finds no save of the mapper under
-//! way sends alone, outside the relay ([`Coalescer::submit`]).
+//! (`static_shard`'s `send_batch` sends it).
 //!
 //! The [`Claim`] of each save's change is handled here alone: a leader takes queued claims
 //! ([`take_claims`]), redirects them ([`moved`]) and settles them ([`settle`]); a save
@@ -18,7 +17,6 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::sync::lock;
 use crate::sync::relay::{Caller, Joined, Relay};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The most changes one commit carries.
@@ -67,31 +65,12 @@ impl Member {
 #[derive(Debug, Default)]
 pub(in crate::mapper) struct Coalescer {
     slots: Relay<(Key, usize), Queued, Result<()>>,
-    /// How many saves are in [`Coalescer::submit`] now, of any property.
-    submitting: AtomicUsize,
-}
-
-/// One save counted in [`Coalescer::submitting`] until it is dropped (with its future
-/// too).
-struct Submitting<'c>(&'c AtomicUsize);
-
-impl Drop for Submitting<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl Coalescer {
     /// Sends `value` (with `claim`) for property `slot`, alone or in a batch: `send` is
     /// called by whichever save leads, with the members of its batch, and sends their
     /// fold as one change.
-    ///
-    /// A save that finds no other save of the mapper under way sends its change alone
-    /// without entering the relay, as with coalescing off: nothing could queue behind it
-    /// yet, and the saves that arrive while it is in flight lead and queue in the relay
-    /// as usual (they then do not join its commit, only each other's). That spares the
-    /// relay's bookkeeping on every save of a mapper that saves one thing at a time (a
-    /// process with one client, a mapper per request).
     pub(in crate::mapper) async fn submit<F, Fut>(
         &self,
         slot: (Key, usize),
@@ -103,11 +82,6 @@ impl Coalescer {
         F: FnOnce(Vec<Member>) -> Fut,
         Fut: std::future::Future<Output = (Result<()>, Vec<Member>)>,
     {
-        let others = self.submitting.fetch_add(1, Ordering::Relaxed);
-        let _submitting = Submitting(&self.submitting);
-        if others == 0 {
-            return send(vec![Member::own(value, claim)]).await.0;
-        }
         let lead = match self
             .slots
             .join(slot, || (value.clone(), claim.clone()))
@@ -232,79 +206,73 @@ mod tests {
     use super::*;
     use futures::poll;
     use std::pin::pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn queued() -> ClaimRef {
         Arc::new(Mutex::new(Claim::Queued))
     }
 
-    /// A save whose `send` stays under way until `release` answers, counting in `sends`.
+    /// A leader's send that stays under way until `release` answers.
     async fn held_send(
         members: Vec<Member>,
-        sends: &AtomicUsize,
         release: tokio::sync::oneshot::Receiver<()>,
     ) -> (Result<()>, Vec<Member>) {
-        sends.fetch_add(1, Ordering::Relaxed);
         let _ = release.await;
         (Ok(()), members)
     }
 
-    /// A save that sends at once.
-    fn quick_send(
+    /// A leader's send that answers at once, recording how many changes it carried.
+    fn counted_send(
         members: Vec<Member>,
-        sends: &AtomicUsize,
+        batches: &Mutex<Vec<usize>>,
     ) -> std::future::Ready<(Result<()>, Vec<Member>)> {
-        sends.fetch_add(1, Ordering::Relaxed);
+        lock(batches).push(members.len());
         std::future::ready((Ok(()), members))
     }
 
-    /// A save that finds no other save under way sends outside the relay, so a second
-    /// save of the same property that comes while it is still sending leads the relay
-    /// and sends at once instead of queueing behind it; and a save whose future is
-    /// dropped counts as under way no more (the next lone save sends outside the relay
-    /// again).
+    /// Group commit: saves of a property that come while a save of it is sending queue
+    /// behind it, and once it is answered they go out together, as one batch (the first
+    /// of them leads it); each save is told the outcome of the commit that holds its
+    /// change. Polled by hand, so the order is made, not timed.
     #[tokio::test]
-    async fn a_save_with_none_under_way_sends_outside_the_relay() {
+    async fn saves_that_come_while_one_sends_go_out_as_one_batch() {
         let coalescer = Coalescer::default();
         let slot = (Key::new("Post", "1"), 0);
-        let sends = AtomicUsize::new(0);
+        let batches = Mutex::new(Vec::new());
+        let first_sends = AtomicUsize::new(0);
 
         let (release, released) = tokio::sync::oneshot::channel();
         let mut first = pin!(
             coalescer.submit(slot.clone(), Value::from(1), queued(), |m| {
-                held_send(m, &sends, released)
+                first_sends.fetch_add(1, Ordering::Relaxed);
+                held_send(m, released)
             })
         );
         assert!(poll!(first.as_mut()).is_pending());
-        let second = coalescer.submit(slot.clone(), Value::from(2), queued(), |m| {
-            quick_send(m, &sends)
-        });
-        assert!(
-            poll!(pin!(second)).is_ready(),
-            "the second save queued behind the first"
-        );
-        assert_eq!(sends.load(Ordering::Relaxed), 2);
-        release.send(()).unwrap();
-        assert!(matches!(first.await, Ok(())));
-
-        let (_release, released) = tokio::sync::oneshot::channel();
-        let dropped = coalescer.submit(slot.clone(), Value::from(3), queued(), |m| {
-            held_send(m, &sends, released)
-        });
-        assert!(poll!(pin!(dropped)).is_pending());
-        let (release, released) = tokio::sync::oneshot::channel();
-        let mut alone = pin!(
-            coalescer.submit(slot.clone(), Value::from(4), queued(), |m| {
-                held_send(m, &sends, released)
+        let mut second = pin!(
+            coalescer.submit(slot.clone(), Value::from(2), queued(), |m| {
+                counted_send(m, &batches)
             })
         );
-        assert!(poll!(alone.as_mut()).is_pending());
-        let after = coalescer.submit(slot, Value::from(5), queued(), |m| quick_send(m, &sends));
+        let mut third = pin!(coalescer.submit(slot, Value::from(3), queued(), |m| {
+            counted_send(m, &batches)
+        }));
         assert!(
-            poll!(pin!(after)).is_ready(),
-            "a dropped save still counted as under way"
+            poll!(second.as_mut()).is_pending(),
+            "the second save did not wait for the first's commit"
         );
+        assert!(poll!(third.as_mut()).is_pending());
+        assert!(lock(&batches).is_empty());
+
         release.send(()).unwrap();
-        assert!(matches!(alone.await, Ok(())));
-        assert_eq!(sends.load(Ordering::Relaxed), 5);
+        assert!(matches!(first.await, Ok(())));
+        assert!(matches!(second.await, Ok(())));
+        assert!(matches!(third.await, Ok(())));
+        assert_eq!(first_sends.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            *lock(&batches),
+            [2],
+            "the queued saves were not sent as one batch"
+        );
     }
 }
