@@ -80,8 +80,9 @@ impl<K: Eq + Hash, W, R> Relay<K, W, R> {
     }
 
     /// Passes the lead of `slot` to the first queued call still waiting, or marks the
-    /// slot idle when none is.
-    fn hand_over(&self, slot: &K) {
+    /// slot idle when none is: what dropping a [`Lead`] does, and what the holder of a
+    /// lead taken with [`Relay::lead_idle`] calls when it is done.
+    pub(crate) fn hand_over(&self, slot: &K) {
         let mut slots = self.slots();
         let Some(queue) = slots.get_mut(slot) else {
             return;
@@ -96,6 +97,26 @@ impl<K: Eq + Hash, W, R> Relay<K, W, R> {
 }
 
 impl<K: Eq + Hash + Clone, W, R> Relay<K, W, R> {
+    /// Whether a call leads `slot` now.
+    #[cfg(test)]
+    pub(crate) fn is_led(&self, slot: &K) -> bool {
+        self.slots().contains_key(slot)
+    }
+
+    /// Marks `slot` led when nobody leads it, for a caller that is already doing its work
+    /// outside the relay, so that calls joining it from now on queue. That caller must
+    /// call [`Relay::hand_over`] when it is done (also when its future is dropped), as a
+    /// dropped [`Lead`] does. Answers whether the slot was idle.
+    pub(crate) fn lead_idle(&self, slot: &K) -> bool {
+        match self.slots().entry(slot.clone()) {
+            Entry::Vacant(idle) => {
+                idle.insert(VecDeque::new());
+                true
+            }
+            Entry::Occupied(_) => false,
+        }
+    }
+
     /// Leads `slot` at once when nobody does; otherwise queues with `payload()` and waits
     /// until a leader tells the outcome or hands over the lead.
     pub(crate) async fn join(&self, slot: K, payload: impl FnOnce() -> W) -> Joined<'_, K, W, R> {

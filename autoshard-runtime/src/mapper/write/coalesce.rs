@@ -2,7 +2,10 @@
 //! in one mapper and its clones, fold their changes into one commit while a commit for that
 //! property is in flight. The first save leads and sends at once; saves that arrive
 //! meanwhile queue, and the next leader sends up to [`MAX_BATCH`] of them as one fold
-//! (`static_shard`'s `send_batch` sends it).
+//! (`static_shard`'s `send_batch` sends it). A save that finds no save of the mapper under
+//! way leads without entering the relay; a save of its property that comes meanwhile marks
+//! the property led there for it and queues, so the batches are the same
+//! ([`Coalescer::submit`]).
 //!
 //! The [`Claim`] of each save's change is handled here alone: a leader takes queued claims
 //! ([`take_claims`]), redirects them ([`moved`]) and settles them ([`settle`]); a save
@@ -61,16 +64,58 @@ impl Member {
 }
 
 /// The in-flight properties of one mapper: a property (main key, property index) is in
-/// flight while the relay leads it, with the saves queued behind its commit.
+/// flight while the relay leads it, with the saves queued behind its commit, or while
+/// the lone save sends it.
 #[derive(Debug, Default)]
 pub(in crate::mapper) struct Coalescer {
     slots: Relay<(Key, usize), Queued, Result<()>>,
+    /// The saves in [`Coalescer::submit`], and the lone one among them: one lock, so that
+    /// a save becomes the lone one only when no other is under way, and a save of the
+    /// lone one's property always sees it.
+    saves: Mutex<Saves>,
+}
+
+/// The saves under way in a [`Coalescer`].
+#[derive(Debug, Default)]
+struct Saves {
+    /// How many are in [`Coalescer::submit`].
+    under_way: usize,
+    /// The property the lone save sends, and whether the relay marks it led for it.
+    lone: Option<((Key, usize), bool)>,
+}
+
+/// One save counted in [`Saves::under_way`] until it is dropped (also with its future);
+/// for the lone save, dropping it also ends its lead.
+struct UnderWay<'c> {
+    coalescer: &'c Coalescer,
+    lone: bool,
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        let mut saves = lock(&self.coalescer.saves);
+        saves.under_way -= 1;
+        if self.lone
+            && let Some((slot, led)) = saves.lone.take()
+            && led
+        {
+            // Saves of the property queued while it sent: the first still waiting leads.
+            self.coalescer.slots.hand_over(&slot);
+        }
+    }
 }
 
 impl Coalescer {
     /// Sends `value` (with `claim`) for property `slot`, alone or in a batch: `send` is
     /// called by whichever save leads, with the members of its batch, and sends their
     /// fold as one change.
+    ///
+    /// A save that finds no other save of the mapper under way is the *lone* save: it
+    /// sends at once without entering the relay, where a save would hash its property's
+    /// key four times. A save of the same property that comes while the lone save sends
+    /// marks the property led in the relay on its behalf and queues, so group commit is
+    /// as before: the saves that come during a commit go out together after it (the lone
+    /// save hands the lead over when it is done or dropped).
     pub(in crate::mapper) async fn submit<F, Fut>(
         &self,
         slot: (Key, usize),
@@ -82,6 +127,28 @@ impl Coalescer {
         F: FnOnce(Vec<Member>) -> Fut,
         Fut: std::future::Future<Output = (Result<()>, Vec<Member>)>,
     {
+        let lone = {
+            let mut saves = lock(&self.saves);
+            let lone = saves.under_way == 0;
+            saves.under_way += 1;
+            if lone {
+                saves.lone = Some((slot.clone(), false));
+            } else if let Some((sending, led)) = &mut saves.lone
+                && *sending == slot
+                && !*led
+            {
+                // The relay marks it led until the lone save hands over (`UnderWay`).
+                *led = self.slots.lead_idle(&slot);
+            }
+            lone
+        };
+        let _under_way = UnderWay {
+            coalescer: self,
+            lone,
+        };
+        if lone {
+            return send(vec![Member::own(value, claim)]).await.0;
+        }
         let lead = match self
             .slots
             .join(slot, || (value.clone(), claim.clone()))
@@ -266,13 +333,66 @@ mod tests {
 
         release.send(()).unwrap();
         assert!(matches!(first.await, Ok(())));
-        assert!(matches!(second.await, Ok(())));
-        assert!(matches!(third.await, Ok(())));
+        let told = |answer| matches!(answer, std::task::Poll::Ready(Ok(())));
+        assert!(
+            told(poll!(second.as_mut())),
+            "the second save was not handed the lead"
+        );
+        assert!(told(poll!(third.as_mut())));
         assert_eq!(first_sends.load(Ordering::Relaxed), 1);
         assert_eq!(
             *lock(&batches),
             [2],
             "the queued saves were not sent as one batch"
         );
+    }
+
+    /// A save that finds none under way sends outside the relay (its property is not
+    /// led there); a save of the same property that comes meanwhile marks it led and
+    /// queues; and when the lone save's future is dropped while it sends, the queued save
+    /// leads and sends. The property is idle after, and the next save is lone again.
+    #[tokio::test]
+    async fn a_lone_save_sends_outside_the_relay_and_hands_over_when_dropped() {
+        let coalescer = Coalescer::default();
+        let slot = (Key::new("Post", "1"), 0);
+        let batches = Mutex::new(Vec::new());
+
+        let (_release, released) = tokio::sync::oneshot::channel();
+        let mut lone = Box::pin(
+            coalescer.submit(slot.clone(), Value::from(1), queued(), |m| {
+                held_send(m, released)
+            }),
+        );
+        assert!(poll!(lone.as_mut()).is_pending());
+        assert!(
+            !coalescer.slots.is_led(&slot),
+            "the lone save entered the relay"
+        );
+        let mut waiting = pin!(
+            coalescer.submit(slot.clone(), Value::from(2), queued(), |m| {
+                counted_send(m, &batches)
+            })
+        );
+        assert!(poll!(waiting.as_mut()).is_pending());
+        assert!(coalescer.slots.is_led(&slot));
+
+        drop(lone);
+        assert!(
+            poll!(waiting.as_mut()).is_ready(),
+            "the dropped lone save left the queued save waiting"
+        );
+        assert_eq!(*lock(&batches), [1]);
+        assert!(!coalescer.slots.is_led(&slot));
+
+        let (release, released) = tokio::sync::oneshot::channel();
+        let mut again = pin!(
+            coalescer.submit(slot.clone(), Value::from(3), queued(), |m| {
+                held_send(m, released)
+            })
+        );
+        assert!(poll!(again.as_mut()).is_pending());
+        assert!(!coalescer.slots.is_led(&slot), "the next save was not lone");
+        release.send(()).unwrap();
+        assert!(matches!(again.await, Ok(())));
     }
 }
