@@ -781,6 +781,7 @@ async fn reads_answer_what_the_cluster_holds_after_a_slot_moved(
         keys: keys.clone(),
         scans: vec![Scan::new("Answer", Some(entity.clone()))],
         records,
+        writer: None,
         prefetch: Vec::new(),
     };
     let read = |records| async move {

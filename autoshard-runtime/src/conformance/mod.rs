@@ -116,6 +116,7 @@ cases!(
     a_values_write_keeps_the_write_record,
     a_values_write_over_malformed_records_matches_the_reference,
     a_merge_over_a_record_that_is_not_a_map_records_its_write,
+    a_lookup_answers_the_named_writers_record_entry,
     merge_needs_the_document_and_its_guard,
     a_merge_into_the_stores_own_properties_is_invalid,
     merge_gives_a_new_version,

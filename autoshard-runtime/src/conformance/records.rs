@@ -1,13 +1,14 @@
 //! The cases of write records ([`merge::RECORD`]) beyond a merge's own: what a values
-//! write ([`Write::Values`](crate::store::Write::Values)) keeps and adds, and which
-//! entries of a malformed record count, on every store alike.
+//! write ([`Write::Values`](crate::store::Write::Values)) keeps and adds, which entries
+//! of a malformed record count, and the one writer's entry a lookup without records
+//! answers ([`Lookup::writer`]), on every store alike.
 
 use super::merges::{SUM_I64, merge_ok, write_id};
 use super::{commit, doc, fresh_kind, must_get, ok};
 use crate::document::Value;
 use crate::key::Key;
 use crate::store::merge::{self, Merge, Merged, RECORD};
-use crate::store::{Commit, DocumentStore, Transaction};
+use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
 
 /// A values write ([`Write::Values`](crate::store::Write::Values)) stores the
 /// document's properties and keeps the write record: the entries merges left stay (so
@@ -101,6 +102,102 @@ pub async fn a_values_write_over_malformed_records_matches_the_reference(
             case += 1;
             let key = Key::new(kind.as_str(), case.to_string());
             values_write_over(store, &key, stored.as_ref(), written.as_ref()).await;
+        }
+    }
+}
+
+/// A lookup without records that names a writer ([`Lookup::writer`]) answers, for every
+/// document it reads by key or in a scan page, the properties a read with records
+/// answers, and of the record the named writer's entry exactly as that read answers it,
+/// or none where it answers none (records that merges wrote, that a put stored, that are
+/// not a map, entries that are not what merges write). It may answer other writers'
+/// entries too.
+pub async fn a_lookup_answers_the_named_writers_record_entry(store: &dyn DocumentStore) {
+    let kind = fresh_kind("WriterEntry");
+    let json = |text: &str| -> Value { serde_json::from_str(text).expect("test JSON") };
+    let merged = Key::new(kind.as_str(), "merged");
+    ok(
+        store.insert(&merged, doc(&[("n", 1.into())])).await,
+        "insert",
+    );
+    for (writer, seq) in [("a", 4), ("b", 1), ("a", 5)] {
+        let merge = Merge::new(
+            merged.clone(),
+            "n",
+            SUM_I64,
+            2.into(),
+            write_id(writer, seq),
+        );
+        assert_eq!(merge_ok(store, &merge).await, Merged::Applied);
+    }
+    let mut keys = vec![merged];
+    for (id, record) in [
+        ("put", r#"{"c": [3, 1000003], "d": "junk", "e": [6]}"#),
+        ("scalar", "7"),
+        ("empty", "{}"),
+    ] {
+        let key = Key::new(kind.as_str(), id);
+        let mut stored = doc(&[("n", 3.into())]);
+        stored.insert(RECORD.to_owned(), json(record));
+        ok(store.put(&key, stored).await, "put");
+        keys.push(key);
+    }
+    keys.push(Key::new(kind.as_str(), "absent"));
+    let whole = ok(
+        store
+            .lookup(&Lookup {
+                keys: keys.clone(),
+                records: true,
+                ..Lookup::default()
+            })
+            .await,
+        "lookup with records",
+    );
+    let entry = |doc: &crate::document::Document, writer: &str| -> Option<Value> {
+        doc.get(RECORD)?.as_object()?.get(writer).cloned()
+    };
+    let properties = |doc: &crate::document::Document| {
+        let mut doc = doc.clone();
+        doc.remove(RECORD);
+        doc
+    };
+    for writer in ["a", "b", "c", "d", "e", "z"] {
+        let lookup = Lookup {
+            keys: keys.clone(),
+            scans: vec![Scan::new(kind.as_str(), None)],
+            records: false,
+            writer: Some(writer.into()),
+            prefetch: Vec::new(),
+        };
+        let found = ok(
+            store.lookup(&lookup).await,
+            "lookup of one writer's entries",
+        );
+        assert_eq!(found.docs.len(), keys.len(), "one entry per key");
+        let page: std::collections::HashMap<_, _> = found.pages[0].items.iter().cloned().collect();
+        for ((key, got), want) in keys.iter().zip(&found.docs).zip(&whole.docs) {
+            let context = format!("`{key}`, writer {writer}");
+            let (Some(got), Some(want)) = (got, want) else {
+                assert_eq!(got.is_some(), want.is_some(), "{context}: found or not");
+                assert!(!page.contains_key(key), "{context}: listed though absent");
+                continue;
+            };
+            // A page may stop short of the kind's documents (the contract): those it lists.
+            let listed = page.get(key).map(|listed| (listed, "listed"));
+            for (got, how) in std::iter::once((got, "read by key")).chain(listed) {
+                assert_eq!(got.version, want.version, "{context}, {how}: the version");
+                assert_eq!(
+                    properties(&got.doc),
+                    properties(&want.doc),
+                    "{context}, {how}: the properties"
+                );
+                assert_eq!(
+                    entry(&got.doc, writer),
+                    entry(&want.doc, writer),
+                    "{context}, {how}: the writer's entry (whole record {:?})",
+                    want.doc.get(RECORD)
+                );
+            }
         }
     }
 }

@@ -145,6 +145,7 @@ pub async fn a_cursor_that_names_no_key_is_invalid(store: &dyn DocumentStore) {
             keys: vec![Key::new(kind.as_str(), "0")],
             scans: vec![scan],
             records: false,
+            writer: None,
             prefetch: Vec::new(),
         };
         assert!(
@@ -198,6 +199,7 @@ pub async fn lookup_answers_as_get_many_and_scan(store: &dyn DocumentStore) {
             keys: keys.clone(),
             scans: scans.clone(),
             records,
+            writer: None,
             prefetch,
         };
         let found = ok(store.lookup(&lookup).await, "lookup");
@@ -258,6 +260,7 @@ async fn scans_alone_answer_the_same_pages(
         keys: Vec::new(),
         scans: scans.to_vec(),
         records,
+        writer: None,
         prefetch: Vec::new(),
     };
     let alone = ok(store.lookup(&lookup).await, "lookup of scans alone");

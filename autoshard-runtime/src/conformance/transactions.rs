@@ -542,6 +542,7 @@ pub async fn a_snapshot_lookup_is_one_instant_of_every_group(store: &dyn Documen
                 keys: by_key.clone(),
                 scans: vec![Scan::new(kind.clone(), Some(parent.clone()))],
                 records: round % 2 == 0,
+                writer: None,
                 prefetch: if round % 3 == 0 {
                     listed.clone()
                 } else {

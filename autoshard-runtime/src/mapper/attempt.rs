@@ -17,10 +17,11 @@ use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
-use crate::store::{Commit, DocumentStore, Scan, Transaction};
+use crate::store::{Commit, DocumentStore, Lookup, Scan, Transaction};
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The outcome of one optimistic attempt.
@@ -109,6 +110,36 @@ impl<S: DocumentStore> Mapper<S> {
         } else {
             Err(Error::backend(
                 format!("get_many of {} keys", keys.len()),
+                format!("the store answered {} entries", found.len()),
+            ))
+        }
+    }
+
+    /// Reads `keys` for a compare-and-set of `writer`'s: without write records but
+    /// `writer`'s own entry ([`Lookup::writer`]), enough to tell whether one of its writes
+    /// landed, for an attempt that writes back with [`Transaction::put_values`] (the
+    /// store keeps the other writers' entries); with `whole`, with the whole records, for
+    /// one that writes the documents back whole. Checks that the store answered one entry
+    /// per key.
+    pub(super) async fn get_for_writer(
+        &self,
+        keys: &[Key],
+        writer: &Arc<str>,
+        whole: bool,
+    ) -> Result<Vec<Option<Versioned>>> {
+        let lookup = Lookup {
+            keys: keys.to_vec(),
+            scans: Vec::new(),
+            records: whole,
+            writer: (!whole).then(|| Arc::clone(writer)),
+            prefetch: Vec::new(),
+        };
+        let found = self.store.lookup(&lookup).await?.docs;
+        if found.len() == keys.len() {
+            Ok(found)
+        } else {
+            Err(Error::backend(
+                format!("lookup of {} keys", keys.len()),
                 format!("the store answered {} entries", found.len()),
             ))
         }

@@ -157,6 +157,7 @@ pub async fn by_lookup<S: DocumentStore + ?Sized>(
         keys,
         scans: lookup.scans.clone(),
         records: false,
+        writer: None,
         prefetch: lookup.prefetch.clone(),
     };
     let found = store.lookup(&read).await?;

@@ -183,21 +183,29 @@ impl DocumentStore for MemoryStore {
             scans = lookup.scans.len(),
             "memory lookup"
         );
-        // Without records, a document is copied without its write record: a load never
-        // copies the entries of the writers a shard remembers.
+        // Without records, a document is copied without its write record (but the entry
+        // of `lookup.writer`): a load never copies the entries of the writers a shard
+        // remembers.
         let copy = |doc: &Versioned| {
             if lookup.records {
-                doc.clone()
-            } else {
-                Versioned {
-                    doc: doc
-                        .doc
-                        .iter()
-                        .filter(|(name, _)| name.as_str() != merge::RECORD)
-                        .map(|(name, value)| (name.clone(), value.clone()))
-                        .collect(),
-                    version: doc.version,
-                }
+                return doc.clone();
+            }
+            let mut values: Document = doc
+                .doc
+                .iter()
+                .filter(|(name, _)| name.as_str() != merge::RECORD)
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            if let Some((writer, entry)) = lookup.writer.as_deref().and_then(|writer| {
+                let entry = doc.doc.get(merge::RECORD)?.as_object()?.get(writer)?;
+                Some((writer, entry))
+            }) {
+                let entries = [(writer.to_owned(), entry.clone())].into_iter().collect();
+                values.insert(merge::RECORD.to_owned(), serde_json::Value::Object(entries));
+            }
+            Versioned {
+                doc: values,
+                version: doc.version,
             }
         };
         // One lock for the pages and the documents: one atomic read (`snapshot_lookups`).

@@ -118,7 +118,10 @@ pub use transaction::{Commit, CommitReply, Transaction, Write};
 /// and for each of its scans the page `scan` would, with the same guarantees each (and
 /// nothing more: the parts are not one snapshot together). A store may answer it all in
 /// one round trip. With [`Lookup::records`] off, a document may come without its write
-/// record ([`merge::RECORD`]): for reads that never write the document back.
+/// record ([`merge::RECORD`]): for reads that never write the document back, or write
+/// it back as a [`Write::Values`]. [`Lookup::writer`] names a writer whose entry comes
+/// all the same: exactly the entry a read with records would answer for that writer,
+/// or none where that read would answer none.
 /// [`Lookup::prefetch`] is a hint that never changes the answer.
 ///
 /// **Snapshot lookups.** Where [`DocumentStore::snapshot_lookups`] says so, everything one
@@ -392,6 +395,11 @@ pub struct Lookup {
     /// it a store may leave the record out (cheaper where a document records many
     /// writers).
     pub records: bool,
+    /// With `records` off, the one writer whose entry of each document's write record
+    /// comes all the same (where the document records one): a caller that only needs to
+    /// know whether its own write landed reads one entry, not every writer's. The record
+    /// may come with other entries too; with `records` on, this changes nothing.
+    pub writer: Option<std::sync::Arc<str>>,
     /// Documents the scans are likely to list (not answered as documents). A store that
     /// lists a page without reading its documents may read these in the same step and
     /// answer a page whose members are all among them (or among `keys`) from there,

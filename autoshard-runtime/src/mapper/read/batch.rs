@@ -276,6 +276,7 @@ impl<S: DocumentStore> Mapper<S> {
             keys: Vec::new(),
             scans: Vec::new(),
             records,
+            writer: None,
             prefetch: Vec::new(),
         };
         for first in firsts {
@@ -315,6 +316,7 @@ impl<S: DocumentStore> Mapper<S> {
                 .collect(),
             scans: Vec::new(),
             records: false,
+            writer: None,
             prefetch: Vec::new(),
         };
         let mut docs = self.store.lookup(&lookup).await?.docs;

@@ -300,6 +300,7 @@ pub(in crate::mapper) fn first_read<E: Entity>(main: &Key) -> Lookup {
         keys,
         scans,
         records: false,
+        writer: None,
         prefetch,
     }
 }

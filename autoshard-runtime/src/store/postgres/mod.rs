@@ -178,11 +178,20 @@ impl DocumentStore for PostgresStore {
         }
         let keys: Vec<String> = lookup.keys.iter().map(Key::encode).collect();
         let (parents, kinds, after, limits) = scan_columns(&lookup.scans);
+        let writer = lookup.writer.as_deref();
         let rows = self
             .query(
                 "lookup",
                 &self.sql.lookup,
-                &[&lookup.records, &keys, &parents, &kinds, &after, &limits],
+                &[
+                    &lookup.records,
+                    &keys,
+                    &parents,
+                    &kinds,
+                    &after,
+                    &limits,
+                    &writer,
+                ],
             )
             .await?;
         let mut found: std::collections::HashMap<String, Versioned> =

@@ -49,15 +49,13 @@ impl Sql {
                 "SELECT {s}.autoshard_commit_versioned($1, $2, $3, $4, $5, $6, $7, $8, $9)"
             ),
             // Part 0: the documents by key; part i: the first page of scan i (its
-            // parent '' for roots). `$1` says whether documents keep their write record.
+            // parent '' for roots). `$1` says whether documents keep their write record,
+            // `$7` (or NULL) the writer whose entry they keep without it.
             lookup: format!(
-                "SELECT 0::bigint, key, version, \
-                        CASE WHEN $1 THEN {s}.autoshard_with_records(key, doc) ELSE doc - '{record}' END \
-                 FROM {t} WHERE key = ANY($2) \
+                "SELECT 0::bigint, o.key, o.version, {doc} \
+                 FROM {t} AS o WHERE o.key = ANY($2) \
                  UNION ALL \
-                 SELECT s.i, d.key, d.version, \
-                        CASE WHEN $1 THEN {s}.autoshard_with_records(d.key, d.doc) \
-                             ELSE d.doc - '{record}' END \
+                 SELECT s.i, d.key, d.version, {page_doc} \
                  FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) \
                       WITH ORDINALITY AS s(parent, kind, after, lim, i) \
                  CROSS JOIN LATERAL ( \
@@ -65,7 +63,8 @@ impl Sql {
                      WHERE parent = s.parent AND kind = s.kind AND key > s.after \
                      ORDER BY key LIMIT s.lim \
                  ) AS d",
-                record = merge::RECORD
+                doc = looked_up(&s, "o.key", "o.doc"),
+                page_doc = looked_up(&s, "d.key", "d.doc"),
             ),
             scan: format!(
                 "SELECT key, version, {s}.autoshard_with_records(key, doc) FROM {t} \
@@ -77,4 +76,25 @@ impl Sql {
             ),
         }
     }
+}
+
+/// The document `doc` of key `key` as a lookup answers it (`$1`: with its write record;
+/// `$7`: the writer whose entry it keeps without one). The entry is the one a read with
+/// records answers for that writer (`autoshard_with_records`): the writer's row, else the
+/// entry of the document's own record where that is an object.
+fn looked_up(s: &str, key: &str, doc: &str) -> String {
+    format!(
+        "CASE WHEN $1 THEN {s}.autoshard_with_records({key}, {doc}) \
+              WHEN $7::text IS NULL OR jsonb_typeof({doc}) <> 'object' THEN {doc} - '{record}' \
+              ELSE ({doc} - '{record}') || COALESCE( \
+                  (SELECT jsonb_build_object('{record}', jsonb_build_object($7::text, \
+                              jsonb_build_array(r.seq, r.at_ms))) \
+                   FROM {s}.autoshard_records AS r WHERE r.key = {key} AND r.writer = $7::text), \
+                  CASE WHEN jsonb_typeof({doc} -> '{record}') = 'object' AND {doc} -> '{record}' ? $7::text \
+                       THEN jsonb_build_object('{record}', \
+                                jsonb_build_object($7::text, {doc} -> '{record}' -> $7::text)) \
+                       ELSE '{{}}'::jsonb END) \
+         END",
+        record = merge::RECORD
+    )
 }

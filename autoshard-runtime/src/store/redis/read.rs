@@ -165,14 +165,15 @@ impl RedisStore {
             let names: Vec<String> = lookup.keys.iter().map(|k| self.names.doc(k)).collect();
             let scans: Vec<&Scan> = lookup.scans.iter().collect();
             let (docs, listed) = self
-                .read_cluster(&lookup.keys, &names, &scans, lookup.records)
+                .read_cluster(&lookup.keys, &names, &scans, records(lookup))
                 .await?;
             let pages = lookup
                 .scans
                 .iter()
                 .zip(listed)
                 .map(|(scan, (index, reply))| async move {
-                    self.decode_page(scan, &index, &reply, lookup.records).await
+                    self.decode_page(scan, &index, &reply, records(lookup))
+                        .await
                 });
             let pages = futures::future::try_join_all(pages).await?;
             return Ok(Found { docs, pages });
@@ -183,12 +184,12 @@ impl RedisStore {
             let pages = lookup
                 .scans
                 .iter()
-                .map(|s| self.scan_page(s, lookup.records));
+                .map(|s| self.scan_page(s, records(lookup)));
             let docs = async {
                 if lookup.keys.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    self.read(&lookup.keys, lookup.records).await
+                    self.read(&lookup.keys, records(lookup)).await
                 }
             };
             let (docs, pages) = futures::try_join!(docs, futures::future::try_join_all(pages))?;
@@ -217,7 +218,7 @@ impl RedisStore {
             .chain(indexes.iter().map(|index| index as KeyText))
             .collect();
         let mut call = ScriptCall::new(&self.scripts.read, &keys, 4 + 2 * indexes.len());
-        call.arg(flag(lookup.records))
+        call.arg(flag(records(lookup)))
             .arg("lookup")
             .arg(lookup.keys.len())
             .arg(self.names.prefix());
@@ -245,7 +246,7 @@ impl RedisStore {
             .collect::<Result<_>>()?;
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for ((scan, index), part) in lookup.scans.iter().zip(&indexes).zip(&parts[1..]) {
-            pages.push(self.decode_page(scan, index, part, lookup.records).await?);
+            pages.push(self.decode_page(scan, index, part, records(lookup)).await?);
         }
         Ok(Found { docs, pages })
     }
@@ -273,7 +274,7 @@ impl RedisStore {
             .zip(&lookup.scans)
             .collect();
         let (mut docs, members) = self
-            .read_hashes(&read, &names, &listed, lookup.records)
+            .read_hashes(&read, &names, &listed, records(lookup))
             .await?;
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for ((scan, index), members) in lookup.scans.iter().zip(&indexes).zip(members) {
@@ -386,4 +387,11 @@ fn cursor_min(scan: &Scan) -> String {
     scan.cursor
         .as_ref()
         .map_or_else(|| "-".to_owned(), |c| format!("({c}"))
+}
+
+/// Whether a lookup reads the write records: those it asks for, and whole where it asks
+/// for one writer's entry (a record hash is read with one `HGETALL` either way; a read
+/// of one field would save the server little and cost a second decoding path).
+fn records(lookup: &Lookup) -> bool {
+    lookup.records || lookup.writer.is_some()
 }
