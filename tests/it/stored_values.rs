@@ -360,7 +360,8 @@ async fn postgres_scans_skip_rows_whose_key_names_no_key() {
 
 /// PostgreSQL's `jsonb` holds no U+0000 in a string: a document or an operand holding
 /// one is `Invalid` (the caller's to fix, not a server failure to retry), and nothing is
-/// written. Keys with U+0000 are stored (they are escaped).
+/// written. Keys with U+0000 are stored (they are escaped), and a lookup that asks for the
+/// record entry of a writer whose name holds one answers none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_refuses_strings_holding_nul_as_invalid() {
     use autoshard::store::Transaction;
@@ -394,6 +395,14 @@ async fn postgres_refuses_strings_holding_nul_as_invalid() {
         write,
     );
     invalid(store.merge(&merge).await.map(drop), "merge");
+    // No record holds such a writer: a lookup naming one answers the document without.
+    let lookup = autoshard::store::Lookup {
+        keys: vec![key.clone()],
+        writer: Some("a\u{0}b".into()),
+        ..autoshard::store::Lookup::default()
+    };
+    let looked_up = store.lookup(&lookup).await.unwrap().docs;
+    assert_eq!(looked_up, [Some(store.get(&key).await.unwrap().unwrap())]);
     let found = store.get(&key).await.unwrap().unwrap();
     assert_eq!(
         (found.doc, found.version),

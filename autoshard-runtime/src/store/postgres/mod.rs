@@ -178,7 +178,9 @@ impl DocumentStore for PostgresStore {
         }
         let keys: Vec<String> = lookup.keys.iter().map(Key::encode).collect();
         let (parents, kinds, after, limits) = scan_columns(&lookup.scans);
-        let writer = lookup.writer.as_deref();
+        // No record holds a writer whose name holds U+0000 (a text PostgreSQL refuses):
+        // the answer for it is no entry.
+        let writer = lookup.writer.as_deref().filter(|w| !w.contains('\0'));
         let rows = self
             .query(
                 "lookup",
