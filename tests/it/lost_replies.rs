@@ -219,30 +219,46 @@ async fn postgres() {
 /// so a busy slow machine makes a test slower, not red.
 const SHORT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A store on `server` through `proxy` (a pool of `pool` connections, [`SHORT_TIMEOUT`])
-/// and one connected directly, in the namespace `case`, each in a mapper.
-async fn redis_through(
-    server: &Standalone,
-    proxy: &Proxy,
-    case: &str,
-    pool: usize,
-) -> (
-    Mapper<Arc<dyn DocumentStore>>,
-    Mapper<Arc<dyn DocumentStore>>,
-) {
-    let options = RedisOptions::default()
-        .namespace(namespace(case))
-        .pool_size(pool);
-    let url = format!("redis://127.0.0.1:{}/", proxy.port());
-    let through = options.clone().response_timeout(SHORT_TIMEOUT);
-    let through = RedisStore::connect_with(&url, through).await.unwrap();
-    let direct = RedisStore::connect_with(&server.url(), options)
-        .await
-        .unwrap();
-    (
-        Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>),
-        Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>),
-    )
+/// A standalone Redis started for one test, a proxy in front of it, and two mappers in
+/// the namespace of the test's `case`: `db` through the proxy (a pool of `pool`
+/// connections, [`SHORT_TIMEOUT`]) and `reader` connected directly. The server and the
+/// proxy live as long as this.
+struct Through {
+    /// Runs until the test ends.
+    _server: Standalone,
+    proxy: Proxy,
+    db: Mapper<Arc<dyn DocumentStore>>,
+    reader: Mapper<Arc<dyn DocumentStore>>,
+}
+
+impl Through {
+    async fn start(case: &str, pool: usize) -> Self {
+        let server = Standalone::start();
+        let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
+        let options = RedisOptions::default()
+            .namespace(namespace(case))
+            .pool_size(pool);
+        let url = format!("redis://127.0.0.1:{}/", proxy.port());
+        let through = options.clone().response_timeout(SHORT_TIMEOUT);
+        let through = RedisStore::connect_with(&url, through).await.unwrap();
+        let direct = RedisStore::connect_with(&server.url(), options)
+            .await
+            .unwrap();
+        Through {
+            _server: server,
+            proxy,
+            db: Mapper::new(Arc::new(through) as Arc<dyn DocumentStore>),
+            reader: Mapper::new(Arc::new(direct) as Arc<dyn DocumentStore>),
+        }
+    }
+
+    /// [`Through::start`], with question 1 inserted, asking `text`.
+    async fn with_question(case: &str, pool: usize, text: &str) -> Self {
+        let through = Self::start(case, pool).await;
+        let mut question = Question::new(1, text, 0);
+        through.reader.insert(&mut question).await.unwrap();
+        through
+    }
 }
 
 /// Saves `counter`, whose last tip went out with an unknown outcome and landed (the
@@ -285,14 +301,11 @@ async fn tipped_once(
 /// answers; the merge sent again counts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_late_replies_answer_no_other_request() {
-    let server = Standalone::start();
-    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
-    let (db, reader) = redis_through(&server, &proxy, "late-replies", 1).await;
-    reader
-        .insert(&mut Question::new(1, "Late?", 0))
-        .await
-        .unwrap();
-    let mut counter = tipped_once(&db, &reader).await;
+    let through = Through::with_question("late-replies", 1, "Late?").await;
+    let Through {
+        proxy, db, reader, ..
+    } = &through;
+    let mut counter = tipped_once(db, reader).await;
     counter.tip();
     proxy.hold_replies();
     // The reply is held until the store gives up: the timeout comes by itself.
@@ -303,7 +316,7 @@ async fn redis_late_replies_answer_no_other_request() {
         let question: Question = again(async || db.load(&1).await).await;
         assert_eq!((question.text.as_str(), question.votes), ("Late?", 0));
     }
-    sent_again_counts_once(&db, &reader, &mut counter, 2).await;
+    sent_again_counts_once(db, reader, &mut counter, 2).await;
 }
 
 /// A PostgreSQL server that stops answering fails calls within the response timeout, not
@@ -357,10 +370,11 @@ async fn postgres_calls_the_server_stops_answering_fail_within_the_response_time
 /// them; the merge sent again counts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_connections_that_stop_answering_are_replaced() {
-    let server = Standalone::start();
-    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
-    let (db, reader) = redis_through(&server, &proxy, "stalled", 2).await;
-    let mut counter = tipped_once(&db, &reader).await;
+    let through = Through::start("stalled", 2).await;
+    let Through {
+        proxy, db, reader, ..
+    } = &through;
+    let mut counter = tipped_once(db, reader).await;
 
     counter.tip();
     proxy.stall();
@@ -387,12 +401,13 @@ async fn redis_connections_that_stop_answering_are_replaced() {
 /// the cut goes through on its first call, and every tip counts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_merges_go_through_connections_a_cut_closed() {
-    let server = Standalone::start();
-    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
-    let (db, reader) = redis_through(&server, &proxy, "merges-after-a-cut", 4).await;
-    let mut counter = tipped_once(&db, &reader).await;
+    let through = Through::start("merges-after-a-cut", 4).await;
+    let Through {
+        proxy, db, reader, ..
+    } = &through;
+    let mut counter = tipped_once(db, reader).await;
 
-    let saves = saved_across_cuts(&proxy, &db, &mut counter, Tips::tip).await;
+    let saves = saved_across_cuts(proxy, db, &mut counter, Tips::tip).await;
     assert_eq!(reader.load::<Tips>(&1).await.unwrap().total, 1 + saves);
 }
 
@@ -429,17 +444,14 @@ const SAVES_PER_CUT: u32 = 8;
 /// the cut goes through on its first call, and every vote counts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_shard_commits_go_through_connections_a_cut_closed() {
-    let server = Standalone::start();
-    let proxy = Proxy::start(([127, 0, 0, 1], server.server.port).into()).await;
-    let (db, reader) = redis_through(&server, &proxy, "commits-after-a-cut", 4).await;
-    reader
-        .insert(&mut Question::new(1, "Cut?", 0))
-        .await
-        .unwrap();
+    let through = Through::with_question("commits-after-a-cut", 4, "Cut?").await;
+    let Through {
+        proxy, db, reader, ..
+    } = &through;
     let mut question: Question = again(async || db.load(&1).await).await;
     question.vote_up();
     again(async || db.save(&mut question).await).await;
 
-    let saves = saved_across_cuts(&proxy, &db, &mut question, Question::vote_up).await;
+    let saves = saved_across_cuts(proxy, db, &mut question, Question::vote_up).await;
     assert_eq!(reader.load::<Question>(&1).await.unwrap().votes, 1 + saves);
 }
