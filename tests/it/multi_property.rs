@@ -140,8 +140,74 @@ async fn failed_save_writes_no_property(store: Arc<dyn DocumentStore>, label: &s
     }
 }
 
+/// Two counters of one shard each, saved together.
+#[autoshard::sharded]
+#[derive(Entity, Debug, Clone)]
+struct Pair {
+    #[id]
+    id: u64,
+    #[shardable(neutral = 0, shards = 1)]
+    left: i64,
+    #[shardable(neutral = 0, shards = 1)]
+    right: i64,
+}
+
+impl Pair {
+    #[shard_method]
+    fn bump(&mut self) {
+        self.left += 1;
+        self.right += 1;
+    }
+
+    #[shard_fold]
+    fn fold_left(a: i64, b: i64) -> i64 {
+        a + b
+    }
+
+    #[shard_fold]
+    fn fold_right(a: i64, b: i64) -> i64 {
+        a + b
+    }
+}
+
+/// A save of two properties and a keyed update (`update_once`) keep the write records of
+/// the shards they write: a save whose commit landed but whose reply was lost (its
+/// changes in doubt, their write id recorded in both shards), then another mapper's save
+/// of both properties, or its keyed update, into the same shards, then the first save
+/// again: it finds its write id still recorded and counts once.
+async fn writes_beside_a_save_in_doubt_keep_its_write_records(
+    store: Arc<dyn DocumentStore>,
+    label: &str,
+) {
+    let faulty = FaultyStore::new(store.clone());
+    let first = Mapper::new(faulty.clone());
+    let second = Mapper::new(store);
+    for (id, beside) in [(1, "a save"), (2, "a keyed update")] {
+        first.insert(&mut Pair::new(id, 0, 0)).await.unwrap();
+        let mut doubted: Pair = first.load(&id).await.unwrap();
+        doubted.bump();
+        // The save's calls: a read, then the commit, which lands and loses its reply.
+        faulty.fail_call(1, Fault::After);
+        assert!(
+            first.save(&mut doubted).await.is_err(),
+            "{label}: the lost reply"
+        );
+        faulty.clear();
+        if id == 1 {
+            second.update(&id, Pair::bump).await.unwrap();
+        } else {
+            second.update_once(&id, "bump", Pair::bump).await.unwrap();
+        }
+        first.save(&mut doubted).await.unwrap();
+        let stored: Pair = second.load(&id).await.unwrap();
+        let context = format!("{label}, {beside} beside a save in doubt");
+        assert_eq!((stored.left, stored.right), (2, 2), "{context}: each once");
+    }
+}
+
 /// Writers on two properties (one and four at a time; on memory behind a modelled
-/// latency, so that saves overlap), and a save failing at every call.
+/// latency, so that saves overlap), a save failing at every call, and a save in doubt
+/// beside another mapper's.
 async fn on(backend: &Backend, label: &str) {
     let kind = backend.kind();
     if kind == Kind::Memory {
@@ -158,6 +224,8 @@ async fn on(backend: &Backend, label: &str) {
     if kind != Kind::Cluster {
         failed_save_writes_no_property(backend.store("multi-fail").await, label).await;
     }
+    let store = backend.store("multi-records").await;
+    writes_beside_a_save_in_doubt_keep_its_write_records(store, label).await;
 }
 
 autoshard_test_support::every_store!(on);

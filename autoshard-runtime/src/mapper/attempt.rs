@@ -12,7 +12,7 @@
 //! it is finished ([`Lapsed`]): the lease bounds how long a stopped client blocks a write.
 
 use super::Mapper;
-use crate::document::Versioned;
+use crate::document::{Document, Versioned};
 use crate::error::{Error, Result};
 use crate::key::Key;
 use crate::metrics::Metrics;
@@ -115,23 +115,23 @@ impl<S: DocumentStore> Mapper<S> {
         }
     }
 
-    /// Reads `keys` for a compare-and-set of `writer`'s: without write records but
-    /// `writer`'s own entry ([`Lookup::writer`]), enough to tell whether one of its writes
-    /// landed, for an attempt that writes back with [`Transaction::put_values`] (the
-    /// store keeps the other writers' entries); with `whole`, with the whole records, for
-    /// one that writes the documents back whole. Checks that the store answered one entry
-    /// per key.
-    pub(super) async fn get_for_writer(
+    /// Reads `keys` for a compare-and-set that writes documents back as values
+    /// ([`Transaction::put_values`]: the store keeps the write records): without write
+    /// records, but `writer`'s own entry where one is named ([`Lookup::writer`]), enough to
+    /// tell whether one of its writes landed; with `whole`, with the whole records, for an
+    /// attempt that writes the documents back whole ([`Transaction::put`]) to prune them.
+    /// Checks that the store answered one entry per key.
+    pub(super) async fn get_for_write(
         &self,
         keys: &[Key],
-        writer: &Arc<str>,
+        writer: Option<&Arc<str>>,
         whole: bool,
     ) -> Result<Vec<Option<Versioned>>> {
         let lookup = Lookup {
             keys: keys.to_vec(),
             scans: Vec::new(),
             records: whole,
-            writer: (!whole).then(|| Arc::clone(writer)),
+            writer: writer.filter(|_| !whole).cloned(),
             prefetch: Vec::new(),
         };
         let found = self.store.lookup(&lookup).await?.docs;
@@ -142,6 +142,21 @@ impl<S: DocumentStore> Mapper<S> {
                 format!("lookup of {} keys", keys.len()),
                 format!("the store answered {} entries", found.len()),
             ))
+        }
+    }
+
+    /// `txn` writing `doc` at `key` as [`Mapper::get_for_write`] read it: whole where
+    /// it was read whole, else as values, which keep the write records the store holds.
+    pub(super) fn write_back(
+        txn: Transaction,
+        key: &Key,
+        doc: Document,
+        whole: bool,
+    ) -> Transaction {
+        if whole {
+            txn.put(key.clone(), doc)
+        } else {
+            txn.put_values(key.clone(), doc)
         }
     }
 

@@ -175,7 +175,9 @@ impl<S: DocumentStore> Mapper<S> {
             read.push(part.target.key().clone());
             read.push(part.marker.clone());
         }
-        let mut found = self.get_exactly(&read).await?.into_iter();
+        // Without write records: the parts' shards are written back as values, which
+        // keeps the records the store holds (keyed writes record no write id there).
+        let mut found = self.get_for_write(&read, None, false).await?.into_iter();
         let main_version = check_same_entity(entity, main, found.next().flatten().as_ref())?;
         let mut txn = Transaction::new();
         if self.store.cross_group_transactions() {
@@ -206,7 +208,9 @@ impl<S: DocumentStore> Mapper<S> {
                     let folded = E::fold_values(*index, &stored, change)
                         .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
                     doc.insert(p.stored_as.to_owned(), folded);
-                    txn = txn.expect(key.clone(), version).put(key.clone(), doc);
+                    txn = txn
+                        .expect(key.clone(), version)
+                        .put_values(key.clone(), doc);
                 }
                 Target::Dynamic { key, doc } => {
                     txn = txn.expect(key.clone(), None).put(key.clone(), doc.clone());

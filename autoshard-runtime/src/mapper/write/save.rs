@@ -24,6 +24,7 @@ use crate::mapper::codec::{Folds, main_unchanged, malformed};
 use crate::mapper::layout::{self, StaticProperty, static_properties};
 use crate::mapper::write::static_shard::fold_into_shard;
 use crate::mapper::write::write_ids::{self, Writer, check_same_entity, pending, stage, state_of};
+use crate::store::merge::PRUNE_EVERY;
 use crate::store::{Commit, DocumentStore, Transaction};
 use std::ops::ControlFlow;
 
@@ -247,7 +248,10 @@ impl<S: DocumentStore> Mapper<S> {
         let mut read = Vec::with_capacity(keys.len() + 1);
         read.push(main.clone());
         read.extend(keys.iter().cloned());
-        let mut found = self.get_exactly(&read).await?.into_iter();
+        // Without write records, written back as values, but for one write in
+        // `PRUNE_EVERY` (`docs/design/exactly-once.md`, "The static-shard writer").
+        let prune = writer.next_seq().is_multiple_of(PRUNE_EVERY);
+        let mut found = self.get_for_write(&read, None, prune).await?.into_iter();
         let stored_main = found.next().flatten();
         let main_version = check_same_entity(entity, main, stored_main.as_ref())?;
         let mut txn = Transaction::new();
@@ -314,7 +318,7 @@ impl<S: DocumentStore> Mapper<S> {
         let write = writer.begin(self.write_window);
         for (key, (mut doc, version)) in shards {
             write_ids::record(&mut doc, &write);
-            txn = txn.expect(key.clone(), version).put(key.clone(), doc);
+            txn = Self::write_back(txn.expect(key.clone(), version), key, doc, prune);
         }
         let state = state_of(entity, main)?;
         for (key, p) in keys.iter().zip(props) {

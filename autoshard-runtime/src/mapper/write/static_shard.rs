@@ -266,7 +266,7 @@ impl<S: DocumentStore> Mapper<S> {
         let read = [target.main.clone(), sent.shard.clone()];
         let prune = sent.write.seq.is_multiple_of(PRUNE_EVERY);
         let [main_doc, shard] = <[_; 2]>::try_from(
-            self.get_for_writer(&read, &sent.write.writer, prune)
+            self.get_for_write(&read, Some(&sent.write.writer), prune)
                 .await?,
         )
         .unwrap_or_default();
@@ -314,12 +314,12 @@ impl<S: DocumentStore> Mapper<S> {
         if self.store.cross_group_transactions() {
             txn = txn.expect(target.main.clone(), Some(main_version));
         }
-        txn = txn.expect(sent.shard.clone(), version);
-        txn = if prune {
-            txn.put(sent.shard.clone(), doc)
-        } else {
-            txn.put_values(sent.shard.clone(), doc)
-        };
+        txn = Self::write_back(
+            txn.expect(sent.shard.clone(), version),
+            &sent.shard,
+            doc,
+            prune,
+        );
         let answer: Commit = self.store.commit(&txn).await?;
         let conflicted = matches!(answer, Commit::Conflict { .. });
         self.metrics.entity_attempt(target.main, conflicted);

@@ -86,6 +86,11 @@ impl Writer {
         }
     }
 
+    /// The sequence number of the write id [`Writer::begin`] gives next.
+    pub(in crate::mapper) fn next_seq(&self) -> u64 {
+        if self.in_doubt { 1 } else { self.last_seq + 1 }
+    }
+
     /// The store answered the commit begun last (committed or conflict).
     pub(in crate::mapper) fn settle(&mut self) {
         self.in_doubt = false;
