@@ -196,7 +196,8 @@ async fn writes_beside_a_save_in_doubt_keep_its_write_records(
         if id == 1 {
             second.update(&id, Pair::bump).await.unwrap();
         } else {
-            second.update_once(&id, "bump", Pair::bump).await.unwrap();
+            let outcome = second.update_once(&id, "bump", Pair::bump).await.unwrap();
+            assert!(outcome.is_applied(), "{label}: the keyed update stored");
         }
         first.save(&mut doubted).await.unwrap();
         let stored: Pair = second.load(&id).await.unwrap();
