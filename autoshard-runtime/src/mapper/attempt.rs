@@ -104,15 +104,7 @@ impl<S: DocumentStore> Mapper<S> {
 
     /// `get_many`, checking that the store answered one entry per key.
     pub(super) async fn get_exactly(&self, keys: &[Key]) -> Result<Vec<Option<Versioned>>> {
-        let found = self.store.get_many(keys).await?;
-        if found.len() == keys.len() {
-            Ok(found)
-        } else {
-            Err(Error::backend(
-                format!("get_many of {} keys", keys.len()),
-                format!("the store answered {} entries", found.len()),
-            ))
-        }
+        one_per_key("get_many", keys, self.store.get_many(keys).await?)
     }
 
     /// Reads `keys` for a compare-and-set that writes documents back as values
@@ -134,15 +126,7 @@ impl<S: DocumentStore> Mapper<S> {
             writer: writer.filter(|_| !whole).cloned(),
             prefetch: Vec::new(),
         };
-        let found = self.store.lookup(&lookup).await?.docs;
-        if found.len() == keys.len() {
-            Ok(found)
-        } else {
-            Err(Error::backend(
-                format!("lookup of {} keys", keys.len()),
-                format!("the store answered {} entries", found.len()),
-            ))
-        }
+        one_per_key("lookup", keys, self.store.lookup(&lookup).await?.docs)
     }
 
     /// `txn` writing `doc` at `key` as [`Mapper::get_for_write`] read it: whole where
@@ -181,6 +165,22 @@ impl<S: DocumentStore> Mapper<S> {
             store: &self.store,
             scan: Some(scan),
         }
+    }
+}
+
+/// `found`, the answer of the read `what` of `keys`, when it has one entry per key.
+fn one_per_key(
+    what: &str,
+    keys: &[Key],
+    found: Vec<Option<Versioned>>,
+) -> Result<Vec<Option<Versioned>>> {
+    if found.len() == keys.len() {
+        Ok(found)
+    } else {
+        Err(Error::backend(
+            format!("{what} of {} keys", keys.len()),
+            format!("the store answered {} entries", found.len()),
+        ))
     }
 }
 
