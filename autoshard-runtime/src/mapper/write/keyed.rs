@@ -3,8 +3,10 @@
 //!
 //! Invariant: the commit that folds the change also creates a marker next to each document
 //! it changes (`layout::op_marker`), expecting it absent, so every run meets the markers of
-//! the runs before it. Markers stay for the entity's life and carry its incarnation. The
-//! argument: `docs/design/exactly-once.md`, "Keyed operations".
+//! the runs before it. Markers stay for the entity's life and carry its incarnation. A
+//! static shard is read without its write record and written back as values, so the
+//! entries other writers recorded there (a save in doubt looks for its own) stay as they
+//! were. The argument: `docs/design/exactly-once.md`, "Keyed operations".
 //!
 //! Across a failover: a run that finds all its markers answers `AlreadyApplied` only after
 //! [`DocumentStore::make_durable`] of them (the run that left them may have failed its wait

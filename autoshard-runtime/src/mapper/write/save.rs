@@ -7,7 +7,9 @@
 //! Invariant: a change leaves the entity only after the commit that folded it was answered
 //! `Committed`; a change whose commit has an unknown outcome is sent again first, under its
 //! write id, to the shard it went to, and applied only if that shard does not record it.
-//! Every attempt checks that the entity exists (a stale cached main document changes
+//! So no write drops an entry of a shard's write record within the write window: a shard
+//! is written back as values (the store keeps every entry), or whole after a read of its
+//! whole record that drops only the entries past the horizon. Every attempt checks that the entity exists (a stale cached main document changes
 //! nothing stored). The argument: `docs/design/exactly-once.md`, "Saving" and "Applying".
 //!
 //! Tests: `tests/it/exactly_once.rs`, `multi_property.rs`, `lifecycle.rs`, the concurrency

@@ -8,6 +8,8 @@
 //! Invariant: however many times a fixed write is sent (the leader's attempts, a later save
 //! of the batch after an unknown outcome), its shard applies it at most once; a shard a
 //! shrink sealed sends it, under the same id, to the base shard every sender picks alike.
+//! The compare-and-set reads the writer's own record entry (whether the id landed) and
+//! writes the shard back as values, keeping the other writers' entries.
 //! The argument: `docs/design/exactly-once.md`, "The static-shard writer".
 //!
 //! Across a failover: a send that finds its write id recorded answers only after
