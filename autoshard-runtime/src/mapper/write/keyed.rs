@@ -210,9 +210,7 @@ impl<S: DocumentStore> Mapper<S> {
                     let folded = E::fold_values(*index, &stored, change)
                         .map_err(|e| Error::malformed(key, with_property(e, p.name)))?;
                     doc.insert(p.stored_as.to_owned(), folded);
-                    txn = txn
-                        .expect(key.clone(), version)
-                        .put_values(key.clone(), doc);
+                    txn = Self::write_back(txn.expect(key.clone(), version), key, doc, false);
                 }
                 Target::Dynamic { key, doc } => {
                     txn = txn.expect(key.clone(), None).put(key.clone(), doc.clone());

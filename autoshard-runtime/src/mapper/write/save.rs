@@ -9,8 +9,9 @@
 //! write id, to the shard it went to, and applied only if that shard does not record it.
 //! So no write drops an entry of a shard's write record within the write window: a shard
 //! is written back as values (the store keeps every entry), or whole after a read of its
-//! whole record that drops only the entries past the horizon. Every attempt checks that the entity exists (a stale cached main document changes
-//! nothing stored). The argument: `docs/design/exactly-once.md`, "Saving" and "Applying".
+//! whole record that drops only the entries past the horizon. Every attempt checks that
+//! the entity exists (a stale cached main document changes nothing stored). The argument:
+//! `docs/design/exactly-once.md`, "Saving" and "Applying".
 //!
 //! Tests: `tests/it/exactly_once.rs`, `multi_property.rs`, `lifecycle.rs`, the concurrency
 //! and fault tests.
