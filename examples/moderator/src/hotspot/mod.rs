@@ -10,7 +10,9 @@
 //!   `#[shard_fold]` function (read and compare-and-set on a shard), through one shared
 //!   `Mapper` (its saves coalesce and its loads share reads) or one `Mapper` per client
 //!   (as if each client were its own process), and one shared `Mapper` with coalescing
-//!   and shared reads off.
+//!   and shared reads off; and `update` through one `Mapper` per client with a read
+//!   cache of [`CACHE_STALENESS`] (`cached`: a load may answer what the store held that
+//!   long ago, with the client's own votes always in it).
 //!
 //! With `processes`, the raw store, naive and autoshard targets with one `Mapper` each
 //! also run as `C` operating-system processes, each one client with its own `Mapper` and
@@ -32,12 +34,13 @@ mod raw;
 mod targets;
 
 pub use processes::{WorkerTally, worker};
-pub use targets::{FoldKind, TARGETS, Target, Write};
+pub use targets::{CACHE_STALENESS, FoldKind, TARGETS, Target, Write};
 
 use crate::backend::Backend;
 use crate::model::{FoldFnQuestion, NaiveQuestion, Question};
 use crate::progress::Progress;
 use crate::server_time::{self, ServerClock};
+use autoshard::ReadCache;
 use autoshard::prelude::*;
 use futures::future::BoxFuture;
 use processes::{Spawn, run_processes};
@@ -269,26 +272,21 @@ async fn run_mapped(
     config: &HotspotConfig,
     bar: &indicatif::ProgressBar,
 ) -> Result<HotspotRow> {
-    let (per_client, sharing) = match target {
+    let per_client = matches!(
+        target,
         Target::Sharded {
-            mapper_per_client,
-            sharing,
+            mapper_per_client: true,
             ..
-        } => (mapper_per_client, sharing),
-        Target::Raw | Target::Naive => (false, true),
-    };
-    let mapper = || {
-        Mapper::new(store.clone())
-            .with_retry(config.retry)
-            .with_coalescing(sharing)
-            .with_shared_reads(sharing)
-    };
-    let first = mapper();
+        }
+    );
+    let mapper = || target_mapper(store.clone(), target, config.retry);
+    // Inserts the question and reads the total back, never through a read cache.
+    let first = Mapper::new(store.clone()).with_retry(config.retry);
     insert(&first, target).await?;
     let mappers: Vec<_> = if per_client {
         (0..clients).map(|_| mapper()).collect()
     } else {
-        vec![first.clone()]
+        vec![mapper()]
     };
     let ops: Vec<Op> = (0..clients)
         .map(|i| {
@@ -340,6 +338,29 @@ async fn run_mapped(
 
 /// The question every client votes on.
 const ID: u64 = 1;
+
+/// The `Mapper` a client of `target` votes through: coalescing and shared reads as the
+/// target says, and a read cache of [`CACHE_STALENESS`] of its own for a cached one.
+fn target_mapper(
+    store: Arc<dyn DocumentStore>,
+    target: Target,
+    retry: RetryPolicy,
+) -> Mapper<Arc<dyn DocumentStore>> {
+    let mapper = Mapper::new(store).with_retry(retry);
+    match target {
+        Target::Sharded {
+            sharing, cached, ..
+        } => {
+            let mapper = mapper.with_coalescing(sharing).with_shared_reads(sharing);
+            if cached {
+                mapper.with_read_cache(ReadCache::new(CACHE_STALENESS))
+            } else {
+                mapper
+            }
+        }
+        Target::Raw | Target::Naive => mapper,
+    }
+}
 
 async fn insert(db: &Mapper<Arc<dyn DocumentStore>>, target: Target) -> Result<()> {
     let (text, author) = ("Hot?".to_owned(), "candidate".to_owned());

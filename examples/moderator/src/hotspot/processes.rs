@@ -5,8 +5,8 @@
 
 use super::raw::Raw;
 use super::{
-    HotspotConfig, HotspotRow, TARGETS, Target, cpu_since, cpu_time, insert, per_vote_us, vote,
-    votes,
+    HotspotConfig, HotspotRow, TARGETS, Target, cpu_since, cpu_time, insert, per_vote_us,
+    target_mapper, vote, votes,
 };
 use crate::backend::Backend;
 use autoshard::prelude::*;
@@ -192,9 +192,11 @@ pub async fn worker(
             })?)
         } else {
             let store = backend.connect(namespace).await?;
-            Voter::Mapped(Box::new(
-                Mapper::new(store).with_retry(RetryPolicy::default()),
-            ))
+            Voter::Mapped(Box::new(target_mapper(
+                store,
+                target,
+                RetryPolicy::default(),
+            )))
         };
     tokio::time::sleep(Duration::from_millis(start_ms.saturating_sub(now_ms()))).await;
     let cpu_before = cpu_time();

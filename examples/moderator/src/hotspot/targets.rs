@@ -2,6 +2,12 @@
 
 use super::raw::Raw;
 use autoshard::prelude::*;
+use std::time::Duration;
+
+/// The staleness bound of the read cache of the `cached` targets: a load answers from
+/// what a load of this `Mapper` read at most this long ago, with the votes this `Mapper`
+/// confirmed since folded in (the module docs of `autoshard::ReadCache`).
+pub const CACHE_STALENESS: Duration = Duration::from_millis(100);
 
 /// How a vote reaches the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +44,8 @@ pub enum Target {
         mapper_per_client: bool,
         /// Coalesced saves and shared reads (the default) or neither.
         sharing: bool,
+        /// Loads through a read cache of [`CACHE_STALENESS`] (one per `Mapper`).
+        cached: bool,
     },
 }
 
@@ -47,11 +55,12 @@ const fn sharded(write: Write, fold: FoldKind, mapper_per_client: bool, sharing:
         fold,
         mapper_per_client,
         sharing,
+        cached: false,
     }
 }
 
 /// Every target, by name, in the order they run.
-pub const TARGETS: [(&str, Target); 8] = [
+pub const TARGETS: [(&str, Target); 9] = [
     ("raw HINCRBY", Target::Raw),
     ("naive update", Target::Naive),
     (
@@ -77,6 +86,16 @@ pub const TARGETS: [(&str, Target); 8] = [
     (
         "apply sum mapper/client",
         sharded(Write::Apply, FoldKind::BuiltIn, true, true),
+    ),
+    (
+        "update sum cached mapper/client",
+        Target::Sharded {
+            write: Write::Update,
+            fold: FoldKind::BuiltIn,
+            mapper_per_client: true,
+            sharing: true,
+            cached: true,
+        },
     ),
 ];
 
