@@ -172,7 +172,31 @@ impl VariantResult {
     }
 }
 
-/// Runs the variants one after another, each on a fresh store of `backend` (on
+/// The variants whose name (as printed: `"autoshard sum w/ Tx retry"`) contains one of
+/// `only`, or is the one after `=`; all of them when `only` is empty. [`Error::Invalid`]
+/// when it picks none, naming the variants.
+///
+/// ```
+/// use autoshard_moderator::bench::{Strategy, chosen};
+///
+/// let picked = chosen(&["naive".to_owned()])?;
+/// assert_eq!(picked.len(), 2); // without and with retries
+/// assert!(picked.iter().all(|v| v.strategy == Strategy::Naive));
+/// assert!(chosen(&["nosuch".to_owned()]).is_err());
+/// # Ok::<(), autoshard::Error>(())
+/// ```
+pub fn chosen(only: &[String]) -> Result<Vec<Variant>> {
+    let available = Variant::all()
+        .into_iter()
+        .map(|v| (v.to_string(), v))
+        .collect();
+    Ok(crate::only::pick(available, only, "the variants")?
+        .into_iter()
+        .map(|(_, variant)| variant)
+        .collect())
+}
+
+/// Runs every variant one after another, each on a fresh store of `backend` (on
 /// Redis: a fresh namespace `<namespace>-<n>`).
 pub async fn run(
     backend: &Backend,
@@ -180,8 +204,20 @@ pub async fn run(
     config: &BenchConfig,
     progress: Progress,
 ) -> Result<Vec<VariantResult>> {
+    run_variants(backend, namespace, config, &Variant::all(), progress).await
+}
+
+/// Runs `variants` one after another, each on a fresh store of `backend` (on Redis: a
+/// fresh namespace `<namespace>-<n>`, `n` counting the variants run).
+pub async fn run_variants(
+    backend: &Backend,
+    namespace: &str,
+    config: &BenchConfig,
+    variants: &[Variant],
+    progress: Progress,
+) -> Result<Vec<VariantResult>> {
     let mut results = Vec::new();
-    for (n, variant) in Variant::all().into_iter().enumerate() {
+    for (n, &variant) in variants.iter().enumerate() {
         let store = backend.connect(&format!("{namespace}-{n}")).await?;
         results.push(run_variant(store, variant, config, progress).await?);
     }

@@ -220,6 +220,10 @@ pub(crate) struct BenchArgs {
     /// Questions the votes are spread over.
     #[arg(long, default_value_t = bench::DEFAULT_QUESTIONS, value_parser = at_least_one)]
     pub(crate) questions: u64,
+    /// Run only the variants whose name contains one of these (e.g. `--only "fold-fn"`),
+    /// or is the one after `=` (`--only "=naive w/ Tx retry"`).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
     /// Write the results to this file (.csv or .json).
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,

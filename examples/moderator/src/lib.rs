@@ -28,6 +28,7 @@ pub mod latency;
 pub mod leaderboard;
 pub mod load;
 pub mod model;
+mod only;
 pub mod progress;
 pub mod report;
 pub mod responses;

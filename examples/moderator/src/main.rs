@@ -19,7 +19,10 @@ use autoshard_moderator::progress::Progress;
 use autoshard_moderator::web::{self, WebConfig};
 use autoshard_moderator::{chart, report};
 use clap::Parser;
-use cli::{Cli, Command, HotspotArgs, LeaderboardArgs, LoadArgs, ModelArgs, ServeArgs, StoreArgs};
+use cli::{
+    BenchArgs, Cli, Command, HotspotArgs, LeaderboardArgs, LoadArgs, ModelArgs, ServeArgs,
+    StoreArgs,
+};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -115,40 +118,7 @@ async fn run(command: Command) -> Result<bool, String> {
             }
             Ok(outcome.is_exact())
         }
-        Command::Bench(args) => {
-            let backend = backend(&args.store, Some(&args.model))?;
-            let config = BenchConfig {
-                rate: args.rate,
-                duration: seconds(args.duration)?,
-                questions: args.questions,
-                ..BenchConfig::default()
-            };
-            let format = args.out.as_deref().map(report::Format::of).transpose()?;
-            writable(args.out.as_deref())?;
-            writable(args.plot.as_deref())?;
-            println!(
-                "bench on {backend}: {} votes/s over {} questions for {} s per variant",
-                config.rate,
-                config.questions,
-                config.duration.as_secs_f64()
-            );
-            let results = bench::run(&backend, &namespace(&args.store), &config, progress)
-                .await
-                .map_err(chain)?;
-            print!("{}", report::bench_table(&results));
-            if let (Some(path), Some(format)) = (&args.out, format) {
-                let text = report::render(format, &results, || report::bench_csv(&results))?;
-                write(path, &text)?;
-            }
-            if let Some(path) = &args.plot {
-                let title = format!(
-                    "{} votes/s over {} questions, {backend}",
-                    config.rate, config.questions
-                );
-                write(path, &chart::figure6(&results, &title)?)?;
-            }
-            Ok(results.iter().all(bench::VariantResult::totals_match))
-        }
+        Command::Bench(args) => run_bench(args, progress).await,
         Command::Hotspot(args) => run_hotspot(args, progress).await,
         Command::HotspotWorker(args) => {
             let backend = backend(&args.store, None)?;
@@ -185,6 +155,50 @@ async fn run(command: Command) -> Result<bool, String> {
             Ok(true)
         }
     }
+}
+
+/// `moderator bench`: the chosen variants, their table, and the CSV or JSON and the chart
+/// asked for; `Ok(false)` when a variant's total does not match.
+async fn run_bench(args: BenchArgs, progress: Progress) -> Result<bool, String> {
+    let backend = backend(&args.store, Some(&args.model))?;
+    let config = BenchConfig {
+        rate: args.rate,
+        duration: seconds(args.duration)?,
+        questions: args.questions,
+        ..BenchConfig::default()
+    };
+    let variants = bench::chosen(&args.only).map_err(chain)?;
+    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    writable(args.out.as_deref())?;
+    writable(args.plot.as_deref())?;
+    println!(
+        "bench on {backend}: {} votes/s over {} questions for {} s per variant",
+        config.rate,
+        config.questions,
+        config.duration.as_secs_f64()
+    );
+    let results = bench::run_variants(
+        &backend,
+        &namespace(&args.store),
+        &config,
+        &variants,
+        progress,
+    )
+    .await
+    .map_err(chain)?;
+    print!("{}", report::bench_table(&results));
+    if let (Some(path), Some(format)) = (&args.out, format) {
+        let text = report::render(format, &results, || report::bench_csv(&results))?;
+        write(path, &text)?;
+    }
+    if let Some(path) = &args.plot {
+        let title = format!(
+            "{} votes/s over {} questions, {backend}",
+            config.rate, config.questions
+        );
+        write(path, &chart::figure6(&results, &title)?)?;
+    }
+    Ok(results.iter().all(bench::VariantResult::totals_match))
 }
 
 /// The `hotspot` command: runs, prints, and writes the table and chart asked for.

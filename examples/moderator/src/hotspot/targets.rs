@@ -99,8 +99,8 @@ pub const TARGETS: [(&str, Target); 9] = [
     ),
 ];
 
-/// The targets `hotspot` runs, by name, in order: those whose name contains one of
-/// `only` (all when it is empty), raw only where the store has a raw command.
+/// The targets `hotspot` runs, by name, in order: those `only` picks (all when it is
+/// empty, see [`crate::only`]), raw only where the store has a raw command.
 /// [`Error::Invalid`] when `only` leaves none, naming the targets there are.
 pub(super) fn chosen(raw: Option<&Raw>, only: &[String]) -> Result<Vec<(&'static str, Target)>> {
     let available: Vec<(&'static str, Target)> = TARGETS
@@ -111,28 +111,7 @@ pub(super) fn chosen(raw: Option<&Raw>, only: &[String]) -> Result<Vec<(&'static
             _ => Some((name, target)),
         })
         .collect();
-    let chosen: Vec<(&'static str, Target)> = available
-        .iter()
-        .filter(|(name, _)| only.is_empty() || only.iter().any(|o| names(name, o)))
-        .copied()
-        .collect();
-    if chosen.is_empty() {
-        let names: Vec<&str> = available.iter().map(|(name, _)| *name).collect();
-        return Err(Error::Invalid(format!(
-            "--only {}: no target's name contains it; the targets on this store are: {}",
-            only.join(","),
-            names.join(", ")
-        )));
-    }
-    Ok(chosen)
-}
-
-/// Whether `name` is the one `only` names: the name after `=`, else any name containing it.
-fn names(name: &str, only: &str) -> bool {
-    match only.strip_prefix('=') {
-        Some(exact) => name == exact,
-        None => name.contains(only),
-    }
+    crate::only::pick(available, only, "the targets on this store")
 }
 
 /// The name of `target` in [`TARGETS`].

@@ -296,6 +296,40 @@ fn hotspot_output_names_its_client_counts_and_explains_its_columns() {
 }
 
 #[test]
+fn bench_runs_only_the_variants_its_only_option_names() {
+    let (code, stdout, stderr) = moderator(&[
+        "bench",
+        "--only",
+        "=naive w/o Tx retry,fold-fn",
+        "--duration",
+        "0.2",
+        "--rate",
+        "20",
+        "--commit-ms",
+        "0",
+        "--read-ms",
+        "0",
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    for ran in [
+        "naive w/o Tx retry",
+        "autoshard fold-fn w/o Tx retry",
+        "autoshard fold-fn w/ Tx retry",
+    ] {
+        assert!(stdout.contains(ran), "{ran} did not run:\n{stdout}");
+    }
+    for left_out in ["naive w/ Tx retry", "autoshard sum"] {
+        assert!(!stdout.contains(left_out), "{left_out} ran:\n{stdout}");
+    }
+    let (code, stdout, stderr) = moderator(&["bench", "--only", "nosuch"]);
+    assert_ne!(code, Some(0), "{stdout}");
+    assert!(
+        stderr.contains("--only nosuch") && stderr.contains("autoshard sum w/ Tx retry"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_app_takes_its_options_without_a_command_and_help_lists_them() {
     let (code, stdout, stderr) = moderator(&["--users", "4", "--votes", "2"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
