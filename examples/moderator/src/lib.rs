@@ -7,7 +7,7 @@
 //! - [`app`]: seed questions, simulate users voting and responding, check the leaderboard.
 //! - [`web`]: the voting app as a web page and a JSON API (`moderator serve`).
 //! - [`load`]: a load generator against the web app's API (`moderator load`).
-//! - [`bench`]: the paper's open-loop workload in six variants (three strategies, without and with retries).
+//! - [`bench`](mod@bench): the paper's open-loop workload in six variants (three strategies, without and with retries).
 //! - [`hotspot`]: many clients on one question, against raw `HINCRBY`.
 //! - [`adaptive`]: one hot question under adaptive shard counts, against fixed counts.
 //! - [`latency`]: one client: medians of loads and votes, and their ratios.

@@ -32,7 +32,7 @@ pub enum FoldKind {
 pub enum Target {
     /// The raw store: `HINCRBY` on a plain Redis hash, a slotted counter on PostgreSQL.
     Raw,
-    /// `update` of [`NaiveQuestion`].
+    /// `update` of [`NaiveQuestion`](crate::model::NaiveQuestion).
     Naive,
     /// A sharded question.
     Sharded {
