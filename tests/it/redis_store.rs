@@ -122,6 +122,42 @@ async fn merges_honour_entries_an_earlier_layout_kept_in_the_document(
     );
 }
 
+/// The record hash of a document that 33 writers or more merged into is a hash table,
+/// not a listpack (whose every lookup scans its entries): it holds every writer's entry
+/// and nothing else, each merge counts once, and a small record stays compact.
+async fn a_record_of_many_writers_is_a_hash_table(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let key = Key::new("Hot", "1");
+    store.insert(&key, doc(0)).await.unwrap();
+    let record = format!("{}/~w", redis_key(ns, &key));
+    let encoding = || server.cli(&["OBJECT", "ENCODING", &record]).trim().to_owned();
+    let merge = |writer: usize| {
+        let write = write_id(&format!("w{writer}"), 1);
+        Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write)
+    };
+    for writer in 0..32 {
+        assert_eq!(store.merge(&merge(writer)).await.unwrap(), Merged::Applied);
+    }
+    assert_ne!(encoding(), "hashtable", "32 entries stay compact");
+    for writer in 32..40 {
+        assert_eq!(store.merge(&merge(writer)).await.unwrap(), Merged::Applied);
+    }
+    assert_eq!(encoding(), "hashtable");
+    assert_eq!(server.cli(&["HLEN", &record]).trim(), "40");
+    for writer in 0..40 {
+        let again = store.merge(&merge(writer)).await.unwrap();
+        assert_eq!(again, Merged::AlreadyApplied, "writer {writer}");
+    }
+    let read = store.get(&key).await.unwrap().unwrap();
+    assert_eq!(read.doc["n"], 40);
+    for writer in 0..40 {
+        assert!(merge::applied(Some(&read.doc), &format!("w{writer}"), 1));
+    }
+}
+
 /// A value that is not a hash where a document's write record lives (`<document>/~w`)
 /// makes a merge into the document a typed error naming the document, as a read with
 /// records reports it, and is left as it is.
@@ -614,6 +650,8 @@ async fn standalone() {
     owner_texts_own_as_their_json_reads(&server.server, &store, &ns).await;
     let (store, ns) = connect("foreign record").await;
     a_foreign_value_at_a_record_hash_is_malformed(&server.server, &store, &ns).await;
+    let (store, ns) = connect("many writers").await;
+    a_record_of_many_writers_is_a_hash_table(&server.server, &store, &ns).await;
     let (store, ns) = connect("big versions").await;
     versions_the_scripts_cannot_count_past_are_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;

@@ -1,9 +1,9 @@
 //! Merges, in the document's own slot: the common case (an integer sum, max or min with
 //! an operand below 10^14 in magnitude, not a merge that prunes the record,
-//! [`common_operand`]) as `lua/merge_common.lua`, four commands (five on a writer's first
-//! merge into a document); everything else, and whatever that script answers `slow` (it
-//! wrote nothing then), as `lua/merge.lua`, which decides every case. Then the decoding
-//! of the reply.
+//! [`common_operand`]) as `lua/merge_common.lua`, four commands (six on a writer's first
+//! merge into a document, which also keeps a record hash of many writers a hash table);
+//! everything else, and whatever that script answers `slow` (it wrote nothing then), as
+//! `lua/merge.lua`, which decides every case. Then the decoding of the reply.
 
 use super::call::{KeyText, ScriptCall};
 use super::{RedisStore, reply};
