@@ -133,7 +133,12 @@ async fn a_record_of_many_writers_is_a_hash_table(
     let key = Key::new("Hot", "1");
     store.insert(&key, doc(0)).await.unwrap();
     let record = format!("{}/~w", redis_key(ns, &key));
-    let encoding = || server.cli(&["OBJECT", "ENCODING", &record]).trim().to_owned();
+    let encoding = || {
+        server
+            .cli(&["OBJECT", "ENCODING", &record])
+            .trim()
+            .to_owned()
+    };
     let merge = |writer: usize| {
         let write = write_id(&format!("w{writer}"), 1);
         Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write)
