@@ -103,10 +103,9 @@ else
   n = a < b and a or b
 end
 if n > -1e14 and n < 1e14 and (not lo or (n >= lo + 0 and n <= hi + 0)) then
-  local format = string.format
-  redis.call('HSET', key, 'v', format('%d', version + 1), property, format('%d', n))
   if not entry and redis.call('HLEN', record) >= 32 then
-    -- A writer joins a record of many: a hash table from now on (see above).
+    -- A writer joins a record of many: a hash table from now on (see above). Before the
+    -- merge's own writes, so that a failure here leaves nothing half written.
     local encoding = redis.pcall('OBJECT', 'ENCODING', record)
     if encoding == 'listpack' or encoding == 'ziplist' then
       local long = string.rep('~', 1025)
@@ -114,6 +113,8 @@ if n > -1e14 and n < 1e14 and (not lo or (n >= lo + 0 and n <= hi + 0)) then
       redis.call('HDEL', record, long)
     end
   end
+  local format = string.format
+  redis.call('HSET', key, 'v', format('%d', version + 1), property, format('%d', n))
   redis.call('HSET', record, writer, ARGV[5])
   return 'applied'
 end
