@@ -40,10 +40,11 @@
 -- every `HGET` and `HSET` scans its entries: on a pinned server 0.35 us for the middle
 -- field of 64 and 0.59 us for the last, against 0.09 us in a hash table, twice per
 -- merge. So when a writer's first merge into the document finds 32 entries or more in a
--- listpack, the script adds and removes a field longer than any listpack value a server
--- is configured to take (`hash-max-listpack-value`, 64 bytes by default): Redis turns the
--- hash into a table for good (until a restart loads it again), and what it holds does not
--- change. `OBJECT ENCODING` is asked with `pcall`, so a server without it skips this.
+-- listpack, the script adds and removes a field of 1,025 bytes, longer than a listpack
+-- value may be (`hash-max-listpack-value`: 64 bytes by default; a server configured past
+-- 1 KB keeps the listpack): Redis turns the hash into a table for good (until a restart
+-- loads it again), and what it holds does not change. `OBJECT ENCODING` is asked with
+-- `pcall`, so a server without it skips this.
 --
 -- A version is the document's own counter: one more than the version it had. Every
 -- version a document gets is larger than every version it had before, also across a
