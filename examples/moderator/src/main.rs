@@ -168,7 +168,7 @@ async fn run_bench(args: BenchArgs, progress: Progress) -> Result<bool, String> 
         ..BenchConfig::default()
     };
     let variants = bench::chosen(&args.only).map_err(chain)?;
-    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    out_format(args.out.as_deref())?;
     writable(args.out.as_deref())?;
     writable(args.plot.as_deref())?;
     println!(
@@ -187,10 +187,9 @@ async fn run_bench(args: BenchArgs, progress: Progress) -> Result<bool, String> 
     .await
     .map_err(chain)?;
     print!("{}", report::bench_table(&results));
-    if let (Some(path), Some(format)) = (&args.out, format) {
-        let text = report::render(format, &results, || report::bench_csv(&results))?;
-        write(path, &text)?;
-    }
+    write_out(args.out.as_deref(), &results, || {
+        report::bench_csv(&results)
+    })?;
     if let Some(path) = &args.plot {
         let title = format!(
             "{} votes/s over {} questions, {backend}",
@@ -225,7 +224,7 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         allocations: cfg!(feature = "count-allocations").then_some(allocations as fn() -> u64),
         ..HotspotConfig::default()
     };
-    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    out_format(args.out.as_deref())?;
     writable(args.out.as_deref())?;
     writable(args.plot.as_deref())?;
     let clients: Vec<String> = config.clients.iter().map(ToString::to_string).collect();
@@ -239,10 +238,7 @@ async fn run_hotspot(args: HotspotArgs, progress: Progress) -> Result<bool, Stri
         .map_err(chain)?;
     print!("{}", report::hotspot_table(&rows));
     print!("{}", report::hotspot_nodes_table(&rows));
-    if let (Some(path), Some(format)) = (&args.out, format) {
-        let text = report::render(format, &rows, || report::hotspot_csv(&rows))?;
-        write(path, &text)?;
-    }
+    write_out(args.out.as_deref(), &rows, || report::hotspot_csv(&rows))?;
     if let Some(path) = &args.plot {
         let title = format!("Hot spot on {backend}: committed votes/s, one question");
         write(path, &chart::hotspot(&rows, &title)?)?;
@@ -260,7 +256,7 @@ async fn run_leaderboard(args: LeaderboardArgs, progress: Progress) -> Result<bo
         duration: seconds(args.duration)?,
         staleness: Duration::from_millis(args.staleness_ms),
     };
-    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    out_format(args.out.as_deref())?;
     writable(args.out.as_deref())?;
     println!(
         "leaderboard on {backend}: {} readers of {} questions, {} writers, {} s per variant, \
@@ -275,10 +271,9 @@ async fn run_leaderboard(args: LeaderboardArgs, progress: Progress) -> Result<bo
         .await
         .map_err(chain)?;
     print!("{}", report::leaderboard_table(&rows));
-    if let (Some(path), Some(format)) = (&args.out, format) {
-        let text = report::render(format, &rows, || report::leaderboard_csv(&rows))?;
-        write(path, &text)?;
-    }
+    write_out(args.out.as_deref(), &rows, || {
+        report::leaderboard_csv(&rows)
+    })?;
     Ok(rows.iter().all(|r| r.exact))
 }
 
@@ -296,7 +291,7 @@ async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, Str
         load: args.duration.map_or(Ok(defaults.load), seconds)?,
         ..defaults
     };
-    let format = args.out.as_deref().map(report::Format::of).transpose()?;
+    out_format(args.out.as_deref())?;
     writable(args.out.as_deref())?;
     writable(args.plot.as_deref())?;
     println!(
@@ -311,10 +306,9 @@ async fn run_adaptive(args: HotspotArgs, progress: Progress) -> Result<bool, Str
         .await
         .map_err(chain)?;
     print!("{}", report::adaptive_table(&summaries));
-    if let (Some(path), Some(format)) = (&args.out, format) {
-        let text = report::render(format, &samples, || report::adaptive_csv(&samples))?;
-        write(path, &text)?;
-    }
+    write_out(args.out.as_deref(), &samples, || {
+        report::adaptive_csv(&samples)
+    })?;
     if let Some(path) = &args.plot {
         let title = format!(
             "Adaptive shard counts on {backend}: {} clients on one question",
@@ -473,6 +467,23 @@ fn seconds(s: f64) -> Result<Duration, String> {
         .ok()
         .filter(|d| !d.is_zero())
         .ok_or_else(|| format!("--duration {s}: expected a positive number of seconds"))
+}
+
+/// The format `--out` asks for by its file's extension (checked before a run starts).
+fn out_format(out: Option<&Path>) -> Result<Option<report::Format>, String> {
+    out.map(report::Format::of).transpose()
+}
+
+/// Writes `value` to `out`, when given, as CSV (`csv`) or JSON by the file's extension.
+fn write_out<T: serde::Serialize>(
+    out: Option<&Path>,
+    value: &T,
+    csv: impl FnOnce() -> String,
+) -> Result<(), String> {
+    match (out, out_format(out)?) {
+        (Some(path), Some(format)) => write(path, &report::render(format, value, csv)?),
+        _ => Ok(()),
+    }
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {
