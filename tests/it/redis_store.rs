@@ -163,6 +163,83 @@ async fn a_record_of_many_writers_is_a_hash_table(
     }
 }
 
+/// A lookup that names a writer (`Lookup::writer`) answers that writer's record entry of
+/// each document however many writers the record holds: on a standalone server that entry
+/// alone (one `HGET` of the record hash, not all of it), with a malformed entry of another
+/// writer left unread; on a cluster at least that entry. A writer without an entry reads
+/// none, and a lookup with records still reads them all.
+async fn a_lookup_naming_a_writer_reads_its_entry(
+    server: &RedisServer,
+    store: &RedisStore,
+    ns: &str,
+    alone: bool,
+) {
+    const WRITERS: usize = 40;
+    let keys: Vec<Key> = (0..12).map(|i| Key::new("Named", i.to_string())).collect();
+    for key in &keys {
+        store.insert(key, doc(0)).await.unwrap();
+        for writer in 0..WRITERS {
+            let write = write_id(&format!("w{writer}"), 3);
+            let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write);
+            assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+        }
+    }
+    if alone {
+        // Another writer's entry that no read could decode.
+        let record = format!("{}/~w", redis_key(ns, &keys[0]));
+        server.cli(&["HSET", &record, "w:w9", "not json"]);
+    }
+    let entries = |doc: &Versioned| -> Vec<String> {
+        let mut writers: Vec<String> = doc
+            .doc
+            .get(merge::RECORD)
+            .and_then(|record| record.as_object())
+            .map(|record| record.keys().cloned().collect())
+            .unwrap_or_default();
+        writers.sort();
+        writers
+    };
+    for writer in ["w7", "nobody"] {
+        let lookup = Lookup {
+            keys: keys.clone(),
+            writer: Some(writer.into()),
+            ..Lookup::default()
+        };
+        let found = store.lookup(&lookup).await.unwrap();
+        assert_eq!(found.docs.len(), keys.len());
+        for (key, doc) in keys.iter().zip(&found.docs) {
+            let doc = doc.as_ref().unwrap();
+            assert_eq!(doc.doc["n"], WRITERS, "{key}");
+            let named = writer == "w7";
+            assert_eq!(merge::applied(Some(&doc.doc), writer, 3), named, "{key}");
+            assert!(!merge::applied(Some(&doc.doc), writer, 4), "{key}");
+            let entries = entries(doc);
+            if alone {
+                let want: Vec<String> = if named {
+                    vec![writer.to_owned()]
+                } else {
+                    Vec::new()
+                };
+                assert_eq!(entries, want, "{key}: the named writer's entry alone");
+            } else if named {
+                assert!(entries.contains(&writer.to_owned()), "{key}: {entries:?}");
+            }
+        }
+    }
+    let all = Lookup {
+        keys: keys[1..].to_vec(),
+        records: true,
+        ..Lookup::default()
+    };
+    for doc in store.lookup(&all).await.unwrap().docs {
+        assert_eq!(
+            entries(&doc.unwrap()).len(),
+            WRITERS,
+            "a lookup with records"
+        );
+    }
+}
+
 /// A value that is not a hash where a document's write record lives (`<document>/~w`)
 /// makes a merge into the document a typed error naming the document, as a read with
 /// records reports it, and is left as it is.
@@ -657,6 +734,8 @@ async fn standalone() {
     a_foreign_value_at_a_record_hash_is_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("many writers").await;
     a_record_of_many_writers_is_a_hash_table(&server.server, &store, &ns).await;
+    let (store, ns) = connect("named writer").await;
+    a_lookup_naming_a_writer_reads_its_entry(&server.server, &store, &ns, true).await;
     let (store, ns) = connect("big versions").await;
     versions_the_scripts_cannot_count_past_are_malformed(&server.server, &store, &ns).await;
     let (store, ns) = connect("stale").await;
@@ -675,6 +754,73 @@ async fn standalone() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Invalid(_)), "{err:?}");
+}
+
+/// The static shards of one entity spread over a cluster's nodes, while an entity group
+/// stays on one slot: a transaction across groups is refused (nothing written), one
+/// within a group commits, and `get_many` across slots keeps its order.
+async fn shards_spread_over_the_nodes_and_groups_stay_on_one_slot(
+    cluster: &Cluster,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let question = Key::new("Question", "{42}");
+    let node = &cluster.nodes[0];
+    let mut owners = HashSet::new();
+    let mut slots = HashSet::new();
+    for i in 0..10 {
+        let shard = autoshard::layout::static_shard(&question, "votes", i);
+        store.insert(&shard, doc(0)).await.unwrap();
+        let name = redis_key(ns, &shard);
+        slots.insert(node.cli(&["CLUSTER", "KEYSLOT", &name]).trim().to_owned());
+        // Ask every node directly (no redirects): only the owner has the key.
+        let owner: Vec<usize> = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| {
+                let out = std::process::Command::new("redis-cli")
+                    .args(["-p", &n.port.to_string(), "EXISTS", &name])
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout).trim() == "1"
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(owner.len(), 1, "{name} on nodes {owner:?}");
+        owners.insert(owner[0]);
+    }
+    assert!(slots.len() >= 8, "10 shards in only {} slots", slots.len());
+    assert!(owners.len() >= 2, "10 shards all on one node");
+    let child = question.child("Answer", "a/b:c");
+    let child_slot = node.cli(&["CLUSTER", "KEYSLOT", &redis_key(ns, &child)]);
+    let main_slot = node.cli(&["CLUSTER", "KEYSLOT", &redis_key(ns, &question)]);
+    assert_eq!(child_slot, main_slot);
+
+    // A transaction across entity groups is refused, and nothing is written.
+    let txn = Transaction::new().put(question.clone(), doc(1)).put(
+        autoshard::layout::static_shard(&question, "votes", 0),
+        doc(1),
+    );
+    assert!(matches!(store.commit(&txn).await, Err(Error::Invalid(_))));
+    assert!(store.get(&question).await.unwrap().is_none());
+    // Within one group it commits.
+    let txn = Transaction::new()
+        .expect(question.clone(), None)
+        .put(question.clone(), doc(1))
+        .put(child.clone(), doc(2));
+    assert_eq!(store.commit(&txn).await.unwrap(), Commit::Committed);
+
+    // get_many across slots keeps order.
+    let keys: Vec<Key> = (0..10)
+        .map(|i| autoshard::layout::static_shard(&question, "votes", i))
+        .chain([child.clone(), Key::new("None", "x")])
+        .collect();
+    let docs = store.get_many(&keys).await.unwrap();
+    assert_eq!(docs.len(), 12);
+    assert!(docs[..11].iter().all(Option::is_some));
+    assert!(docs[11].is_none());
+    assert_eq!(docs[10].as_ref().unwrap().doc, doc(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -705,69 +851,15 @@ async fn cluster() {
     owner_texts_own_as_their_json_reads(node, &store, &ns).await;
     let (store, ns) = connect("foreign record").await;
     a_foreign_value_at_a_record_hash_is_malformed(node, &store, &ns).await;
+    let (store, ns) = connect("named writer").await;
+    a_lookup_naming_a_writer_reads_its_entry(node, &store, &ns, false).await;
     let (store, ns) = connect("stale").await;
     scan_skips_stale_index_entries(node, &store, &ns).await;
     let (store, ns) = connect("fold texts").await;
     folding_lookups_answer_stored_texts_as_the_reference(node, &store, &ns).await;
 
-    // The static shards of one entity spread over the nodes; a group stays on one slot.
     let (store, ns) = connect("slots").await;
-    let question = Key::new("Question", "{42}");
-    let mut owners = HashSet::new();
-    let mut slots = HashSet::new();
-    for i in 0..10 {
-        let shard = autoshard::layout::static_shard(&question, "votes", i);
-        store.insert(&shard, doc(0)).await.unwrap();
-        let name = redis_key(&ns, &shard);
-        slots.insert(node.cli(&["CLUSTER", "KEYSLOT", &name]).trim().to_owned());
-        // Ask every node directly (no redirects): only the owner has the key.
-        let owner: Vec<usize> = cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| {
-                let out = std::process::Command::new("redis-cli")
-                    .args(["-p", &n.port.to_string(), "EXISTS", &name])
-                    .output()
-                    .unwrap();
-                String::from_utf8_lossy(&out.stdout).trim() == "1"
-            })
-            .map(|(i, _)| i)
-            .collect();
-        assert_eq!(owner.len(), 1, "{name} on nodes {owner:?}");
-        owners.insert(owner[0]);
-    }
-    assert!(slots.len() >= 8, "10 shards in only {} slots", slots.len());
-    assert!(owners.len() >= 2, "10 shards all on one node");
-    let child = question.child("Answer", "a/b:c");
-    let child_slot = node.cli(&["CLUSTER", "KEYSLOT", &redis_key(&ns, &child)]);
-    let main_slot = node.cli(&["CLUSTER", "KEYSLOT", &redis_key(&ns, &question)]);
-    assert_eq!(child_slot, main_slot);
-
-    // A transaction across entity groups is refused, and nothing is written.
-    let txn = Transaction::new().put(question.clone(), doc(1)).put(
-        autoshard::layout::static_shard(&question, "votes", 0),
-        doc(1),
-    );
-    assert!(matches!(store.commit(&txn).await, Err(Error::Invalid(_))));
-    assert!(store.get(&question).await.unwrap().is_none());
-    // Within one group it commits.
-    let txn = Transaction::new()
-        .expect(question.clone(), None)
-        .put(question.clone(), doc(1))
-        .put(child.clone(), doc(2));
-    assert_eq!(store.commit(&txn).await.unwrap(), Commit::Committed);
-
-    // get_many across slots keeps order.
-    let keys: Vec<Key> = (0..10)
-        .map(|i| autoshard::layout::static_shard(&question, "votes", i))
-        .chain([child.clone(), Key::new("None", "x")])
-        .collect();
-    let docs = store.get_many(&keys).await.unwrap();
-    assert_eq!(docs.len(), 12);
-    assert!(docs[..11].iter().all(Option::is_some));
-    assert!(docs[11].is_none());
-    assert_eq!(docs[10].as_ref().unwrap().doc, doc(2));
+    shards_spread_over_the_nodes_and_groups_stay_on_one_slot(&cluster, &store, &ns).await;
 
     let (store, _) = connect("concurrent").await;
     concurrent_increments_are_exact(Arc::new(store)).await;

@@ -19,8 +19,9 @@
 
 use super::RedisStore;
 use super::call::ScriptCall;
+use super::read::Records;
+use super::reply;
 use super::slots::SlotTable;
-use super::{names, reply};
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::{FastMap, Key};
@@ -47,7 +48,7 @@ struct Reading<'a> {
     names: &'a [String],
     scans: &'a [&'a Scan],
     indexes: &'a [String],
-    records: bool,
+    records: Records<'a>,
 }
 
 impl Reading<'_> {
@@ -56,7 +57,7 @@ impl Reading<'_> {
     /// `EXEC`; anything else by one command.
     fn replies(&self, item: Item) -> usize {
         match item {
-            Item::Doc(_) if self.records => 4,
+            Item::Doc(_) if self.records.any() => 4,
             _ => 1,
         }
     }
@@ -79,7 +80,7 @@ impl RedisStore {
         keys: &[Key],
         names: &[String],
         scans: &[&Scan],
-        records: bool,
+        records: Records<'_>,
     ) -> Result<(Vec<Option<Versioned>>, Vec<Listed>)> {
         let mut batches: FastMap<Slot, Vec<usize>> = FastMap::default();
         for (i, name) in names.iter().enumerate() {
@@ -129,7 +130,7 @@ impl RedisStore {
             .map(|items| async move { self.read_on_node(reading, &items, table).await });
         let calls = scripted
             .into_iter()
-            .map(|positions| self.read_slot(keys, names, positions, records));
+            .map(|positions| self.read_slot(keys, names, positions, records.any()));
         let lists = unplaced.into_iter().map(|j| async move {
             let item = Item::Scan(j);
             Ok::<_, Error>((item, self.read_alone_item(reading, item).await?))
@@ -222,13 +223,16 @@ impl RedisStore {
         let mut pipe = ::redis::pipe();
         for item in items {
             match *item {
-                Item::Doc(i) if reading.records => recorded_read(&mut pipe, &reading.names[i]),
+                Item::Doc(i) if reading.records.any() => {
+                    recorded_read(&mut pipe, &reading.names[i], reading.records);
+                }
                 Item::Doc(i) => {
                     pipe.cmd("HGETALL").arg(&reading.names[i]);
                 }
                 Item::Scan(j) => {
                     let (scan, index) = (reading.scans[j], &reading.indexes[j]);
-                    pipe.add_command(self.scan_call(scan, index, reading.records).cmd().clone());
+                    let call = self.scan_call(scan, index, reading.records.any());
+                    pipe.add_command(call.cmd().clone());
                 }
             }
         }
@@ -260,15 +264,18 @@ impl RedisStore {
                 .and_then(|replies| replies.nth(reading.replies(item) - 1));
             async move {
                 let read = match (item, reply) {
-                    (Item::Doc(i), Some(reply)) if reading.records => {
+                    (Item::Doc(i), Some(reply)) if reading.records.any() => {
                         let (key, name) = (&reading.keys[i], &reading.names[i]);
-                        match self.decode_recorded(key, name, &reply).await? {
+                        match self
+                            .decode_recorded(key, name, &reply, reading.records)
+                            .await?
+                        {
                             Some(doc) => Read::Doc(doc),
                             None => self.read_alone_item(reading, item).await?,
                         }
                     }
                     (Item::Doc(i), Some(reply))
-                        if !reading.records && (!is_error(&reply) || wrong_type(&reply)) =>
+                        if !reading.records.any() && (!is_error(&reply) || wrong_type(&reply)) =>
                     {
                         let (key, name) = (&reading.keys[i], &reading.names[i]);
                         Read::Doc(self.decode_hash(key, name, &reply, false).await?)
@@ -287,7 +294,7 @@ impl RedisStore {
     /// document by an `HGETALL`, with its record by the read script.
     async fn read_alone_item(&self, reading: &Reading<'_>, item: Item) -> Result<Read> {
         Ok(match item {
-            Item::Doc(i) if reading.records => {
+            Item::Doc(i) if reading.records.any() => {
                 let read = self
                     .read_slot(reading.keys, reading.names, vec![i], true)
                     .await?;
@@ -295,7 +302,7 @@ impl RedisStore {
             }
             Item::Doc(i) => Read::Doc(self.read_alone(&reading.keys[i], &reading.names[i]).await?),
             Item::Scan(j) => Read::Page(
-                self.list_alone(reading.scans[j], &reading.indexes[j], reading.records)
+                self.list_alone(reading.scans[j], &reading.indexes[j], reading.records.any())
                     .await?,
             ),
         })
@@ -310,6 +317,7 @@ impl RedisStore {
         key: &Key,
         name: &str,
         exec: &Value,
+        records: Records<'_>,
     ) -> Result<Option<Option<Versioned>>> {
         let Value::Array(replies) = exec else {
             return Ok(None);
@@ -320,20 +328,19 @@ impl RedisStore {
         if is_error(doc) && !wrong_type(doc) {
             return Ok(None);
         }
+        let entries = records.as_entries(record);
+        let record = entries.as_ref().unwrap_or(record);
         Ok(Some(self.decode_with_record(key, name, doc, record).await?))
     }
 }
 
-/// Adds to `pipe` the read of the document `name` with its write record, in one
-/// `MULTI` (the document's hash and its record hash share a slot), as a standalone server
-/// reads it: four replies, the last `EXEC`'s.
-fn recorded_read(pipe: &mut ::redis::Pipeline, name: &str) {
-    pipe.cmd("MULTI")
-        .cmd("HGETALL")
-        .arg(name)
-        .cmd("HGETALL")
-        .arg(names::record_of(name))
-        .cmd("EXEC");
+/// Adds to `pipe` the read of the document `name` with its write record (every entry or
+/// one writer's, `records`), in one `MULTI` (the document's hash and its record hash
+/// share a slot), as a standalone server reads it: four replies, the last `EXEC`'s.
+fn recorded_read(pipe: &mut ::redis::Pipeline, name: &str, records: Records<'_>) {
+    pipe.cmd("MULTI").cmd("HGETALL").arg(name);
+    records.add_read(pipe, name);
+    pipe.cmd("EXEC");
 }
 
 /// What [`RedisStore::read_on_node`] read of an item.

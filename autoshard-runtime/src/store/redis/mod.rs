@@ -56,6 +56,7 @@ use async_trait::async_trait;
 use commit::Applied;
 use connection::{Conn, Connections};
 use names::Names;
+use read::Records;
 use std::fmt;
 use std::sync::Arc;
 
@@ -301,7 +302,7 @@ let store = RedisStore::from_client(client, RedisOptions::default()).await?;
 #[async_trait]
 impl DocumentStore for RedisStore {
     async fn get(&self, key: &Key) -> Result<Option<Versioned>> {
-        let mut docs = self.read(std::slice::from_ref(key), true).await?;
+        let mut docs = self.read(std::slice::from_ref(key), Records::All).await?;
         Ok(docs.pop().flatten())
     }
 
@@ -309,7 +310,7 @@ impl DocumentStore for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        self.read(keys, true).await
+        self.read(keys, Records::All).await
     }
 
     async fn insert(&self, key: &Key, doc: Document) -> Result<Version> {
@@ -343,7 +344,7 @@ impl DocumentStore for RedisStore {
     }
 
     async fn scan(&self, scan: &Scan) -> Result<ScanPage> {
-        self.scan_page(scan, true).await
+        self.scan_page(scan, Records::All).await
     }
 
     async fn lookup(&self, lookup: &Lookup) -> Result<Found> {

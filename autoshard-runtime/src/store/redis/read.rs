@@ -1,5 +1,6 @@
-//! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`,
-//! and a lookup lists its pages in the same step, answered from there when it read every
+//! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`
+//! (their record hashes too, with `HGETALL`, or `HGET` of the one writer's entry a lookup
+//! names: [`Records`]), and a lookup lists its pages in the same step, answered from there when it read every
 //! listed document (`docs/design/redis.md`, "Round trips"); scan pages and the rest of
 //! a lookup by the read script (`lua/read.lua`), which lists and reads atomically. On a
 //! cluster the reads go to each master as one pipeline (`cluster_read.rs`). The replies
@@ -14,13 +15,18 @@ use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::Value;
 
 impl RedisStore {
-    /// Reads documents with their write records or (`records` off) without: on a
-    /// standalone server in one `MULTI`; on a cluster, concurrently, one read script per
-    /// slot, or for a slot of one key (a static shard, a root document) one `HGETALL`
-    /// (with the record, `HGETALL`s of the document and its record hash in one `MULTI`),
+    /// Reads documents with their write records, one writer's entry of them, or none
+    /// ([`Records`]): on a standalone server in one `MULTI`; on a cluster, concurrently,
+    /// one read script per slot, or for a slot of one key (a static shard, a root
+    /// document) one `HGETALL` (with the record, the document's `HGETALL` and the record
+    /// hash's `HGETALL` or `HGET` in one `MULTI`),
     /// which costs the server a fraction of a script; those bound for one master go in
     /// one pipeline (`cluster_read.rs`).
-    pub(super) async fn read(&self, keys: &[Key], records: bool) -> Result<Vec<Option<Versioned>>> {
+    pub(super) async fn read(
+        &self,
+        keys: &[Key],
+        records: Records<'_>,
+    ) -> Result<Vec<Option<Versioned>>> {
         let names: Vec<String> = keys.iter().map(|k| self.names.doc(k)).collect();
         if !self.is_cluster() {
             let (docs, _) = self.read_hashes(keys, &names, &[], records).await?;
@@ -41,14 +47,14 @@ impl RedisStore {
         keys: &[Key],
         names: &[String],
         indexes: &[(&str, &Scan)],
-        records: bool,
+        records: Records<'_>,
     ) -> Result<(Vec<Option<Versioned>>, Vec<Vec<String>>)> {
         let what = || match names.first() {
             Some(first) => format!("read of `{first}`"),
             None => "read".to_owned(),
         };
         // A document, and its record hash when the records are read (module docs).
-        let per_document = if records { 2 } else { 1 };
+        let per_document = if records.any() { 2 } else { 1 };
         let commands = per_document * names.len() + indexes.len();
         let mut pipe = ::redis::pipe();
         if commands > 1 {
@@ -57,9 +63,7 @@ impl RedisStore {
         pipe.ignore_errors();
         for name in names {
             pipe.cmd("HGETALL").arg(name);
-            if records {
-                pipe.cmd("HGETALL").arg(names::record_of(name));
-            }
+            records.add_read(&mut pipe, name);
         }
         for (index, scan) in indexes {
             pipe.cmd("ZRANGEBYLEX")
@@ -86,8 +90,12 @@ impl RedisStore {
         let mut docs = Vec::with_capacity(keys.len());
         for ((key, name), replies) in keys.iter().zip(names).zip(hashes.chunks(per_document)) {
             docs.push(match replies {
-                [doc, record] => self.decode_with_record(key, name, doc, record).await?,
-                _ => self.decode_hash(key, name, &replies[0], records).await?,
+                [doc, record] => {
+                    let entries = records.as_entries(record);
+                    let record = entries.as_ref().unwrap_or(record);
+                    self.decode_with_record(key, name, doc, record).await?
+                }
+                _ => self.decode_hash(key, name, &replies[0], false).await?,
             });
         }
         let pages = pages
@@ -129,10 +137,10 @@ impl RedisStore {
 
     /// One scan page: one read script that lists the page and reads, atomically, the
     /// documents in the index's own entity group (module docs).
-    pub(super) async fn scan_page(&self, scan: &Scan, records: bool) -> Result<ScanPage> {
+    pub(super) async fn scan_page(&self, scan: &Scan, records: Records<'_>) -> Result<ScanPage> {
         scan.cursor_key()?;
         let index = self.names.index(scan.parent.as_ref(), &scan.kind);
-        let call = &self.scan_call(scan, &index, records);
+        let call = &self.scan_call(scan, &index, records.any());
         let reply: Value = self
             .conns
             .again_if_dropped(|mut conn| async move { call.run(&mut conn).await })
@@ -165,14 +173,14 @@ impl RedisStore {
             let names: Vec<String> = lookup.keys.iter().map(|k| self.names.doc(k)).collect();
             let scans: Vec<&Scan> = lookup.scans.iter().collect();
             let (docs, listed) = self
-                .read_cluster(&lookup.keys, &names, &scans, records(lookup))
+                .read_cluster(&lookup.keys, &names, &scans, Records::of(lookup))
                 .await?;
             let pages = lookup
                 .scans
                 .iter()
                 .zip(listed)
                 .map(|(scan, (index, reply))| async move {
-                    self.decode_page(scan, &index, &reply, records(lookup))
+                    self.decode_page(scan, &index, &reply, Records::of(lookup))
                         .await
                 });
             let pages = futures::future::try_join_all(pages).await?;
@@ -184,12 +192,12 @@ impl RedisStore {
             let pages = lookup
                 .scans
                 .iter()
-                .map(|s| self.scan_page(s, records(lookup)));
+                .map(|s| self.scan_page(s, Records::of(lookup)));
             let docs = async {
                 if lookup.keys.is_empty() {
                     Ok(Vec::new())
                 } else {
-                    self.read(&lookup.keys, records(lookup)).await
+                    self.read(&lookup.keys, Records::of(lookup)).await
                 }
             };
             let (docs, pages) = futures::try_join!(docs, futures::future::try_join_all(pages))?;
@@ -218,7 +226,7 @@ impl RedisStore {
             .chain(indexes.iter().map(|index| index as KeyText))
             .collect();
         let mut call = ScriptCall::new(&self.scripts.read, &keys, 4 + 2 * indexes.len());
-        call.arg(flag(records(lookup)))
+        call.arg(flag(Records::of(lookup).any()))
             .arg("lookup")
             .arg(lookup.keys.len())
             .arg(self.names.prefix());
@@ -246,7 +254,10 @@ impl RedisStore {
             .collect::<Result<_>>()?;
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for ((scan, index), part) in lookup.scans.iter().zip(&indexes).zip(&parts[1..]) {
-            pages.push(self.decode_page(scan, index, part, records(lookup)).await?);
+            pages.push(
+                self.decode_page(scan, index, part, Records::of(lookup))
+                    .await?,
+            );
         }
         Ok(Found { docs, pages })
     }
@@ -274,7 +285,7 @@ impl RedisStore {
             .zip(&lookup.scans)
             .collect();
         let (mut docs, members) = self
-            .read_hashes(&read, &names, &listed, records(lookup))
+            .read_hashes(&read, &names, &listed, Records::of(lookup))
             .await?;
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for ((scan, index), members) in lookup.scans.iter().zip(&indexes).zip(members) {
@@ -312,7 +323,7 @@ impl RedisStore {
         scan: &Scan,
         index: &str,
         reply: &Value,
-        records: bool,
+        records: Records<'_>,
     ) -> Result<ScanPage> {
         let what = format!("scan of `{index}`");
         let limit = page_limit(scan);
@@ -389,9 +400,70 @@ fn cursor_min(scan: &Scan) -> String {
         .map_or_else(|| "-".to_owned(), |c| format!("({c}"))
 }
 
-/// Whether a lookup reads the write records: those it asks for, and whole where it asks
-/// for one writer's entry (a record hash is read with one `HGETALL` either way; a read
-/// of one field would save the server little and cost a second decoding path).
-fn records(lookup: &Lookup) -> bool {
-    lookup.records || lookup.writer.is_some()
+/// What a read answers of each document's write record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Records<'a> {
+    /// Nothing of it.
+    Off,
+    /// Every entry: the record hash's `HGETALL` (and the read script's records).
+    All,
+    /// One writer's entry (`Lookup::writer`): an `HGET` of its field of the record hash,
+    /// whatever number of writers the record holds, where a document is read alone or in
+    /// a `MULTI`; the read script, which answers every entry, elsewhere (a superset, as
+    /// the contract allows).
+    Writer(&'a str),
+}
+
+impl<'a> Records<'a> {
+    /// What `lookup` asks of the records.
+    pub(super) fn of(lookup: &'a Lookup) -> Self {
+        match &lookup.writer {
+            _ if lookup.records => Records::All,
+            Some(writer) => Records::Writer(writer),
+            None => Records::Off,
+        }
+    }
+
+    /// Whether anything of the records is read.
+    pub(super) fn any(self) -> bool {
+        self != Records::Off
+    }
+
+    /// Adds to `pipe` the read of the record of the document `name`, if any.
+    pub(super) fn add_read(self, pipe: &mut ::redis::Pipeline, name: &str) {
+        match self {
+            Records::Off => {}
+            Records::All => {
+                pipe.cmd("HGETALL").arg(names::record_of(name));
+            }
+            Records::Writer(writer) => {
+                pipe.cmd("HGET")
+                    .arg(names::record_of(name))
+                    .arg(writer_field(writer));
+            }
+        }
+    }
+
+    /// The reply to the read [`Records::add_read`] added, as an `HGETALL` of the record
+    /// hash answers it, when it is not one already: one writer's field and its entry, or
+    /// nothing when the hash holds none (any other reply stays as it is, and is decoded
+    /// as such).
+    pub(super) fn as_entries(self, reply: &Value) -> Option<Value> {
+        let Records::Writer(writer) = self else {
+            return None;
+        };
+        match reply {
+            Value::Nil => Some(Value::Array(Vec::new())),
+            Value::BulkString(entry) => Some(Value::Array(vec![
+                Value::BulkString(writer_field(writer).into_bytes()),
+                Value::BulkString(entry.clone()),
+            ])),
+            _ => None,
+        }
+    }
+}
+
+/// The field of a record hash that holds `writer`'s entry.
+fn writer_field(writer: &str) -> String {
+    format!("w:{writer}")
 }

@@ -60,7 +60,7 @@ const fn sharded(write: Write, fold: FoldKind, mapper_per_client: bool, sharing:
 }
 
 /// Every target, by name, in the order they run.
-pub const TARGETS: [(&str, Target); 9] = [
+pub const TARGETS: [(&str, Target); 10] = [
     ("raw HINCRBY", Target::Raw),
     ("naive update", Target::Naive),
     (
@@ -82,6 +82,10 @@ pub const TARGETS: [(&str, Target); 9] = [
     (
         "update sum mapper/client",
         sharded(Write::Update, FoldKind::BuiltIn, true, true),
+    ),
+    (
+        "update fold-fn mapper/client",
+        sharded(Write::Update, FoldKind::Function, true, true),
     ),
     (
         "apply sum mapper/client",
