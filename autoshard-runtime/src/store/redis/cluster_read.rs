@@ -201,8 +201,10 @@ impl RedisStore {
             .collect()
     }
 
-    /// The `items` one master serves as `table` says, as one pipeline (one item alone, or
-    /// no table: each sent alone). An item answered with an error is read again on its
+    /// The `items` one master serves as `table` says, as one pipeline (no table: each sent
+    /// alone; so is one item alone, but for a document read with its record, whose
+    /// `MULTI` costs the server less than the read script and reads one writer's entry
+    /// where the read names one). An item answered with an error is read again on its
     /// own, and so is every item when the pipeline fails short of a timeout; the table is
     /// then dropped (module docs).
     async fn read_on_node(
@@ -211,7 +213,9 @@ impl RedisStore {
         items: &[Item],
         table: Option<&Arc<SlotTable>>,
     ) -> Result<Vec<(Item, Read)>> {
-        if let [item] = *items {
+        if let [item] = *items
+            && !(matches!(item, Item::Doc(_)) && reading.records.any())
+        {
             return Ok(vec![(item, self.read_alone_item(reading, item).await?)]);
         }
         let Some(&first) = items.first() else {
