@@ -332,9 +332,10 @@ impl RedisStore {
         if is_error(doc) && !wrong_type(doc) {
             return Ok(None);
         }
-        let entries = records.as_entries(record);
-        let record = entries.as_ref().unwrap_or(record);
-        Ok(Some(self.decode_with_record(key, name, doc, record).await?))
+        Ok(Some(
+            self.decode_with_record(key, name, doc, record, records)
+                .await?,
+        ))
     }
 }
 

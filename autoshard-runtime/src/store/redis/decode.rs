@@ -7,6 +7,7 @@
 //! without escapes) are read without the JSON parser ([`plain_json`]): a load decodes
 //! every field of every shard.
 
+use super::read::Records;
 use super::{RedisStore, names, reply};
 use crate::document::{Document, Version, Versioned};
 use crate::error::{Error, Result, WHOLE_DOCUMENT};
@@ -152,14 +153,18 @@ impl RedisStore {
     }
 
     /// The document a read of its hash and of its record hash at one instant found
-    /// (`doc` and `record`: their `HGETALL` replies, inside one `MULTI`).
+    /// (`doc`: its `HGETALL` reply; `record`: the reply to the read of its record that
+    /// `records` added, inside one `MULTI`).
     pub(super) async fn decode_with_record(
         &self,
         key: &Key,
         name: &str,
         doc: &Value,
         record: &Value,
+        records: Records<'_>,
     ) -> Result<Option<Versioned>> {
+        let entries = records.as_entries(record);
+        let record = entries.as_ref().unwrap_or(record);
         match self.decode_hash(key, name, doc, true).await? {
             Some(doc) => Ok(Some(self.with_record(key, name, doc, record)?)),
             None => Ok(None),

@@ -1,10 +1,10 @@
 //! Reads. On a standalone server documents are read with `HGETALL` inside `MULTI`/`EXEC`
 //! (their record hashes too, with `HGETALL`, or `HGET` of the one writer's entry a lookup
-//! names: [`Records`]), and a lookup lists its pages in the same step, answered from there when it read every
-//! listed document (`docs/design/redis.md`, "Round trips"); scan pages and the rest of
-//! a lookup by the read script (`lua/read.lua`), which lists and reads atomically. On a
-//! cluster the reads go to each master as one pipeline (`cluster_read.rs`). The replies
-//! become documents in `decode.rs`.
+//! names: [`Records`]), and a lookup lists its pages in the same step, answered from
+//! there when it read every listed document (`docs/design/redis.md`, "Round trips");
+//! scan pages and the rest of a lookup by the read script (`lua/read.lua`), which lists
+//! and reads atomically. On a cluster the reads go to each master as one pipeline
+//! (`cluster_read.rs`). The replies become documents in `decode.rs`.
 
 use super::call::{KeyText, ScriptCall};
 use super::{RedisStore, names, reply};
@@ -19,9 +19,8 @@ impl RedisStore {
     /// ([`Records`]): on a standalone server in one `MULTI`; on a cluster, concurrently,
     /// one read script per slot, or for a slot of one key (a static shard, a root
     /// document) one `HGETALL` (with the record, the document's `HGETALL` and the record
-    /// hash's `HGETALL` or `HGET` in one `MULTI`),
-    /// which costs the server a fraction of a script; those bound for one master go in
-    /// one pipeline (`cluster_read.rs`).
+    /// hash's `HGETALL` or `HGET` in one `MULTI`), which costs the server a fraction of a
+    /// script; those bound for one master go in one pipeline (`cluster_read.rs`).
     pub(super) async fn read(
         &self,
         keys: &[Key],
@@ -91,9 +90,8 @@ impl RedisStore {
         for ((key, name), replies) in keys.iter().zip(names).zip(hashes.chunks(per_document)) {
             docs.push(match replies {
                 [doc, record] => {
-                    let entries = records.as_entries(record);
-                    let record = entries.as_ref().unwrap_or(record);
-                    self.decode_with_record(key, name, doc, record).await?
+                    self.decode_with_record(key, name, doc, record, records)
+                        .await?
                 }
                 _ => self.decode_hash(key, name, &replies[0], false).await?,
             });
