@@ -242,7 +242,7 @@ async fn a_lookup_naming_a_writer_reads_its_entry(
 
 /// A value that is not a hash where a document's write record lives (`<document>/~w`)
 /// makes a merge into the document a typed error naming the document, as a read with
-/// records reports it, and is left as it is.
+/// records and a lookup naming a writer report it, and is left as it is.
 async fn a_foreign_value_at_a_record_hash_is_malformed(
     server: &RedisServer,
     store: &RedisStore,
@@ -264,6 +264,17 @@ async fn a_foreign_value_at_a_record_hash_is_malformed(
     match store.get(&key).await {
         Err(Error::Malformed { key: k, .. }) => assert_eq!(k, key),
         other => panic!("get: expected Malformed, got {other:?}"),
+    }
+    // So does a lookup that names a writer: read as no entry, the foreign value would tell
+    // a compare-and-set save that its earlier write did not land.
+    let named = Lookup {
+        keys: vec![key.clone()],
+        writer: Some("w".into()),
+        ..Lookup::default()
+    };
+    match store.lookup(&named).await {
+        Err(Error::Malformed { key: k, .. }) => assert_eq!(k, key),
+        other => panic!("lookup naming a writer: expected Malformed, got {other:?}"),
     }
     assert_eq!(server.cli(&["GET", &record]).trim(), "plain");
     assert_eq!(server.cli(&["HGET", &name, "p:n"]).trim(), "5");
