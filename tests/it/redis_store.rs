@@ -878,6 +878,9 @@ async fn cluster() {
     let (store, ns) = connect("moved").await;
     reads_answer_what_the_cluster_holds_after_a_slot_moved(&cluster, &store, &ns).await;
 
+    let (store, ns) = connect("multi").await;
+    the_documents_of_a_slot_are_read_by_one_multi(&cluster, &store, &ns).await;
+
     // A cluster client built by the application carries the store as well.
     let client = autoshard::redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
     let store = RedisStore::from_cluster_client(&client, options("client"))
@@ -895,6 +898,136 @@ async fn cluster() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Backend { .. }), "{err:?}");
+}
+
+/// The commands of every master's `INFO commandstats` since the last `CONFIG RESETSTAT`,
+/// summed over the masters: (name, calls).
+fn calls_on_the_masters(cluster: &Cluster) -> Vec<(String, u64)> {
+    let mut calls: Vec<(String, u64)> = Vec::new();
+    for node in &cluster.nodes {
+        for line in node.cli(&["INFO", "commandstats"]).lines() {
+            let Some((name, fields)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let n: u64 = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            match calls.iter_mut().find(|(known, _)| known == name) {
+                Some((_, total)) => *total += n,
+                None => calls.push((name.to_owned(), n)),
+            }
+        }
+    }
+    calls
+}
+
+/// The documents a read wants of one slot (an entity and its children, one entity group)
+/// are read by one `MULTI` on their master, with or without their write records or one
+/// writer's entry, never by the read script: a read of each kind is one `EXEC`, and no
+/// script runs. A value of another type at one of them is `Malformed` naming it, and once
+/// the slot has moved to another master the read answers as stored (the old master
+/// refuses the `MULTI`, and the read script reads them through the cluster's routing).
+async fn the_documents_of_a_slot_are_read_by_one_multi(
+    cluster: &Cluster,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let entity = Key::new("Question", "multi");
+    let keys = [
+        entity.clone(),
+        entity.child("Answer", "a"),
+        entity.child("Answer", "b"),
+    ];
+    for (i, key) in (0..).zip(&keys) {
+        store.insert(key, doc(i)).await.unwrap();
+    }
+    let merge = Merge::new(
+        keys[1].clone(),
+        "n",
+        Fold::SUM_I64,
+        1.into(),
+        write_id("w", 1),
+    );
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+    let plain: Vec<Option<Document>> = vec![Some(doc(0)), Some(doc(2)), Some(doc(2))];
+    let mut recorded = plain.clone();
+    if let Some(doc) = &mut recorded[1] {
+        doc.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
+    }
+    let lookups = [
+        (
+            Lookup {
+                keys: keys.to_vec(),
+                ..Lookup::default()
+            },
+            &plain,
+        ),
+        (
+            Lookup {
+                keys: keys.to_vec(),
+                records: true,
+                ..Lookup::default()
+            },
+            &recorded,
+        ),
+        (
+            Lookup {
+                keys: keys.to_vec(),
+                writer: Some("w".into()),
+                ..Lookup::default()
+            },
+            &recorded,
+        ),
+    ];
+    let read = |lookup: &Lookup| {
+        let lookup = lookup.clone();
+        async move {
+            let found = store.lookup(&lookup).await?;
+            Ok::<_, Error>(
+                found
+                    .docs
+                    .into_iter()
+                    .map(|d| d.map(|d| d.doc))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    for node in &cluster.nodes {
+        node.cli(&["CONFIG", "RESETSTAT"]);
+    }
+    for (lookup, want) in &lookups {
+        assert_eq!(&read(lookup).await.unwrap(), *want);
+    }
+    let calls = calls_on_the_masters(cluster);
+    let count = |name: &str| calls.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c);
+    assert_eq!(count("evalsha") + count("eval"), 0, "no script: {calls:?}");
+    assert_eq!(count("exec"), 3, "one EXEC per read: {calls:?}");
+
+    let names: Vec<String> = keys.iter().map(|k| redis_key(ns, k)).collect();
+    let master = cluster.master_of(&names[0]);
+    cluster.move_slot_of(&names[0], (master + 1) % cluster.nodes.len());
+    for round in 0..4 {
+        for (lookup, want) in &lookups {
+            assert_eq!(
+                &read(lookup).await.unwrap(),
+                *want,
+                "after the move, round {round}"
+            );
+        }
+    }
+    cluster.nodes[0].cli(&["DEL", &names[2]]);
+    cluster.nodes[0].cli(&["SET", &names[2], "plain"]);
+    for (lookup, _) in &lookups {
+        match read(lookup).await {
+            Err(Error::Malformed { key, .. }) => assert_eq!(key, keys[2]),
+            other => panic!("a string among the documents: expected Malformed, got {other:?}"),
+        }
+    }
 }
 
 /// A read of documents each alone in its slot (without write records, as a load reads,

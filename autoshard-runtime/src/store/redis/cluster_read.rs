@@ -1,21 +1,25 @@
-//! Reads on a Redis Cluster. A slot of several documents in a read is read by one read
-//! script (`lua/read.lua`), atomically; a slot of one document (a static shard, a root
-//! document) by a plain `HGETALL`, atomic by itself and a fraction of a script's cost, or,
-//! with its write record, by `MULTI`, `HGETALL` of the document and of its record hash (the
-//! same slot) and `EXEC`, as a standalone server reads it; a scan's first page by the read
-//! script on its index's slot. The reads of one document and the scans bound for one
-//! master go to it as one pipeline (not a transaction: each is atomic alone, as it is when
-//! sent alone), by the slot table (`slots.rs`): a load of an entity with ten static shards
-//! and its dynamic-shard scan is three requests on a three-master cluster, and so is the
-//! read of two such entities a key group forms over.
+//! Reads on a Redis Cluster. The documents a read wants of one slot are read by `MULTI`,
+//! an `HGETALL` per document (and, with their write records, the read of each record
+//! hash, in the same slot: `HGETALL`, or `HGET` of the one writer's entry a lookup names)
+//! and `EXEC`, atomically, as a standalone server reads them; a slot of one document
+//! without its record (a static shard, a root document) by a plain `HGETALL`, atomic by
+//! itself; a scan's first page by the read script (`lua/read.lua`) on its index's slot,
+//! which lists and reads in one step. A `MULTI` costs the server a fraction of the read
+//! script (the design doc of the Redis store, "Round trips"). The reads bound for one
+//! master go to it as one pipeline (not a transaction: each item is atomic alone, as it
+//! is when sent alone), by the slot table (`slots.rs`): a load of an entity with ten
+//! static shards and its dynamic-shard scan is three requests on a three-master cluster,
+//! and so is the read of two such entities a key group forms over.
 //!
 //! The table is a hint. A node that does not serve a slot answers a command in it with an
 //! error, never with data (inside a `MULTI`, the command is not queued and `EXEC` fails),
-//! so a document or a scan answered with an error (or a pipeline
-//! that failed short of a timeout: a node gone, a connection lost) is read again on its
-//! own through redis-rs's routing and its retries, and the table is dropped (`slots.rs`). Pipelines carry reads only:
-//! redis-rs sends a pipeline again whole when one of its replies is `MOVED` or `ASK`, which
-//! a write must never be.
+//! so documents or a scan answered with an error (or a pipeline
+//! that failed short of a timeout: a node gone, a connection lost) are read again on their
+//! own through redis-rs's routing and its retries (a slot of several documents, or one
+//! with its record, by the read script, which follows `ASK` during a migration), and the
+//! table is dropped (`slots.rs`). A slot or a scan the table does not place is read the
+//! same way. Pipelines carry reads only: redis-rs sends a pipeline again whole when one
+//! of its replies is `MOVED` or `ASK`, which a write must never be.
 
 use super::RedisStore;
 use super::call::ScriptCall;
@@ -30,11 +34,12 @@ use ::redis::Value;
 use ::redis::cluster_routing::Slot;
 use std::sync::Arc;
 
-/// What a pipeline to one master reads: a document (its position in the read) or the
-/// first page of a scan (its position among the scans).
+/// What a pipeline to one master reads: the documents of one slot (their positions in
+/// the read, [`Reading::slots`]) or the first page of a scan (its position among the
+/// scans).
 #[derive(Clone, Copy)]
 enum Item {
-    Doc(usize),
+    Docs(usize),
     Scan(usize),
 }
 
@@ -46,26 +51,41 @@ pub(super) type Listed = (String, Value);
 struct Reading<'a> {
     keys: &'a [Key],
     names: &'a [String],
+    /// The documents' positions, by slot.
+    slots: Vec<Vec<usize>>,
     scans: &'a [&'a Scan],
     indexes: &'a [String],
     records: Records<'a>,
 }
 
 impl Reading<'_> {
-    /// How many replies an item's commands get in a pipeline: a document with its record
-    /// is read by `MULTI`, two `HGETALL`s (the document and its record hash, one slot) and
-    /// `EXEC`; anything else by one command.
+    /// Whether an item is read by `MULTI`, an `HGETALL` per document (and the read of its
+    /// record hash, in the same slot, with records) and `EXEC`: the documents of a slot of
+    /// several, or a document with its record. A lone document without it is one
+    /// `HGETALL`, and a scan the read script.
+    fn in_multi(&self, item: Item) -> bool {
+        match item {
+            Item::Docs(b) => self.slots[b].len() > 1 || self.records.any(),
+            Item::Scan(_) => false,
+        }
+    }
+
+    /// How many replies an item's commands get in a pipeline: `OK`, a `QUEUED` per
+    /// command and `EXEC`'s for a `MULTI`, else one.
     fn replies(&self, item: Item) -> usize {
         match item {
-            Item::Doc(_) if self.records.any() => 4,
+            Item::Docs(b) if self.in_multi(item) => {
+                let per_document = if self.records.any() { 2 } else { 1 };
+                2 + per_document * self.slots[b].len()
+            }
             _ => 1,
         }
     }
 
-    /// The Redis name an item reads.
+    /// The Redis name an item reads (the first, for several documents).
     fn name_of(&self, item: Item) -> &str {
         match item {
-            Item::Doc(i) => &self.names[i],
+            Item::Docs(b) => &self.names[self.slots[b][0]],
             Item::Scan(j) => &self.indexes[j],
         }
     }
@@ -95,31 +115,25 @@ impl RedisStore {
             let table = table.as_ref()?;
             table.owner(Slot::for_key(name)).map(|(node, _)| node)
         };
+        let slots: Vec<Vec<usize>> = batches.into_values().collect();
         let mut by_node: FastMap<usize, Vec<Item>> = FastMap::default();
-        let mut scripted = Vec::new();
-        for (_, positions) in batches {
-            let node = match positions.as_slice() {
-                [only] => owner(&names[*only]),
-                _ => None,
-            };
-            match node {
-                Some(node) => by_node
-                    .entry(node)
-                    .or_default()
-                    .push(Item::Doc(positions[0])),
-                None => scripted.push(positions),
+        let mut unplaced = Vec::new();
+        for (b, positions) in slots.iter().enumerate() {
+            match owner(&names[positions[0]]) {
+                Some(node) => by_node.entry(node).or_default().push(Item::Docs(b)),
+                None => unplaced.push(Item::Docs(b)),
             }
         }
-        let mut unplaced = Vec::new();
         for (j, index) in indexes.iter().enumerate() {
             match owner(index) {
                 Some(node) => by_node.entry(node).or_default().push(Item::Scan(j)),
-                None => unplaced.push(j),
+                None => unplaced.push(Item::Scan(j)),
             }
         }
         let reading = Reading {
             keys,
             names,
+            slots,
             scans,
             indexes: &indexes,
             records,
@@ -128,26 +142,22 @@ impl RedisStore {
         let on_nodes = by_node
             .into_values()
             .map(|items| async move { self.read_on_node(reading, &items, table).await });
-        let calls = scripted
-            .into_iter()
-            .map(|positions| self.read_slot(keys, names, positions, records.any()));
-        let lists = unplaced.into_iter().map(|j| async move {
-            let item = Item::Scan(j);
+        let alone = unplaced.into_iter().map(|item| async move {
             Ok::<_, Error>((item, self.read_alone_item(reading, item).await?))
         });
-        let (on_nodes, calls, lists) = futures::try_join!(
+        let (on_nodes, alone) = futures::try_join!(
             futures::future::try_join_all(on_nodes),
-            futures::future::try_join_all(calls),
-            futures::future::try_join_all(lists)
+            futures::future::try_join_all(alone)
         )?;
         let mut docs = vec![None; keys.len()];
         let mut replies = vec![None; scans.len()];
-        for (i, doc) in calls.into_iter().flatten() {
-            docs[i] = doc;
-        }
-        for (item, read) in on_nodes.into_iter().flatten().chain(lists) {
+        for (item, read) in on_nodes.into_iter().flatten().chain(alone) {
             match (item, read) {
-                (Item::Doc(i), Read::Doc(doc)) => docs[i] = doc,
+                (Item::Docs(b), Read::Docs(read)) => {
+                    for (&i, doc) in reading.slots[b].iter().zip(read) {
+                        docs[i] = doc;
+                    }
+                }
                 (Item::Scan(j), Read::Page(reply)) => replies[j] = Some(reply),
                 _ => {}
             }
@@ -175,14 +185,14 @@ impl RedisStore {
     }
 
     /// The documents of one slot (`positions` into `keys`), with or without their
-    /// records, by one read script.
+    /// records, by one read script, which follows redis-rs's routing.
     async fn read_slot(
         &self,
         keys: &[Key],
         names: &[String],
-        positions: Vec<usize>,
+        positions: &[usize],
         records: bool,
-    ) -> Result<Vec<(usize, Option<Versioned>)>> {
+    ) -> Result<Vec<Option<Versioned>>> {
         let batch: Vec<&String> = positions.iter().map(|&i| &names[i]).collect();
         let mut call = ScriptCall::new(&self.scripts.read, &batch, 1);
         call.arg(if records { "1" } else { "0" });
@@ -197,16 +207,15 @@ impl RedisStore {
         positions
             .iter()
             .zip(entries)
-            .map(|(&i, entry)| Ok((i, self.decode_entry(&keys[i], entry)?)))
+            .map(|(&i, entry)| self.decode_entry(&keys[i], entry))
             .collect()
     }
 
     /// The `items` one master serves as `table` says, as one pipeline (no table: each sent
-    /// alone; so is one item alone, but for a document read with its record, whose
-    /// `MULTI` costs the server less than the read script and reads one writer's entry
-    /// where the read names one). An item answered with an error is read again on its
-    /// own, and so is every item when the pipeline fails short of a timeout; the table is
-    /// then dropped (module docs).
+    /// alone; so is one item alone, but for one read by `MULTI`, which costs the server
+    /// less than the read script and reads one writer's entry where the read names one).
+    /// An item answered with an error is read again on its own, and so is every item when
+    /// the pipeline fails short of a timeout; the table is then dropped (module docs).
     async fn read_on_node(
         &self,
         reading: &Reading<'_>,
@@ -214,7 +223,7 @@ impl RedisStore {
         table: Option<&Arc<SlotTable>>,
     ) -> Result<Vec<(Item, Read)>> {
         if let [item] = *items
-            && !(matches!(item, Item::Doc(_)) && reading.records.any())
+            && !reading.in_multi(item)
         {
             return Ok(vec![(item, self.read_alone_item(reading, item).await?)]);
         }
@@ -225,13 +234,18 @@ impl RedisStore {
             .and_then(|table| table.owner(Slot::for_key(reading.name_of(first))))
             .map(|(_, node)| node);
         let mut pipe = ::redis::pipe();
-        for item in items {
-            match *item {
-                Item::Doc(i) if reading.records.any() => {
-                    recorded_read(&mut pipe, &reading.names[i], reading.records);
+        for &item in items {
+            match item {
+                Item::Docs(b) if reading.in_multi(item) => {
+                    pipe.cmd("MULTI");
+                    for &i in &reading.slots[b] {
+                        pipe.cmd("HGETALL").arg(&reading.names[i]);
+                        reading.records.add_read(&mut pipe, &reading.names[i]);
+                    }
+                    pipe.cmd("EXEC");
                 }
-                Item::Doc(i) => {
-                    pipe.cmd("HGETALL").arg(&reading.names[i]);
+                Item::Docs(b) => {
+                    pipe.cmd("HGETALL").arg(&reading.names[reading.slots[b][0]]);
                 }
                 Item::Scan(j) => {
                     let (scan, index) = (reading.scans[j], &reading.indexes[j]);
@@ -268,21 +282,16 @@ impl RedisStore {
                 .and_then(|replies| replies.nth(reading.replies(item) - 1));
             async move {
                 let read = match (item, reply) {
-                    (Item::Doc(i), Some(reply)) if reading.records.any() => {
-                        let (key, name) = (&reading.keys[i], &reading.names[i]);
-                        match self
-                            .decode_recorded(key, name, &reply, reading.records)
-                            .await?
-                        {
-                            Some(doc) => Read::Doc(doc),
+                    (Item::Docs(b), Some(reply)) if reading.in_multi(item) => {
+                        match self.decode_exec(reading, b, &reply).await? {
+                            Some(docs) => Read::Docs(docs),
                             None => self.read_alone_item(reading, item).await?,
                         }
                     }
-                    (Item::Doc(i), Some(reply))
-                        if !reading.records.any() && (!is_error(&reply) || wrong_type(&reply)) =>
-                    {
+                    (Item::Docs(b), Some(reply)) if !is_error(&reply) || wrong_type(&reply) => {
+                        let i = reading.slots[b][0];
                         let (key, name) = (&reading.keys[i], &reading.names[i]);
-                        Read::Doc(self.decode_hash(key, name, &reply, false).await?)
+                        Read::Docs(vec![self.decode_hash(key, name, &reply, false).await?])
                     }
                     (Item::Scan(_), Some(reply)) if !is_error(&reply) => Read::Page(reply),
                     _ => self.read_alone_item(reading, item).await?,
@@ -295,16 +304,24 @@ impl RedisStore {
 
     /// `item` read on its own, through redis-rs's routing (and its retries, `ASK`
     /// redirects of a slot being migrated included, which a `MULTI` would not follow): a
-    /// document by an `HGETALL`, with its record by the read script.
+    /// lone document without its record by an `HGETALL`, other documents by the read
+    /// script.
     async fn read_alone_item(&self, reading: &Reading<'_>, item: Item) -> Result<Read> {
         Ok(match item {
-            Item::Doc(i) if reading.records.any() => {
-                let read = self
-                    .read_slot(reading.keys, reading.names, vec![i], true)
-                    .await?;
-                Read::Doc(read.into_iter().next().and_then(|(_, doc)| doc))
+            Item::Docs(b) if reading.in_multi(item) => Read::Docs(
+                self.read_slot(
+                    reading.keys,
+                    reading.names,
+                    &reading.slots[b],
+                    reading.records.any(),
+                )
+                .await?,
+            ),
+            Item::Docs(b) => {
+                let i = reading.slots[b][0];
+                let doc = self.read_alone(&reading.keys[i], &reading.names[i]).await?;
+                Read::Docs(vec![doc])
             }
-            Item::Doc(i) => Read::Doc(self.read_alone(&reading.keys[i], &reading.names[i]).await?),
             Item::Scan(j) => Read::Page(
                 self.list_alone(reading.scans[j], &reading.indexes[j], reading.records.any())
                     .await?,
@@ -312,45 +329,48 @@ impl RedisStore {
         })
     }
 
-    /// The document `recorded_read` read, with its record, from the reply to its `EXEC`;
-    /// `None` when `EXEC` did not run the reads (a command refused, as a node that does
-    /// not serve the slot refuses it), or the document's read is another error than a
-    /// value of another type (which is [`Error::Malformed`]).
-    async fn decode_recorded(
+    /// The documents of slot `b` of `reading`, from the reply to the `EXEC` that read
+    /// them (each with its record when the reading wants it); `None` when `EXEC` did not
+    /// run the reads (a command refused, as a node that does not serve the slot refuses
+    /// it), or a document's read is another error than a value of another type (which is
+    /// [`Error::Malformed`]).
+    async fn decode_exec(
         &self,
-        key: &Key,
-        name: &str,
+        reading: &Reading<'_>,
+        b: usize,
         exec: &Value,
-        records: Records<'_>,
-    ) -> Result<Option<Option<Versioned>>> {
+    ) -> Result<Option<Vec<Option<Versioned>>>> {
+        let positions = &reading.slots[b];
+        let per_document = if reading.records.any() { 2 } else { 1 };
         let Value::Array(replies) = exec else {
             return Ok(None);
         };
-        let [doc, record] = replies.as_slice() else {
-            return Ok(None);
-        };
-        if is_error(doc) && !wrong_type(doc) {
+        if replies.len() != per_document * positions.len()
+            || replies
+                .chunks(per_document)
+                .any(|read| is_error(&read[0]) && !wrong_type(&read[0]))
+        {
             return Ok(None);
         }
-        Ok(Some(
-            self.decode_with_record(key, name, doc, record, records)
-                .await?,
-        ))
+        let mut docs = Vec::with_capacity(positions.len());
+        for (&i, read) in positions.iter().zip(replies.chunks(per_document)) {
+            let (key, name) = (&reading.keys[i], &reading.names[i]);
+            docs.push(match read {
+                [doc, record] => {
+                    self.decode_with_record(key, name, doc, record, reading.records)
+                        .await?
+                }
+                _ => self.decode_hash(key, name, &read[0], false).await?,
+            });
+        }
+        Ok(Some(docs))
     }
-}
-
-/// Adds to `pipe` the read of the document `name` with its write record (every entry or
-/// one writer's, `records`), in one `MULTI` (the document's hash and its record hash
-/// share a slot), as a standalone server reads it: four replies, the last `EXEC`'s.
-fn recorded_read(pipe: &mut ::redis::Pipeline, name: &str, records: Records<'_>) {
-    pipe.cmd("MULTI").cmd("HGETALL").arg(name);
-    records.add_read(pipe, name);
-    pipe.cmd("EXEC");
 }
 
 /// What [`RedisStore::read_on_node`] read of an item.
 enum Read {
-    Doc(Option<Versioned>),
+    /// The documents of a slot, in the order of [`Reading::slots`].
+    Docs(Vec<Option<Versioned>>),
     /// The read script's reply.
     Page(Value),
 }

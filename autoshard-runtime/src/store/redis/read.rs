@@ -17,9 +17,9 @@ use ::redis::Value;
 impl RedisStore {
     /// Reads documents with their write records, one writer's entry of them, or none
     /// ([`Records`]): on a standalone server in one `MULTI`; on a cluster, concurrently,
-    /// one read script per slot, or for a slot of one key (a static shard, a root
-    /// document) one `HGETALL` (with the record, the document's `HGETALL` and the record
-    /// hash's `HGETALL` or `HGET` in one `MULTI`), which costs the server a fraction of a
+    /// one `MULTI` per slot (the documents' `HGETALL`s, with the record hashes' `HGETALL`
+    /// or `HGET`), or for a slot of one key read without its record (a static shard, a
+    /// root document) one `HGETALL`, which costs the server a fraction of the read
     /// script; those bound for one master go in one pipeline (`cluster_read.rs`).
     pub(super) async fn read(
         &self,
