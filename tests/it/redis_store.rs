@@ -926,12 +926,66 @@ fn calls_on_the_masters(cluster: &Cluster) -> Vec<(String, u64)> {
     calls
 }
 
+/// What a lookup answers: its documents, and its pages' items.
+type Answer = (Vec<Option<Document>>, Vec<Vec<(Key, Document)>>);
+
+/// The lookups of [`the_documents_of_a_slot_are_read_by_one_multi`] over `keys` (an entity
+/// and its two children, the second holding a write record of writer `w`), each with what
+/// it answers: without records, with them, naming `w`, and the entity with the scan of its
+/// children prefetching both, then without the prefetch.
+fn lookups_of_one_slot(keys: &[Key; 3]) -> Vec<(Lookup, Answer)> {
+    let plain: Vec<Option<Document>> = vec![Some(doc(0)), Some(doc(2)), Some(doc(2))];
+    let mut recorded = plain.clone();
+    if let Some(doc) = &mut recorded[1] {
+        doc.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
+    }
+    let children = vec![(keys[1].clone(), doc(2)), (keys[2].clone(), doc(2))];
+    let scan = |prefetch: &[Key]| Lookup {
+        keys: vec![keys[0].clone()],
+        scans: vec![Scan::new("Answer", Some(keys[0].clone()))],
+        prefetch: prefetch.to_vec(),
+        ..Lookup::default()
+    };
+    vec![
+        (
+            Lookup {
+                keys: keys.to_vec(),
+                ..Lookup::default()
+            },
+            (plain, Vec::new()),
+        ),
+        (
+            Lookup {
+                keys: keys.to_vec(),
+                records: true,
+                ..Lookup::default()
+            },
+            (recorded.clone(), Vec::new()),
+        ),
+        (
+            Lookup {
+                keys: keys.to_vec(),
+                writer: Some("w".into()),
+                ..Lookup::default()
+            },
+            (recorded, Vec::new()),
+        ),
+        (
+            scan(&keys[1..]),
+            (vec![Some(doc(0))], vec![children.clone()]),
+        ),
+        (scan(&[]), (vec![Some(doc(0))], vec![children])),
+    ]
+}
+
 /// The documents a read wants of one slot (an entity and its children, one entity group)
 /// are read by one `MULTI` on their master, with or without their write records or one
-/// writer's entry, never by the read script: a read of each kind is one `EXEC`, and no
-/// script runs. A value of another type at one of them is `Malformed` naming it, and once
-/// the slot has moved to another master the read answers as stored (the old master
-/// refuses the `MULTI`, and the read script reads them through the cluster's routing).
+/// writer's entry, and so is a scan's first page with the documents the lookup prefetches
+/// in its index's slot, never by the read script: a read of each kind is one `EXEC`, and
+/// no script runs. A page listing a document it did not prefetch is read by the script.
+/// A value of another type at one of the documents is `Malformed` naming it, and once the
+/// slot has moved to another master every read answers as stored (the old master refuses
+/// the `MULTI`, and the read script reads them through the cluster's routing).
 async fn the_documents_of_a_slot_are_read_by_one_multi(
     cluster: &Cluster,
     store: &RedisStore,
@@ -954,70 +1008,40 @@ async fn the_documents_of_a_slot_are_read_by_one_multi(
         write_id("w", 1),
     );
     assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
-    let plain: Vec<Option<Document>> = vec![Some(doc(0)), Some(doc(2)), Some(doc(2))];
-    let mut recorded = plain.clone();
-    if let Some(doc) = &mut recorded[1] {
-        doc.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
-    }
-    let lookups = [
-        (
-            Lookup {
-                keys: keys.to_vec(),
-                ..Lookup::default()
-            },
-            &plain,
-        ),
-        (
-            Lookup {
-                keys: keys.to_vec(),
-                records: true,
-                ..Lookup::default()
-            },
-            &recorded,
-        ),
-        (
-            Lookup {
-                keys: keys.to_vec(),
-                writer: Some("w".into()),
-                ..Lookup::default()
-            },
-            &recorded,
-        ),
-    ];
+    let lookups = lookups_of_one_slot(&keys);
     let read = |lookup: &Lookup| {
         let lookup = lookup.clone();
         async move {
             let found = store.lookup(&lookup).await?;
-            Ok::<_, Error>(
-                found
-                    .docs
-                    .into_iter()
-                    .map(|d| d.map(|d| d.doc))
-                    .collect::<Vec<_>>(),
-            )
+            let docs = found.docs.into_iter().map(|d| d.map(|d| d.doc)).collect();
+            let pages = found
+                .pages
+                .into_iter()
+                .map(|page| page.items.into_iter().map(|(k, d)| (k, d.doc)).collect())
+                .collect();
+            Ok::<Answer, Error>((docs, pages))
         }
     };
     for node in &cluster.nodes {
         node.cli(&["CONFIG", "RESETSTAT"]);
     }
-    for (lookup, want) in &lookups {
-        assert_eq!(&read(lookup).await.unwrap(), *want);
+    // All but the last, whose page lists documents it did not prefetch.
+    for (lookup, want) in &lookups[..lookups.len() - 1] {
+        assert_eq!(&read(lookup).await.unwrap(), want);
     }
     let calls = calls_on_the_masters(cluster);
     let count = |name: &str| calls.iter().find(|(n, _)| n == name).map_or(0, |(_, c)| *c);
     assert_eq!(count("evalsha") + count("eval"), 0, "no script: {calls:?}");
-    assert_eq!(count("exec"), 3, "one EXEC per read: {calls:?}");
+    assert_eq!(count("exec"), 4, "one EXEC per read: {calls:?}");
+    assert_eq!(&read(&lookups[4].0).await.unwrap(), &lookups[4].1);
 
     let names: Vec<String> = keys.iter().map(|k| redis_key(ns, k)).collect();
     let master = cluster.master_of(&names[0]);
     cluster.move_slot_of(&names[0], (master + 1) % cluster.nodes.len());
     for round in 0..4 {
         for (lookup, want) in &lookups {
-            assert_eq!(
-                &read(lookup).await.unwrap(),
-                *want,
-                "after the move, round {round}"
-            );
+            let got = read(lookup).await.unwrap();
+            assert_eq!(&got, want, "after the move, round {round}");
         }
     }
     cluster.nodes[0].cli(&["DEL", &names[2]]);

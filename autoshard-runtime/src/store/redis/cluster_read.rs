@@ -3,9 +3,13 @@
 //! hash, in the same slot: `HGETALL`, or `HGET` of the one writer's entry a lookup names)
 //! and `EXEC`, atomically, as a standalone server reads them; a slot of one document
 //! without its record (a static shard, a root document) by a plain `HGETALL`, atomic by
-//! itself; a scan's first page by the read script (`lua/read.lua`) on its index's slot,
-//! which lists and reads in one step. A `MULTI` costs the server a fraction of the read
-//! script (the design doc of the Redis store, "Round trips"). The reads bound for one
+//! itself. A scan's first page (without records) is listed by `ZRANGEBYLEX` in a `MULTI`
+//! that also reads the documents the lookup prefetches in its index's slot, and answered
+//! from there when it lists no other document (a load's dynamic-shard scan mostly lists
+//! just the compacted document, which it prefetches), as `read.rs` answers a lookup on a
+//! standalone server; otherwise, and with records, the read script (`lua/read.lua`) on
+//! the index's slot lists and reads it in one step. A `MULTI` costs the server a
+//! fraction of the read script (the design doc of the Redis store, "Round trips"). The reads bound for one
 //! master go to it as one pipeline (not a transaction: each item is atomic alone, as it
 //! is when sent alone), by the slot table (`slots.rs`): a load of an entity with ten
 //! static shards and its dynamic-shard scan is three requests on a three-master cluster,
@@ -23,13 +27,13 @@
 
 use super::RedisStore;
 use super::call::ScriptCall;
-use super::read::Records;
+use super::read::{Records, cursor_min, listed_page, page_limit};
 use super::reply;
 use super::slots::SlotTable;
 use crate::document::Versioned;
 use crate::error::{Error, Result};
 use crate::key::{FastMap, Key};
-use crate::store::Scan;
+use crate::store::{Found, Lookup, Scan, ScanPage};
 use ::redis::Value;
 use ::redis::cluster_routing::Slot;
 use std::sync::Arc;
@@ -43,8 +47,12 @@ enum Item {
     Scan(usize),
 }
 
-/// A scan's index name and the read script's reply for its first page, to decode.
-pub(super) type Listed = (String, Value);
+/// A scan's first page as read: the page, or its index name and the read script's reply
+/// for it, to decode (`read.rs`, `decode_page`).
+pub(super) enum Listed {
+    Page(ScanPage),
+    Script(String, Value),
+}
 
 /// What one read reads: documents (`names`: their Redis names) and the first pages of
 /// scans (`indexes`: their indexes' names).
@@ -55,6 +63,9 @@ struct Reading<'a> {
     slots: Vec<Vec<usize>>,
     scans: &'a [&'a Scan],
     indexes: &'a [String],
+    /// Per scan, the documents the lookup asks to prefetch that live in its index's slot
+    /// (their keys and Redis names).
+    prefetch: Vec<Vec<(Key, String)>>,
     records: Records<'a>,
 }
 
@@ -66,7 +77,7 @@ impl Reading<'_> {
     fn in_multi(&self, item: Item) -> bool {
         match item {
             Item::Docs(b) => self.slots[b].len() > 1 || self.records.any(),
-            Item::Scan(_) => false,
+            Item::Scan(_) => !self.records.any(),
         }
     }
 
@@ -78,6 +89,7 @@ impl Reading<'_> {
                 let per_document = if self.records.any() { 2 } else { 1 };
                 2 + per_document * self.slots[b].len()
             }
+            Item::Scan(j) if self.in_multi(item) => 3 + self.prefetch[j].len(),
             _ => 1,
         }
     }
@@ -100,6 +112,7 @@ impl RedisStore {
         keys: &[Key],
         names: &[String],
         scans: &[&Scan],
+        prefetch: &[Key],
         records: Records<'_>,
     ) -> Result<(Vec<Option<Versioned>>, Vec<Listed>)> {
         let mut batches: FastMap<Slot, Vec<usize>> = FastMap::default();
@@ -130,12 +143,24 @@ impl RedisStore {
                 None => unplaced.push(Item::Scan(j)),
             }
         }
+        let prefetch = indexes
+            .iter()
+            .map(|index| {
+                let slot = Slot::for_key(index);
+                prefetch
+                    .iter()
+                    .map(|key| (key.clone(), self.names.doc(key)))
+                    .filter(|(_, name)| Slot::for_key(name) == slot)
+                    .collect()
+            })
+            .collect();
         let reading = Reading {
             keys,
             names,
             slots,
             scans,
             indexes: &indexes,
+            prefetch,
             records,
         };
         let (reading, table) = (&reading, table.as_ref());
@@ -150,7 +175,7 @@ impl RedisStore {
             futures::future::try_join_all(alone)
         )?;
         let mut docs = vec![None; keys.len()];
-        let mut replies = vec![None; scans.len()];
+        let mut replies: Vec<Option<Listed>> = scans.iter().map(|_| None).collect();
         for (item, read) in on_nodes.into_iter().flatten().chain(alone) {
             match (item, read) {
                 (Item::Docs(b), Read::Docs(read)) => {
@@ -158,21 +183,44 @@ impl RedisStore {
                         docs[i] = doc;
                     }
                 }
-                (Item::Scan(j), Read::Page(reply)) => replies[j] = Some(reply),
+                (Item::Scan(j), Read::Page(page)) => replies[j] = Some(Listed::Page(page)),
+                (Item::Scan(j), Read::Script(reply)) => {
+                    replies[j] = Some(Listed::Script(reading.indexes[j].clone(), reply));
+                }
                 _ => {}
             }
         }
         let listed = indexes
-            .into_iter()
+            .iter()
             .zip(replies)
             .map(|(index, reply)| {
-                let reply = reply.ok_or_else(|| {
+                reply.ok_or_else(|| {
                     self.backend(format!("scan of `{index}`"), "no reply for the scan")
-                })?;
-                Ok((index, reply))
+                })
             })
             .collect::<Result<_>>()?;
         Ok((docs, listed))
+    }
+
+    /// A lookup on a cluster: its documents and the first page of each scan (module docs),
+    /// the pages the read script answered decoded as `read.rs` decodes them.
+    pub(super) async fn lookup_cluster(&self, lookup: &Lookup) -> Result<Found> {
+        let names: Vec<String> = lookup.keys.iter().map(|k| self.names.doc(k)).collect();
+        let scans: Vec<&Scan> = lookup.scans.iter().collect();
+        let records = Records::of(lookup);
+        let (docs, listed) = self
+            .read_cluster(&lookup.keys, &names, &scans, &lookup.prefetch, records)
+            .await?;
+        let pages = scans.iter().zip(listed).map(|(scan, listed)| async move {
+            match listed {
+                Listed::Page(page) => Ok(page),
+                Listed::Script(index, reply) => {
+                    self.decode_page(scan, &index, &reply, records).await
+                }
+            }
+        });
+        let pages = futures::future::try_join_all(pages).await?;
+        Ok(Found { docs, pages })
     }
 
     /// The read script's reply for the first page of `scan` (index `index`), sent on its
@@ -247,6 +295,21 @@ impl RedisStore {
                 Item::Docs(b) => {
                     pipe.cmd("HGETALL").arg(&reading.names[reading.slots[b][0]]);
                 }
+                Item::Scan(j) if reading.in_multi(item) => {
+                    let (scan, index) = (reading.scans[j], &reading.indexes[j]);
+                    pipe.cmd("MULTI");
+                    for (_, name) in &reading.prefetch[j] {
+                        pipe.cmd("HGETALL").arg(name);
+                    }
+                    pipe.cmd("ZRANGEBYLEX")
+                        .arg(index)
+                        .arg(cursor_min(scan))
+                        .arg("+")
+                        .arg("LIMIT")
+                        .arg(0)
+                        .arg(page_limit(scan));
+                    pipe.cmd("EXEC");
+                }
                 Item::Scan(j) => {
                     let (scan, index) = (reading.scans[j], &reading.indexes[j]);
                     let call = self.scan_call(scan, index, reading.records.any());
@@ -293,7 +356,13 @@ impl RedisStore {
                         let (key, name) = (&reading.keys[i], &reading.names[i]);
                         Read::Docs(vec![self.decode_hash(key, name, &reply, false).await?])
                     }
-                    (Item::Scan(_), Some(reply)) if !is_error(&reply) => Read::Page(reply),
+                    (Item::Scan(j), Some(reply)) if reading.in_multi(item) => {
+                        match self.page_from_exec(reading, j, &reply).await? {
+                            Some(page) => Read::Page(page),
+                            None => self.read_alone_item(reading, item).await?,
+                        }
+                    }
+                    (Item::Scan(_), Some(reply)) if !is_error(&reply) => Read::Script(reply),
                     _ => self.read_alone_item(reading, item).await?,
                 };
                 Ok::<_, Error>((item, read))
@@ -322,7 +391,7 @@ impl RedisStore {
                 let doc = self.read_alone(&reading.keys[i], &reading.names[i]).await?;
                 Read::Docs(vec![doc])
             }
-            Item::Scan(j) => Read::Page(
+            Item::Scan(j) => Read::Script(
                 self.list_alone(reading.scans[j], &reading.indexes[j], reading.records.any())
                     .await?,
             ),
@@ -365,14 +434,66 @@ impl RedisStore {
         }
         Ok(Some(docs))
     }
+
+    /// The first page of scan `j` of `reading`, from the reply to the `EXEC` that read the
+    /// documents prefetched in its index's slot and listed the page; `None` when `EXEC`
+    /// did not run (a node that does not serve the slot), or the page lists a document
+    /// that was not prefetched (the read script then reads the page, listing and reading
+    /// in one step).
+    async fn page_from_exec(
+        &self,
+        reading: &Reading<'_>,
+        j: usize,
+        exec: &Value,
+    ) -> Result<Option<ScanPage>> {
+        let prefetched = &reading.prefetch[j];
+        let Value::Array(replies) = exec else {
+            return Ok(None);
+        };
+        let Some((listing, hashes)) = replies.split_last() else {
+            return Ok(None);
+        };
+        if hashes.len() != prefetched.len()
+            || is_error(listing)
+            || hashes.iter().any(|h| is_error(h) && !wrong_type(h))
+        {
+            return Ok(None);
+        }
+        let Some(members) = reply::array(listing).and_then(|members| {
+            members
+                .iter()
+                .map(|m| reply::text(m).map(str::to_owned))
+                .collect::<Option<Vec<String>>>()
+        }) else {
+            return Ok(None);
+        };
+        let index = &reading.indexes[j];
+        let read: Vec<Key> = prefetched.iter().map(|(key, _)| key.clone()).collect();
+        // Only the listed documents are decoded: a prefetched one the page does not list
+        // is not part of the answer.
+        let mut docs = Vec::with_capacity(read.len());
+        for ((key, name), hash) in prefetched.iter().zip(hashes) {
+            let member = members
+                .iter()
+                .any(|m| Key::decode(m).is_ok_and(|k| k == *key));
+            docs.push(if member {
+                self.decode_hash(key, name, hash, false).await?
+            } else {
+                None
+            });
+        }
+        Ok(listed_page(reading.scans[j], index, &members, &read, &docs))
+    }
 }
 
 /// What [`RedisStore::read_on_node`] read of an item.
 enum Read {
     /// The documents of a slot, in the order of [`Reading::slots`].
     Docs(Vec<Option<Versioned>>),
-    /// The read script's reply.
-    Page(Value),
+    /// A scan's first page, listed with its documents in one `MULTI`.
+    Page(ScanPage),
+    /// A scan's first page as the read script answered it.
+    Script(Value),
 }
 
 fn is_error(reply: &Value) -> bool {

@@ -31,7 +31,7 @@ impl RedisStore {
             let (docs, _) = self.read_hashes(keys, &names, &[], records).await?;
             return Ok(docs);
         }
-        let (docs, _) = self.read_cluster(keys, &names, &[], records).await?;
+        let (docs, _) = self.read_cluster(keys, &names, &[], &[], records).await?;
         Ok(docs)
     }
 
@@ -168,21 +168,7 @@ impl RedisStore {
             scan.cursor_key()?;
         }
         if self.is_cluster() {
-            let names: Vec<String> = lookup.keys.iter().map(|k| self.names.doc(k)).collect();
-            let scans: Vec<&Scan> = lookup.scans.iter().collect();
-            let (docs, listed) = self
-                .read_cluster(&lookup.keys, &names, &scans, Records::of(lookup))
-                .await?;
-            let pages = lookup
-                .scans
-                .iter()
-                .zip(listed)
-                .map(|(scan, (index, reply))| async move {
-                    self.decode_page(scan, &index, &reply, Records::of(lookup))
-                        .await
-                });
-            let pages = futures::future::try_join_all(pages).await?;
-            return Ok(Found { docs, pages });
+            return self.lookup_cluster(lookup).await;
         }
         // Without documents one scan is a lookup's one atomic read; several go through the
         // read script, which lists them in one step (`snapshot_lookups`).
@@ -287,28 +273,10 @@ impl RedisStore {
             .await?;
         let mut pages = Vec::with_capacity(lookup.scans.len());
         for ((scan, index), members) in lookup.scans.iter().zip(&indexes).zip(members) {
-            let limit = page_limit(scan);
-            let next = (members.len() == limit)
-                .then(|| members.last().cloned())
-                .flatten();
-            let mut items = Vec::with_capacity(members.len());
-            for member in &members {
-                let Ok(key) = Key::decode(member) else {
-                    tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
-                    continue;
-                };
-                if key.kind() != scan.kind || key.parent() != scan.parent {
-                    tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
-                    continue;
-                }
-                let Some(at) = read.iter().position(|k| *k == key) else {
-                    return Ok(None);
-                };
-                if let Some(doc) = &docs[at] {
-                    items.push((key, doc.clone()));
-                }
-            }
-            pages.push(ScanPage { items, next });
+            let Some(page) = listed_page(scan, index, &members, &read, &docs) else {
+                return Ok(None);
+            };
+            pages.push(page);
         }
         docs.truncate(lookup.keys.len());
         Ok(Some(Found { docs, pages }))
@@ -316,7 +284,7 @@ impl RedisStore {
 
     /// A scan page from the read script's `{members, entries}`, reading the documents it
     /// left to the caller (in groups of their own, on a cluster).
-    async fn decode_page(
+    pub(super) async fn decode_page(
         &self,
         scan: &Scan,
         index: &str,
@@ -378,6 +346,39 @@ impl RedisStore {
     }
 }
 
+/// The page of `scan` whose index `index` listed `members`, from documents read in the
+/// same atomic step as the listing (`read`, and `docs` as read): `None` when a member
+/// names a document that was not read there (the read script then reads the page, which
+/// lists and reads in one step). A member that names no key, or a key of another kind
+/// or parent, is skipped with a warning, as the read script skips it.
+pub(super) fn listed_page(
+    scan: &Scan,
+    index: &str,
+    members: &[String],
+    read: &[Key],
+    docs: &[Option<Versioned>],
+) -> Option<ScanPage> {
+    let next = (members.len() == page_limit(scan))
+        .then(|| members.last().cloned())
+        .flatten();
+    let mut items = Vec::with_capacity(members.len());
+    for member in members {
+        let Ok(key) = Key::decode(member) else {
+            tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
+            continue;
+        };
+        if key.kind() != scan.kind || key.parent() != scan.parent {
+            tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
+            continue;
+        }
+        let at = read.iter().position(|k| *k == key)?;
+        if let Some(doc) = &docs[at] {
+            items.push((key, doc.clone()));
+        }
+    }
+    Some(ScanPage { items, next })
+}
+
 /// The read script's flag for `records`.
 fn flag(records: bool) -> &'static str {
     if records { "1" } else { "0" }
@@ -387,12 +388,12 @@ fn flag(records: bool) -> &'static str {
 /// 2^53 - 1, which the read script holds exactly as a Lua number (a larger one, up to
 /// `usize::MAX`, is a count `ZRANGEBYLEX` refuses or Lua rounds). No index holds that
 /// many members, so a larger limit reads the same pages.
-fn page_limit(scan: &Scan) -> usize {
+pub(super) fn page_limit(scan: &Scan) -> usize {
     scan.limit.clamp(1, (1 << 53) - 1)
 }
 
 /// The `ZRANGEBYLEX` start of `scan`: from the beginning, or after its cursor.
-fn cursor_min(scan: &Scan) -> String {
+pub(super) fn cursor_min(scan: &Scan) -> String {
     scan.cursor
         .as_ref()
         .map_or_else(|| "-".to_owned(), |c| format!("({c}"))
