@@ -9,19 +9,19 @@
 //! just the compacted document, which it prefetches), as `read.rs` answers a lookup on a
 //! standalone server; otherwise, and with records, the read script (`lua/read.lua`) on
 //! the index's slot lists and reads it in one step. A `MULTI` costs the server a
-//! fraction of the read script (the design doc of the Redis store, "Round trips"). The reads bound for one
-//! master go to it as one pipeline (not a transaction: each item is atomic alone, as it
-//! is when sent alone), by the slot table (`slots.rs`): a load of an entity with ten
-//! static shards and its dynamic-shard scan is three requests on a three-master cluster,
-//! and so is the read of two such entities a key group forms over.
+//! fraction of the read script (the design doc of the Redis store, "Round trips"). The
+//! reads bound for one master go to it as one pipeline (not a transaction: each item is
+//! atomic alone, as it is when sent alone), by the slot table (`slots.rs`): a load of an
+//! entity with ten static shards and its dynamic-shard scan is three requests on a
+//! three-master cluster, and so is the read of two such entities a key group forms over.
 //!
 //! The table is a hint. A node that does not serve a slot answers a command in it with an
 //! error, never with data (inside a `MULTI`, the command is not queued and `EXEC` fails),
-//! so documents or a scan answered with an error (or a pipeline
-//! that failed short of a timeout: a node gone, a connection lost) are read again on their
-//! own through redis-rs's routing and its retries (a slot of several documents, or one
-//! with its record, by the read script, which follows `ASK` during a migration), and the
-//! table is dropped (`slots.rs`). A slot or a scan the table does not place is read the
+//! so documents or a scan answered with an error (or a pipeline that failed short of a
+//! timeout: a node gone, a connection lost) are read again on their own through
+//! redis-rs's routing and its retries (a slot of several documents, one with its record,
+//! or a scan by the read script, which follows `ASK` during a migration), and the table
+//! is dropped (`slots.rs`). A slot or a scan the table does not place is read the
 //! same way. Pipelines carry reads only: redis-rs sends a pipeline again whole when one
 //! of its replies is `MOVED` or `ASK`, which a write must never be.
 
@@ -70,10 +70,11 @@ struct Reading<'a> {
 }
 
 impl Reading<'_> {
-    /// Whether an item is read by `MULTI`, an `HGETALL` per document (and the read of its
-    /// record hash, in the same slot, with records) and `EXEC`: the documents of a slot of
-    /// several, or a document with its record. A lone document without it is one
-    /// `HGETALL`, and a scan the read script.
+    /// Whether an item is read by `MULTI`: the documents of a slot of several, or a
+    /// document with its record (an `HGETALL` per document, and the read of its record
+    /// hash with records), and a scan's page without records (the documents prefetched in
+    /// its index's slot, and the listing). A lone document without its record is one
+    /// `HGETALL`, and a scan with records the read script.
     fn in_multi(&self, item: Item) -> bool {
         match item {
             Item::Docs(b) => self.slots[b].len() > 1 || self.records.any(),
