@@ -881,6 +881,9 @@ async fn cluster() {
     let (store, ns) = connect("multi").await;
     the_documents_of_a_slot_are_read_by_one_multi(&cluster, &store, &ns).await;
 
+    let (store, ns) = connect("moving record").await;
+    a_record_hash_that_moves_before_its_document_makes_calls_try_again(&cluster, &store, &ns).await;
+
     // A cluster client built by the application carries the store as well.
     let client = autoshard::redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
     let store = RedisStore::from_cluster_client(&client, options("client"))
@@ -1052,6 +1055,88 @@ async fn the_documents_of_a_slot_are_read_by_one_multi(
             other => panic!("a string among the documents: expected Malformed, got {other:?}"),
         }
     }
+}
+
+/// While a slot migrates, a document's record hash may move to the new master before the
+/// document does. A read of the document with its record (whole, or one writer's entry)
+/// then answers an error to try again, never `Malformed`: the old master's `MULTI` is
+/// refused, and the read script, which reaches the record hash without being given it,
+/// fails with `TRYAGAIN` there. So do a put, a delete and a merge through `merge.lua`,
+/// before they write anything (a put deleted the document, then failed). Once the slot
+/// has moved, the read answers the document with its record, as before those writes.
+async fn a_record_hash_that_moves_before_its_document_makes_calls_try_again(
+    cluster: &Cluster,
+    store: &RedisStore,
+    ns: &str,
+) {
+    let key = Key::new("Moving", "1");
+    store.insert(&key, doc(0)).await.unwrap();
+    let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write_id("w", 1));
+    assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
+    let name = redis_key(ns, &key);
+    let from = cluster.master_of(&name);
+    let to = (from + 1) % cluster.nodes.len();
+    let slot = cluster.nodes[from].cli(&["cluster", "keyslot", &name]);
+    let slot = slot.trim();
+    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+    let importing = cluster.nodes[to].cli(&["cluster", "setslot", slot, "importing", &from_id]);
+    assert!(importing.contains("OK"), "importing: {importing}");
+    let migrating = cluster.nodes[from].cli(&["cluster", "setslot", slot, "migrating", &to_id]);
+    assert!(migrating.contains("OK"), "migrating: {migrating}");
+    let port = cluster.nodes[to].port.to_string();
+    let record = format!("{name}/~w");
+    let moved = cluster.nodes[from].cli(&["migrate", "127.0.0.1", &port, &record, "0", "5000"]);
+    assert!(moved.contains("OK"), "migrate: {moved}");
+    let lookups = [
+        Lookup {
+            keys: vec![key.clone()],
+            writer: Some("w".into()),
+            ..Lookup::default()
+        },
+        Lookup {
+            keys: vec![key.clone()],
+            records: true,
+            ..Lookup::default()
+        },
+    ];
+    for lookup in &lookups {
+        match store.lookup(lookup).await {
+            Err(Error::Backend { .. }) => {}
+            other => {
+                panic!("a record hash on its way: expected an error to try again, got {other:?}")
+            }
+        }
+    }
+    // An operand of 15 digits goes to `merge.lua`, which takes the record hash without
+    // being given it (`merge_common.lua` is given it, and Redis refuses that call).
+    let big = 100_000_000_000_000_i64;
+    let merge = Merge::new(
+        key.clone(),
+        "n",
+        Fold::SUM_I64,
+        big.into(),
+        write_id("w", 2),
+    );
+    let writes = [
+        store.put(&key, doc(7)).await.map(drop),
+        store.delete(&key).await.map(drop),
+        store.merge(&merge).await.map(drop),
+    ];
+    for write in writes {
+        let Err(Error::Backend { .. }) = write else {
+            panic!("a write with its record hash on its way: expected an error, got {write:?}");
+        };
+    }
+    cluster.move_slot_of(&name, to);
+    let mut recorded = doc(1);
+    recorded.insert(merge::RECORD.to_owned(), serde_json::json!({"w": [1, 1]}));
+    for lookup in &lookups {
+        let found = store.lookup(lookup).await.unwrap();
+        let got = found.docs[0].as_ref().map(|d| &d.doc);
+        assert_eq!(got, Some(&recorded), "as before the writes that failed");
+    }
+    store.put(&key, doc(7)).await.unwrap();
+    assert_eq!(store.get(&key).await.unwrap().map(|d| d.doc), Some(doc(7)));
 }
 
 /// A read of documents each alone in its slot (without write records, as a load reads,

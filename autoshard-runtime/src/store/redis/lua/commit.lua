@@ -155,13 +155,23 @@ for _ = 1, count do
   if ARGV[pos] == 'o' then
     pos = pos + 3
   else
-    if ARGV[pos] == 'u' then
-      -- The record hash it keeps takes `HSET`s: it must be a hash, or absent.
-      local at = tonumber(ARGV[pos + 1])
-      local t = redis.call('TYPE', KEYS[at] .. '/~w')['ok']
-      if t ~= 'none' and t ~= 'hash' then
-        return { 'malformed', at, 'a Redis ' .. t .. ' value where its write record belongs' }
+    -- The record hash is reached without being given (the document's key and `/~w`). On
+    -- a cluster such a key answers an error once it has moved away with a migrating
+    -- slot, and a put or a delete would meet that error after deleting the document:
+    -- so it is touched here, before the first write, and the script fails with
+    -- `TRYAGAIN`, which the client sends again once the slot has moved.
+    local at = tonumber(ARGV[pos + 1])
+    local record = KEYS[at] .. '/~w'
+    local t = redis.pcall('TYPE', record)
+    if t.err then
+      if string.find(t.err, 'non local key', 1, true) then
+        error({ err = 'TRYAGAIN `' .. record .. '` is moving with its slot' })
       end
+      error(t)
+    end
+    -- A values write keeps the record hash and takes `HSET`s: it must be a hash, or absent.
+    if ARGV[pos] == 'u' and t['ok'] ~= 'none' and t['ok'] ~= 'hash' then
+      return { 'malformed', at, 'a Redis ' .. t['ok'] .. ' value where its write record belongs' }
     end
     local counter_at = tonumber(ARGV[pos + 2])
     if not counters[counter_at] then

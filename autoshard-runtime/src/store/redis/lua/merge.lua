@@ -89,6 +89,12 @@ local function seq_of(text)
 end
 local recorded = redis.pcall('HGET', record, 'w:' .. writer)
 if type(recorded) == 'table' then
+  -- The record hash is reached without being given: on a cluster it answers an error
+  -- once it has moved away with a migrating slot. Nothing is written yet; the client
+  -- sends `TRYAGAIN` again once the slot has moved.
+  if string.find(recorded.err or '', 'non local key', 1, true) then
+    error({ err = 'TRYAGAIN `' .. record .. '` is moving with its slot' })
+  end
   return { 'malformed', 'a write record that is not a Redis hash' }
 end
 local mine = seq_of(recorded) or seq_of(entry)

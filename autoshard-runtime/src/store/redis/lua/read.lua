@@ -31,16 +31,29 @@ local records = ARGV[1] == '1'
 local byte = string.byte
 local W, COLON = byte('w'), byte(':')
 
+-- On a cluster a script reaches a key it was not given (a listed document, a record
+-- hash) only while its node holds it: one that moved away with a migrating slot answers
+-- an error, not an empty value. That is no value of ours to judge: the script fails with
+-- `TRYAGAIN`, which the client sends again (redis-rs retries it) until the slot has moved.
+local function moving(reply, key)
+  if string.find(reply.err, 'non local key', 1, true) then
+    error({ err = 'TRYAGAIN `' .. key .. '` is moving with its slot' })
+  end
+end
+
 local function entry(key)
   -- One call: a missing key reads as an empty hash, a value of another type as an error.
   local fields = redis.pcall('HGETALL', key)
   if fields.err then
+    moving(fields, key)
     return { 2, 'a Redis ' .. redis.call('TYPE', key)['ok'] .. ' value, not an autoshard document' }
   elseif #fields == 0 then
     return { 0 }
   elseif records then
-    local entries = redis.pcall('HGETALL', key .. '/~w')
+    local record = key .. '/~w'
+    local entries = redis.pcall('HGETALL', record)
     if entries.err then
+      moving(entries, record)
       return { 2, 'a write record that is not a Redis hash' }
     end
     for i = 1, #entries do
