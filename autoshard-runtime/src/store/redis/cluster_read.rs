@@ -3,12 +3,13 @@
 //! hash, in the same slot: `HGETALL`, or `HGET` of the one writer's entry a lookup names)
 //! and `EXEC`, atomically, as a standalone server reads them; a slot of one document
 //! without its record (a static shard, a root document) by a plain `HGETALL`, atomic by
-//! itself. A scan's first page (without records) is listed by `ZRANGEBYLEX` in a `MULTI`
-//! that also reads the documents the lookup prefetches in its index's slot, and answered
-//! from there when it lists no other document (a load's dynamic-shard scan mostly lists
-//! just the compacted document, which it prefetches), as `read.rs` answers a lookup on a
-//! standalone server; otherwise, and with records, the read script (`lua/read.lua`) on
-//! the index's slot lists and reads it in one step. A `MULTI` costs the server a
+//! itself. A scan's first page (without records) for which the lookup prefetches
+//! documents in its index's slot is listed by `ZRANGEBYLEX` in a `MULTI` that also reads
+//! those documents, and answered from there when it lists no other document (a load's
+//! dynamic-shard scan mostly lists just the compacted document, which it prefetches), as
+//! `read.rs` answers a lookup on a standalone server; otherwise, and for every other
+//! scan, the read script (`lua/read.lua`) on the index's slot lists and reads it in one
+//! step. A `MULTI` costs the server a
 //! fraction of the read script (the design doc of the Redis store, "Round trips"). The
 //! reads bound for one master go to it as one pipeline (not a transaction: each item is
 //! atomic alone, as it is when sent alone), by the slot table (`slots.rs`): a load of an
@@ -72,13 +73,14 @@ struct Reading<'a> {
 impl Reading<'_> {
     /// Whether an item is read by `MULTI`: the documents of a slot of several, or a
     /// document with its record (an `HGETALL` per document, and the read of its record
-    /// hash with records), and a scan's page without records (the documents prefetched in
-    /// its index's slot, and the listing). A lone document without its record is one
-    /// `HGETALL`, and a scan with records the read script.
+    /// hash with records), and a scan's page without records that the lookup prefetches
+    /// documents for in its index's slot (those documents, and the listing). A lone
+    /// document without its record is one `HGETALL`, and any other scan the read script
+    /// (a `MULTI` that could not answer its page would cost a round trip more).
     fn in_multi(&self, item: Item) -> bool {
         match item {
             Item::Docs(b) => self.slots[b].len() > 1 || self.records.any(),
-            Item::Scan(_) => !self.records.any(),
+            Item::Scan(j) => !self.records.any() && !self.prefetch[j].is_empty(),
         }
     }
 
