@@ -1079,19 +1079,9 @@ async fn a_record_hash_that_moves_before_its_document_makes_calls_try_again(
     let merge = Merge::new(key.clone(), "n", Fold::SUM_I64, 1.into(), write_id("w", 1));
     assert_eq!(store.merge(&merge).await.unwrap(), Merged::Applied);
     let name = redis_key(ns, &key);
-    let from = cluster.master_of(&name);
-    let to = (from + 1) % cluster.nodes.len();
-    let slot = cluster.nodes[from].cli(&["cluster", "keyslot", &name]);
-    let slot = slot.trim();
-    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
-    let importing = cluster.nodes[to].cli(&["cluster", "setslot", slot, "importing", &from_id]);
-    assert!(importing.contains("OK"), "importing: {importing}");
-    let migrating = cluster.nodes[from].cli(&["cluster", "setslot", slot, "migrating", &to_id]);
-    assert!(migrating.contains("OK"), "migrating: {migrating}");
-    let port = cluster.nodes[to].port.to_string();
-    let record = format!("{name}/~w");
-    let moved = cluster.nodes[from].cli(&["migrate", "127.0.0.1", &port, &record, "0", "5000"]);
-    assert!(moved.contains("OK"), "migrate: {moved}");
+    let to = (cluster.master_of(&name) + 1) % cluster.nodes.len();
+    let from = cluster.begin_moving_slot_of(&name, to);
+    cluster.migrate(from, to, &[&format!("{name}/~w")]);
     let lookups = [
         Lookup {
             keys: vec![key.clone()],

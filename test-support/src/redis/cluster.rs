@@ -132,26 +132,17 @@ impl Cluster {
     /// node `to` (`CLUSTER SETSLOT` importing and migrating, `MIGRATE` of the slot's keys,
     /// then the new owner told to every node), and waits until the cluster is ok.
     pub fn move_slot_of(&self, key: &str, to: usize) {
-        let from = self.master_of(key);
-        assert_ne!(from, to, "`{key}` is served by node {to} already");
+        let from = self.begin_moving_slot_of(key, to);
         let slot = self.nodes[from].cli(&["cluster", "keyslot", key]);
         let slot = slot.trim();
-        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
-        let answer = self.nodes[to].cli(&["cluster", "setslot", slot, "importing", &from_id]);
-        assert!(answer.contains("OK"), "importing: {answer}");
-        let answer = self.nodes[from].cli(&["cluster", "setslot", slot, "migrating", &to_id]);
-        assert!(answer.contains("OK"), "migrating: {answer}");
-        let port = self.nodes[to].port.to_string();
+        let to_id = self.node_id(to);
         loop {
             let keys = self.nodes[from].cli(&["cluster", "getkeysinslot", slot, "100"]);
             let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
             if keys.is_empty() {
                 break;
             }
-            let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
-            args.extend(keys);
-            let answer = self.nodes[from].cli(&args);
-            assert!(answer.contains("OK"), "migrate: {answer}");
+            self.migrate(from, to, &keys);
         }
         for node in &self.nodes {
             node.cli(&["cluster", "setslot", slot, "node", &to_id]);
@@ -165,6 +156,31 @@ impl Cluster {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Sets the slot of `key` migrating from the master that serves it to node `to`
+    /// (importing there), and moves no key yet; returns the master it moves from. Node
+    /// `to` may already import it ([`Cluster::move_slot_of`] finishes such a move).
+    pub fn begin_moving_slot_of(&self, key: &str, to: usize) -> usize {
+        let from = self.master_of(key);
+        assert_ne!(from, to, "`{key}` is served by node {to} already");
+        let slot = self.nodes[from].cli(&["cluster", "keyslot", key]);
+        let slot = slot.trim();
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let answer = self.nodes[to].cli(&["cluster", "setslot", slot, "importing", &from_id]);
+        assert!(answer.contains("OK"), "importing: {answer}");
+        let answer = self.nodes[from].cli(&["cluster", "setslot", slot, "migrating", &to_id]);
+        assert!(answer.contains("OK"), "migrating: {answer}");
+        from
+    }
+
+    /// Moves `keys` (of a slot migrating from node `from`) to node `to` with `MIGRATE`.
+    pub fn migrate(&self, from: usize, to: usize, keys: &[&str]) {
+        let port = self.nodes[to].port.to_string();
+        let mut args = vec!["migrate", "127.0.0.1", &port, "", "0", "5000", "keys"];
+        args.extend(keys);
+        let answer = self.nodes[from].cli(&args);
+        assert!(answer.contains("OK"), "migrate: {answer}");
     }
 
     /// How many slots node `index` serves, as it sees itself.

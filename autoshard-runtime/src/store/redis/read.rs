@@ -313,14 +313,9 @@ impl RedisStore {
         let mut elsewhere = Vec::new();
         for (member, entry) in members.iter().zip(entries) {
             let member = reply::text(member).ok_or_else(bad)?;
-            let Ok(key) = Key::decode(member) else {
-                tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
+            let Some(key) = listed_key(scan, index, member) else {
                 continue;
             };
-            if key.kind() != scan.kind || key.parent() != scan.parent {
-                tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
-                continue;
-            }
             let not_read = reply::array(entry)
                 .is_some_and(|items| items.first().and_then(reply::int) == Some(3));
             if not_read {
@@ -363,20 +358,30 @@ pub(super) fn listed_page(
         .flatten();
     let mut items = Vec::with_capacity(members.len());
     for member in members {
-        let Ok(key) = Key::decode(member) else {
-            tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
+        let Some(key) = listed_key(scan, index, member) else {
             continue;
         };
-        if key.kind() != scan.kind || key.parent() != scan.parent {
-            tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
-            continue;
-        }
         let at = read.iter().position(|k| *k == key)?;
         if let Some(doc) = &docs[at] {
             items.push((key, doc.clone()));
         }
     }
     Some(ScanPage { items, next })
+}
+
+/// The key a member of `scan`'s index `index` names, or `None` (with a warning) for a
+/// member that names no key, or a key of another kind or parent: such an entry is
+/// skipped, as the read script skips it.
+fn listed_key(scan: &Scan, index: &str, member: &str) -> Option<Key> {
+    let Ok(key) = Key::decode(member) else {
+        tracing::warn!(%index, %member, "scan index entry that names no key; skipped");
+        return None;
+    };
+    if key.kind() != scan.kind || key.parent() != scan.parent {
+        tracing::warn!(%index, %member, "scan index entry of another kind or parent; skipped");
+        return None;
+    }
+    Some(key)
 }
 
 /// The read script's flag for `records`.
