@@ -3,6 +3,7 @@
 //! followed by recovery once the lease has passed. What the lease ends on its own (holds
 //! past it, a join that lands late, an abandoned group) is in `leases`.
 
+use super::one_shot::{assert_records_kept, record_writes, shard_records};
 use super::{
     INITIAL, audit, contended, group_of, load_all, memory_stores, open_accounts, random_ids,
     transfer,
@@ -124,21 +125,7 @@ pub(super) const LEASE: Duration = Duration::from_millis(100);
 #[tokio::test]
 async fn a_fault_at_any_call_leaves_a_recoverable_state() {
     for shape in 0..memory_stores().len() {
-        let calls = {
-            let (_, shaped, _) = memory_stores().into_iter().nth(shape).unwrap();
-            let store = FaultyStore::new(shaped);
-            let db = Mapper::new(store.clone());
-            open_accounts(&db, 1..=3).await;
-            let before = store.calls();
-            transfer_ten(&db, Duration::from_secs(30), None)
-                .await
-                .unwrap();
-            store.calls() - before
-        };
-        // At least one read of the three accounts and the commit (a one-shot transaction
-        // on a store that reads them atomically; a read of each, their check and the
-        // commit on one that does not; with a group, more).
-        assert!(calls >= 2, "a transfer takes {calls} store calls");
+        let calls = transfer_calls(shape).await;
         // Each case on a store of its own, several at a time (their leases pass together).
         let cases = (0..calls).flat_map(|n| [Fault::Before, Fault::After].map(|f| (n, f)));
         let runs = futures::stream::iter(cases)
@@ -150,6 +137,61 @@ async fn a_fault_at_any_call_leaves_a_recoverable_state() {
             2 * calls
         );
     }
+}
+
+/// How many store calls a one-shot transfer of [`transfer_ten`] makes on memory store
+/// shape `shape` (of `memory_stores`).
+async fn transfer_calls(shape: usize) -> u64 {
+    let (_, shaped, _) = memory_stores().into_iter().nth(shape).unwrap();
+    let store = FaultyStore::new(shaped);
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=3).await;
+    let before = store.calls();
+    transfer_ten(&db, Duration::from_secs(30), None)
+        .await
+        .unwrap();
+    let calls = store.calls() - before;
+    // At least one read of the three accounts and the commit (a one-shot transaction
+    // on a store that reads them atomically; a read of each, their check and the
+    // commit on one that does not; with a group, more).
+    assert!(calls >= 2, "a transfer takes {calls} store calls");
+    calls
+}
+
+/// A one-shot transfer cut by a fault before or after any of its store calls, then
+/// recovered once its lease has passed, leaves every entry the write records of the
+/// accounts' shards held, on every shape: a merge whose entry was there is still known as
+/// applied, and sent again it is not counted twice. Where the commit is a two-phase
+/// commit, the transfer read its members without records, and whoever settles a document
+/// it held (the transfer, or recovery) writes the next content as values.
+#[tokio::test]
+async fn a_cut_one_shot_transfer_keeps_the_write_records() {
+    for shape in 0..memory_stores().len() {
+        let calls = transfer_calls(shape).await;
+        let cases = (0..calls).flat_map(|n| [Fault::Before, Fault::After].map(|f| (n, f)));
+        let runs = futures::stream::iter(cases)
+            .map(|(n, fault)| records_kept_at(shape, n, fault, calls))
+            .buffer_unordered(CONCURRENT_CASES);
+        runs.collect::<Vec<()>>().await;
+    }
+}
+
+/// One case of [`a_cut_one_shot_transfer_keeps_the_write_records`]: `fault` at call `n`.
+async fn records_kept_at(shape: usize, n: u64, fault: Fault, calls: u64) {
+    let (memory, shaped, label) = memory_stores().into_iter().nth(shape).unwrap();
+    let store = FaultyStore::new(shaped);
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=3).await;
+    record_writes(&db, &store).await;
+    let before = shard_records(&store).await;
+    store.fail_call(n, fault);
+    let outcome = transfer_ten(&db, LEASE, None).await;
+    let ended = memory.now_ms().await.unwrap();
+    store.clear();
+    after_lease(&memory, ended).await;
+    db.recover_key_groups().await.unwrap();
+    let case = format!("{label}, {fault:?} call {n} of {calls}: {outcome:?}");
+    assert_records_kept(&before, &shard_records(&memory).await, &case);
 }
 
 /// How many fault cases run at a time.

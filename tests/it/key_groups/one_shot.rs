@@ -6,7 +6,7 @@ use super::{INITIAL, assert_moved, group_of, load_all, memory_stores, move_ten, 
 use autoshard::group::GroupTransaction;
 use autoshard::prelude::*;
 use autoshard::store::DocumentStore;
-use autoshard_test_support::entities::Account;
+use autoshard_test_support::entities::{Account, Tips};
 use autoshard_test_support::every_store::Backend;
 use autoshard_test_support::store::{Gate, Knobs, TestStore};
 use std::collections::BTreeMap;
@@ -95,7 +95,9 @@ async fn one_shot_transactions_that_read_what_the_other_writes_never_both_commit
 }
 
 /// The write record of every static shard of accounts 1 and 2: each writer's entry.
-async fn shard_records(store: &dyn DocumentStore) -> BTreeMap<(u64, u32), serde_json::Value> {
+pub(super) async fn shard_records(
+    store: &dyn DocumentStore,
+) -> BTreeMap<(u64, u32), serde_json::Value> {
     let mut records = BTreeMap::new();
     for id in 1..=2 {
         let main = autoshard::Key::new("Account", id.to_string());
@@ -109,15 +111,10 @@ async fn shard_records(store: &dyn DocumentStore) -> BTreeMap<(u64, u32), serde_
     records
 }
 
-/// A one-shot commit keeps every entry the write records of the documents it writes
-/// held: its loads leave the records on the store (where one lookup reads the members)
-/// and its commit writes the values alone, so a merge whose entry was there before is
-/// still known as applied after it, and sent again it is not counted twice.
-async fn a_one_shot_commit_keeps_the_write_records_it_did_not_read(backend: &Backend, label: &str) {
-    let store = backend.store("keygroup_one_shot_records").await;
-    let db = Mapper::new(store.clone());
-    open_accounts(&db, 1..=2).await;
-    // Entries in every shard, from the writers of two mappers.
+/// Writes entries into the write record of every static shard of accounts 1 and 2, from
+/// the writers of `db` and of another mapper over `store`: 8 merges of 1 each per account
+/// and mapper.
+pub(super) async fn record_writes<S: DocumentStore + Clone>(db: &Mapper<S>, store: &S) {
     let other = Mapper::new(store.clone());
     for _ in 0..8 {
         for id in 1..=2 {
@@ -128,13 +125,16 @@ async fn a_one_shot_commit_keeps_the_write_records_it_did_not_read(backend: &Bac
                 .unwrap();
         }
     }
-    let before = shard_records(&*store).await;
-    let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
-    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
-    move_ten(&mut txn, &mut accounts).unwrap();
-    txn.commit().await.unwrap();
-    let after = shard_records(&*store).await;
-    for (shard, entries) in &before {
+}
+
+/// Checks that every writer's entry of `before` (as [`shard_records`] reads them) is in
+/// `after`, at the same sequence number or a later one.
+pub(super) fn assert_records_kept(
+    before: &BTreeMap<(u64, u32), serde_json::Value>,
+    after: &BTreeMap<(u64, u32), serde_json::Value>,
+    label: &str,
+) {
+    for (shard, entries) in before {
         let Some(entries) = entries.as_object() else {
             continue;
         };
@@ -147,11 +147,73 @@ async fn a_one_shot_commit_keeps_the_write_records_it_did_not_read(backend: &Bac
             );
         }
     }
+}
+
+/// A one-shot commit keeps every entry the write records of the documents it writes
+/// held: its loads leave the records on the store and its commit writes the values alone
+/// (on every shape: one commit, or the prepare and settling of a two-phase commit), so a
+/// merge whose entry was there before is still known as applied after it, and sent again
+/// it is not counted twice.
+async fn a_one_shot_commit_keeps_the_write_records_it_did_not_read(backend: &Backend, label: &str) {
+    let store = backend.store("keygroup_one_shot_records").await;
+    let db = Mapper::new(store.clone());
+    open_accounts(&db, 1..=2).await;
+    record_writes(&db, &store).await;
+    let before = shard_records(&*store).await;
+    let mut txn = group_of(&db, &[1, 2]).once().await.unwrap();
+    let mut accounts = load_all(&mut txn, &[1, 2]).await.unwrap();
+    move_ten(&mut txn, &mut accounts).unwrap();
+    txn.commit().await.unwrap();
+    assert_records_kept(&before, &shard_records(&*store).await, label);
     assert_moved(&db, 10 - 16, 10 + 16, label).await;
 }
 
 mod keeps_records {
     autoshard_test_support::every_store!(
         super::a_one_shot_commit_keeps_the_write_records_it_did_not_read
+    );
+}
+
+/// A one-shot transaction reads the shards of a property the store can fold (`fold =
+/// sum`) whole, never folded by the store: it writes one of them back with its change,
+/// and a shard read without its value would be written back without what it held. So
+/// every tip counts, on every store and shape.
+async fn a_one_shot_transaction_keeps_what_store_folded_shards_held(
+    backend: &Backend,
+    label: &str,
+) {
+    let store = backend.store("keygroup_one_shot_folds").await;
+    let db = Mapper::new(store);
+    for id in 1..=2 {
+        db.insert(&mut Tips::new(id, 0)).await.unwrap();
+        // Enough tips that every shard of the four holds some.
+        for _ in 0..40 {
+            db.apply(&id, |t: &mut Tips| t.tip()).await.unwrap();
+        }
+    }
+    for _ in 0..4 {
+        let mut txn = db
+            .key_group()
+            .member::<Tips>(&1)
+            .member::<Tips>(&2)
+            .once()
+            .await
+            .unwrap();
+        let mut tips = txn.load_many::<Tips>(&[1, 2]).await.unwrap();
+        for t in &mut tips {
+            t.tip();
+            txn.save(t).unwrap();
+        }
+        txn.commit().await.unwrap();
+    }
+    for id in 1..=2 {
+        let tips: Tips = db.load(&id).await.unwrap();
+        assert_eq!(tips.total, 44, "{label}: Tips {id}");
+    }
+}
+
+mod keeps_folded_shards {
+    autoshard_test_support::every_store!(
+        super::a_one_shot_transaction_keeps_what_store_folded_shards_held
     );
 }

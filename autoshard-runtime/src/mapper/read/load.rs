@@ -41,10 +41,25 @@ use std::sync::Arc;
 pub(in crate::mapper) type SharedLoads = SharedReads<Slot, Result<Arc<Snapshot>>>;
 
 /// What loads share a read of: an entity, read as one entity type (two types declared
-/// for one kind may read different documents), with or without the shards' write records
-/// (a cached load needs them to tell which confirmed writes its snapshot holds, so it
-/// never shares a read made without them).
-type Slot = (Key, &'static str, bool);
+/// for one kind may read different documents), read one way ([`Reading`]: a cached load
+/// needs the write records to tell which confirmed writes its snapshot holds, and a
+/// writer needs every shard document, so neither shares a read made otherwise).
+type Slot = (Key, &'static str, Reading);
+
+/// How a read takes an entity's documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(in crate::mapper) enum Reading {
+    /// Without write records, the store folding the built-in folds where it can: what a
+    /// load needs to answer the entity.
+    Folded,
+    /// Every document whole but for its write record: for a writer that writes documents
+    /// back as values ([`crate::store::Transaction::put_values`], the store keeps the
+    /// records) and must see each shard it may write.
+    Values,
+    /// Every document whole, write records included: for a writer that writes documents
+    /// back whole, and for a cached load.
+    Whole,
+}
 
 impl<S: DocumentStore> Mapper<S> {
     /// Loads the entity with this id. Each sharded property is the fold of its shards
@@ -120,24 +135,27 @@ impl<S: DocumentStore> Mapper<S> {
         main: &Key,
     ) -> Result<Arc<Snapshot>> {
         // The write records tell a cached snapshot which confirmed writes it holds.
-        self.read_entity_with::<E>(main, self.cache.is_some()).await
+        let reading = match self.cache {
+            Some(_) => Reading::Whole,
+            None => Reading::Folded,
+        };
+        self.read_entity_with::<E>(main, reading).await
     }
 
-    /// [`Mapper::read_entity`], the documents with their write records when `records`
-    /// (for a caller that writes them back whole).
+    /// [`Mapper::read_entity`], the documents read as `reading` says.
     pub(in crate::mapper) async fn read_entity_with<E: Root>(
         &self,
         main: &Key,
-        records: bool,
+        reading: Reading,
     ) -> Result<Arc<Snapshot>> {
         let mut lookup = first_read::<E>(main);
-        lookup.records = records;
+        lookup.records = reading == Reading::Whole;
         tracing::debug!(key = %main, documents = lookup.keys.len(), "load");
         let folds = store_folds::<E>();
         let read = || async {
             let mut attempts = 0;
             // Whether the store may fold: until a read shows a shard it must not count.
-            let mut folding = !records;
+            let mut folding = reading == Reading::Folded;
             loop {
                 let mut lookup = lookup.clone();
                 let (found, folded) = loop {
@@ -201,10 +219,7 @@ impl<S: DocumentStore> Mapper<S> {
         match &self.reads {
             Some(reads) => {
                 reads
-                    .read(
-                        &(main.clone(), std::any::type_name::<E>(), lookup.records),
-                        read,
-                    )
+                    .read(&(main.clone(), std::any::type_name::<E>(), reading), read)
                     .await
             }
             None => read().await,

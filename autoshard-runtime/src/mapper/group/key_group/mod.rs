@@ -48,7 +48,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::Mapper;
 use crate::mapper::layout::{self};
-use crate::mapper::read::load::{first_read, one_read_snapshot};
+use crate::mapper::read::load::{Reading, first_read, one_read_snapshot};
 use crate::mapper::read::snapshot::Snapshot;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, DocumentStore, Found, Lookup, Transaction};
@@ -160,7 +160,7 @@ fn read_member<'a, S: DocumentStore, E: Root>(
     main: &'a Key,
 ) -> BoxFuture<'a, Result<Member>> {
     Box::pin(async move {
-        let found = mapper.read_entity_with::<E>(main, true).await?;
+        let found = mapper.read_entity_with::<E>(main, Reading::Whole).await?;
         Ok(member_of::<E>(main, found))
     })
 }

@@ -9,7 +9,8 @@
 //! lookup atomically across groups, that is one lookup ([`read_at_once`]): the members'
 //! documents, those earlier loads returned (unchanged when their versions are), and the
 //! members' intent documents. Elsewhere, and where that lookup is not all the loads need,
-//! each member is read as `load` reads it, and a commit that writes nothing checks that
+//! each member is read as `load` reads it (without write records, and never folded by
+//! the store: a shard it writes goes back with its change), and a commit that writes nothing checks that
 //! every document the transaction has read is still as read ([`read`]). The one commit
 //! of the changes expects every document read at the version read and writes the
 //! changes as values ([`crate::store::Write::Values`]): each document keeps the write

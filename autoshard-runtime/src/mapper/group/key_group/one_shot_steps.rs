@@ -26,6 +26,11 @@
 //!    where one does not commit, the grouping protocol's steps settle and release.
 //! 6. The group document and its list are deleted.
 //!
+//! The loads read the members without write records, so the prepare and the settling
+//! write values ([`crate::store::Write::Values`]): the store keeps each document's record,
+//! and a merge whose entry was there is still known as applied afterwards. The grouping
+//! protocol's settle (recovery's) writes a next content without a record as values too.
+//!
 //! Serializable: at the validation's instant, every document the transaction read was as
 //! read (those in written entity groups held since their prepare, the others unchanged
 //! from the read to the validation), and no one could read or write what it writes: a
@@ -189,7 +194,7 @@ impl<S: DocumentStore> Coordinator<'_, S> {
                 &self.in_flight.txn,
                 next.clone(),
             );
-            prepare = prepare.put(key.clone(), held);
+            prepare = prepare.put_values(key.clone(), held);
         }
         prepare_all(&self.steps, &prepare.by_group(), &self.in_flight.txn).await
     }
@@ -266,7 +271,7 @@ impl<S: DocumentStore> Coordinator<'_, S> {
             settle = match (settle, prepared.get(key)) {
                 (Some(txn), Some(version)) => Some(
                     txn.expect(key.clone(), Some(*version))
-                        .put(key.clone(), next.clone()),
+                        .put_values(key.clone(), next.clone()),
                 ),
                 _ => None,
             };

@@ -14,6 +14,7 @@ use crate::document::{Document, Value, Version, Versioned};
 use crate::error::{Error, FieldError, Result};
 use crate::key::Key;
 use crate::mapper::Mapper;
+use crate::store::merge::RECORD;
 use crate::store::ownership::{OWNER, Owner};
 use crate::store::{Commit, CommitReply, DocumentStore, Transaction, Write};
 use crate::sync::lock;
@@ -426,9 +427,14 @@ impl<S: DocumentStore> Steps<'_, S> {
                         continue;
                     }
                     let settled = settled(key, &doc.doc, &owner, commit)?;
-                    write = write
-                        .expect(key.clone(), Some(doc.version))
-                        .put(key.clone(), settled);
+                    write = write.expect(key.clone(), Some(doc.version));
+                    // A next content without a write record (a one-shot transaction's,
+                    // which read without them) leaves the stored record as it is.
+                    write = if settled.contains_key(RECORD) {
+                        write.put(key.clone(), settled)
+                    } else {
+                        write.put_values(key.clone(), settled)
+                    };
                 }
                 Ok(Next::commit_unless_empty(write))
             }

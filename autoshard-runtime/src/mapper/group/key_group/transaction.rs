@@ -15,6 +15,7 @@ use crate::group::Root;
 use crate::key::Key;
 use crate::mapper::codec::{Folds, malformed};
 use crate::mapper::layout::{self, static_properties};
+use crate::mapper::read::load::Reading;
 use crate::mapper::read::snapshot::{Snapshot, assemble};
 use crate::mapper::write::dynamic::pending_dynamic;
 use crate::mapper::write::static_shard::fold_into_shard;
@@ -110,11 +111,18 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 None => format!("`{main}` is not a member of this one-shot transaction"),
             }));
         }
-        let reads = || {
-            mains
-                .iter()
-                .map(|main| mapper.read_entity_with::<E>(main, true))
+        // A group's transactions write their documents back whole, so they read them
+        // with write records; a one-shot transaction writes values, and the store keeps
+        // the records.
+        let mains_ref = &mains;
+        let reads_as = |reading| {
+            move || {
+                mains_ref
+                    .iter()
+                    .map(move |main| mapper.read_entity_with::<E>(main, reading))
+            }
         };
+        let reads = reads_as(Reading::Whole);
         let found = if let Some(group) = self.holder.group() {
             // The first load: as the group's last commit left the members (`memo.rs`), or
             // in one lookup with the group document, or beside it.
@@ -153,6 +161,7 @@ impl<'g, 'm, S: DocumentStore> GroupTransaction<'g, 'm, S> {
                 );
                 match at_once.await {
                     Ok(None) => {
+                        let reads = reads_as(Reading::Values);
                         one_shot::read(mapper, &reads, &intent_keys, self.read.versions()).await
                     }
                     Ok(Some(read)) => Ok(read),
