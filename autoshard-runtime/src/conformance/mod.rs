@@ -138,6 +138,7 @@ cases!(
     any_group_id_owns_alike,
     a_refusal_tells_the_lease_end_exactly,
     the_owner_alone_changes_only_the_owner,
+    the_owner_alone_expecting_a_document_absent_conflicts_when_it_exists,
     owner_writes_never_bring_a_version_back,
 );
 

@@ -276,6 +276,66 @@ pub async fn the_owner_alone_changes_only_the_owner(store: &dyn DocumentStore) {
     );
 }
 
+/// A write of the owner alone that also expects another document of its entity group
+/// absent (a key group's join of a member's main document, expecting the member's intent
+/// document as read) conflicts on that document when it exists, in either order of the
+/// expectations, and writes nothing; while it is absent the owner is written.
+pub async fn the_owner_alone_expecting_a_document_absent_conflicts_when_it_exists(
+    store: &dyn DocumentStore,
+) {
+    let key = Key::new(fresh_kind("OwnBeside"), "1");
+    let beside = key.child("Intent", "x");
+    ok(store.put(&key, doc(&[("n", 1.into())])).await, "put");
+    let owner = Owner {
+        group: "g".to_owned(),
+        until_ms: ok(store.now_ms().await, "now_ms") + 600_000,
+        txn: None,
+    };
+    let join = |version, beside_first: bool| {
+        let txn = Transaction::new();
+        let txn = if beside_first {
+            txn.expect(beside.clone(), None)
+                .expect(key.clone(), Some(version))
+        } else {
+            txn.expect(key.clone(), Some(version))
+                .expect(beside.clone(), None)
+        };
+        txn.own(key.clone(), Some(owner.clone()))
+    };
+    ok(
+        store.put(&beside, doc(&[("n", 2.into())])).await,
+        "put beside",
+    );
+    let before = must_get(store, &key).await;
+    for beside_first in [true, false] {
+        assert_eq!(
+            commit(store, &join(before.version, beside_first)).await,
+            Commit::Conflict {
+                key: beside.clone()
+            },
+            "the document beside exists (expected first: {beside_first})"
+        );
+        assert_eq!(
+            must_get(store, &key).await,
+            before,
+            "a join that conflicts writes nothing"
+        );
+    }
+    assert!(ok(store.delete(&beside).await, "delete beside"));
+    assert_eq!(
+        commit(store, &join(before.version, false)).await,
+        Commit::Committed,
+        "the document beside absent"
+    );
+    let joined = must_get(store, &key).await;
+    assert_eq!(Owner::of(&joined.doc), Some(owner.clone()), "owned");
+    assert_eq!(
+        get(store, &beside).await,
+        None,
+        "the document beside stays absent"
+    );
+}
+
 /// Once its lease has passed (by the store's clock), a document is free: writes without
 /// a token apply, and its former group's transactions get `GroupLost`.
 pub async fn a_passed_lease_frees_the_document(store: &dyn DocumentStore) {

@@ -1,12 +1,14 @@
 //! Commits: planning the KEYS and ARGV of one `lua/commit.lua` call for a
 //! [`Transaction`], running it (with the out-of-slot index steps of `index` on a cluster),
 //! and decoding its reply. The call format is specified in the script's header. The
-//! commit of one document's owner alone, expecting its version (what a key group sends
-//! per document on a cluster), first goes to `lua/own.lua` (on a cluster with others
+//! commit of one document's owner alone, expecting its version and perhaps another
+//! document of its entity group absent (what a key group sends per document on a
+//! cluster), first goes to `lua/own.lua` (on a cluster with others
 //! bound for the same master, `own_batch`), which runs only the commands that
 //! transaction needs: it answers as `commit.lua` would, in the same reply format, or
-//! writes nothing and answers `slow` (the document does not hold the version expected, or
-//! the call's node does not serve it), and then `commit.lua` decides it.
+//! writes nothing and answers `slow` (the document does not hold the version expected, the
+//! one expected absent exists, or the call's node does not serve it), and then
+//! `commit.lua` decides it.
 
 use super::call::ScriptCall;
 use super::index::OutOfSlotIndex;
@@ -317,18 +319,24 @@ impl RedisStore {
     }
 
     /// The commit for `lua/own.lua` (`own_batch.rs`) when `txn` is the commit of one
-    /// document's owner alone expecting its version (what a key group sends per document
-    /// on a cluster), with the one document it names for decoding the answer (the owner
-    /// alone touches no counter and no index, so that is all its plan holds). `None` for
-    /// any other transaction.
+    /// document's owner alone expecting its version, and perhaps another document of its
+    /// entity group absent (what a key group sends per document on a cluster: a member's
+    /// main document is joined expecting its intent document absent), with the one
+    /// document it names for decoding the answer (the owner alone touches no counter and
+    /// no index, so that is all its plan holds). `None` for any other transaction.
     fn owner_alone<'t>(&self, txn: &'t Transaction) -> Option<(Call<'t>, OwnCommit)> {
-        let ([(read, Some(version))], [(key, Write::Own(owner))]) = (txn.reads(), txn.writes())
-        else {
+        let [(key, Write::Own(owner))] = txn.writes() else {
             return None;
         };
-        if read != key {
-            return None;
-        }
+        let (version, absent) = match txn.reads() {
+            [(read, Some(version))] if read == key => (version, None),
+            [(read, Some(version)), (other, None)] | [(other, None), (read, Some(version))]
+                if read == key && other != key && other.group() == key.group() =>
+            {
+                (version, Some(other))
+            }
+            _ => return None,
+        };
         let mut call = Call::default();
         call.doc(&self.names, key);
         let own = OwnCommit {
@@ -338,6 +346,7 @@ impl RedisStore {
                 .as_ref()
                 .map_or_else(String::new, |owner| owner.to_value().to_string()),
             token: token_text(txn),
+            absent: absent.map_or_else(String::new, |other| self.names.doc(other)),
         };
         Some((call, own))
     }

@@ -42,12 +42,14 @@ use tokio::sync::oneshot;
 pub(super) const MOST: usize = 256;
 
 /// One owner-alone commit: its document's Redis name, the version it expects, the owner's
-/// text (empty to take the owner out) and the token (`commit::token_text`).
+/// text (empty to take the owner out), the token (`commit::token_text`), and the Redis
+/// name of a document of the same slot it expects absent (empty for none).
 pub(super) struct OwnCommit {
     pub name: String,
     pub version: u64,
     pub owner: String,
     pub token: String,
+    pub absent: String,
 }
 
 /// A commit waiting in a master's queue, and where its answer goes.
@@ -183,16 +185,18 @@ impl RedisStore {
         let mut call = ScriptCall::new(
             &self.scripts.own,
             &[first.name.as_str()],
-            4 * commits.len() - 1,
+            5 * commits.len() - 1,
         );
         call.arg(first.version)
             .arg(first.owner.as_str())
-            .arg(first.token.as_str());
+            .arg(first.token.as_str())
+            .arg(first.absent.as_str());
         for commit in &commits[1..] {
             call.arg(commit.name.as_str())
                 .arg(commit.version)
                 .arg(commit.owner.as_str())
-                .arg(commit.token.as_str());
+                .arg(commit.token.as_str())
+                .arg(commit.absent.as_str());
         }
         let what = || match commits.len() {
             1 => format!("owner commit of `{}`", first.name),

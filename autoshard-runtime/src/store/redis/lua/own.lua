@@ -16,20 +16,38 @@
 -- anything is written to it, and its answer is 'moved': it is sent on its own then, to
 -- `commit.lua` through the client's routing.
 --
+-- A commit may also expect one other document of its document's slot absent (a key group
+-- member's intent document, which a join expects as read): when it exists, the answer is
+-- 'slow', having written nothing.
+--
 -- KEYS: {the first document}
 -- ARGV: for the first document: the version expected (decimal); the owner's text
 --       (`p:~own`, '' to take the owner out); the owner token ('=' followed by the key
---       group the transaction commits for, '' for none), as `commit.lua` takes it. Then,
---       for each further document: its name, and the same three.
+--       group the transaction commits for, '' for none), as `commit.lua` takes it; the
+--       name of the document expected absent ('' for none). Then, for each further
+--       document: its name, and the same four.
 --
 -- Reply: one answer per document, in order, each
 --        {'ok', version, 1} | 'slow' | 'moved' | {'grouped', 1, group, until_ms}
 --        | {'lost', 1, group}
 
-local function own(key, want, owner, token)
+local function unreachable(err)
+  return string.find(err, 'non local key', 1, true) and 'moved' or 'slow'
+end
+
+local function own(key, want, owner, token, absent)
+  if absent ~= '' then
+    local there = redis.pcall('EXISTS', absent)
+    if type(there) == 'table' then
+      return unreachable(there.err)
+    end
+    if there ~= 0 then
+      return 'slow'
+    end
+  end
   local got = redis.pcall('HMGET', key, 'v', 'p:~own')
   if got.err then
-    return string.find(got.err, 'non local key', 1, true) and 'moved' or 'slow'
+    return unreachable(got.err)
   end
   if got[1] ~= want or not countable(want) then
     return 'slow'
@@ -53,8 +71,8 @@ local function own(key, want, owner, token)
   return { 'ok', version, 1 }
 end
 
-local answers = { own(KEYS[1], ARGV[1], ARGV[2], ARGV[3]) }
-for i = 4, #ARGV, 4 do
-  answers[#answers + 1] = own(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
+local answers = { own(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]) }
+for i = 5, #ARGV, 5 do
+  answers[#answers + 1] = own(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
 end
 return answers
