@@ -14,7 +14,7 @@
 //! Files: `mod.rs`, what the steps share (reading a member, the group's documents,
 //! sending a step whose outcome may be unknown); `builder.rs`, [`KeyGroupBuilder`] and
 //! creating a group; `handle.rs`, [`KeyGroup`] (renew, dissolve, recovery);
-//! `transaction.rs`, [`GroupTransaction`], `holder.rs`, how it holds its group, and
+//! `transaction.rs`, [`GroupTransaction`] (its commit in `transaction/commit.rs`), `holder.rs`, how it holds its group, and
 //! `reads.rs`, its reads of the store;
 //! `protocol.rs`, the steps on a store whose
 //! commits stay within one entity group, `in_steps.rs`, a transaction's commit in those
